@@ -1,0 +1,1 @@
+//! Criterion benchmarks of kmirror live in `benches/`; this library is intentionally empty.

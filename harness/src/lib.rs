@@ -1,0 +1,1 @@
+//! kmirror-harness: executes kernel effects on real Kafka logs (being written).

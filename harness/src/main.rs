@@ -1,0 +1,3 @@
+//! The `kmirror` binary.
+
+fn main() {}

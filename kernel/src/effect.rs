@@ -1,0 +1,113 @@
+//! What the kernel asks its executor to do.
+//!
+//! Effects are data, never calls. An executor applies them in order. [`Effect::Log`] effects are
+//! applied to the partition's local log before the next input is handled (with
+//! [`apply_log_effect`](crate::apply::apply_log_effect)); every other effect is a request whose
+//! completion comes back as an [`Input`](crate::input::Input) carrying the same [`RequestId`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::records::{LastMirroredEpochsValue, MirrorPartitionStateValue};
+use crate::types::{LeaderEpoch, Offset, ProducerEpoch, ProducerId, StateEpoch};
+
+/// Correlates a request effect with its completion; completions with an id the partition is
+/// not waiting for are stale and ignored.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub struct RequestId(pub u64);
+
+/// One mutation of the partition's local log.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub enum LogEffect {
+    /// Truncate the log to `offset` (LME truncation, fetch divergence, LSO truncation).
+    TruncateTo {
+        /// The new log end offset.
+        offset: Offset,
+    },
+    /// Empty the log and start it at `offset` (first-time mirroring, fetch out of range).
+    TruncateFullyAndStartAt {
+        /// The new log start offset.
+        offset: Offset,
+    },
+    /// Append the batches of the fetch response being handled, keeping their source epochs.
+    AppendFetched,
+    /// Append an ABORT marker closing `producer_id`'s open transaction (stop strategy `Abort`).
+    AbortTransaction {
+        /// The producer whose transaction is open.
+        producer_id: ProducerId,
+        /// Its epoch.
+        producer_epoch: ProducerEpoch,
+        /// The leader epoch the marker is written at.
+        leader_epoch: LeaderEpoch,
+    },
+    /// Append the `MIRROR_PID_RESET` control batch, expiring all producer state.
+    AppendPidReset {
+        /// The leader epoch the batch is written at.
+        leader_epoch: LeaderEpoch,
+    },
+}
+
+/// Something the executor must do for the partition.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub enum Effect {
+    /// Read the persisted `MirrorPartitionState` from the coordinator
+    /// (completion: [`Input::StateRead`](crate::input::Input::StateRead)).
+    ReadState {
+        /// Correlation id.
+        request: RequestId,
+    },
+    /// Persist `value` if the stored record's state epoch is still `expected_state_epoch`
+    /// (`None`: no record stored). Completion: `StateWritten` or `WriteFenced`.
+    WriteState {
+        /// Correlation id.
+        request: RequestId,
+        /// The record to store (its `state_epoch` is the one expected; the coordinator bumps it).
+        value: MirrorPartitionStateValue,
+        /// The state epoch the writer last read, `None` when nothing was stored.
+        expected_state_epoch: Option<StateEpoch>,
+    },
+    /// Ask the source cluster for the LME of this partition
+    /// (completion: `LastMirroredEpochReceived`).
+    QueryLastMirroredEpoch {
+        /// Correlation id.
+        request: RequestId,
+    },
+    /// Mutate the local log now.
+    Log(LogEffect),
+    /// Create the mirror fetcher for this partition.
+    StartFetcher,
+    /// Send one consumer Fetch (read-committed) to the source (completion: `FetchCompleted`).
+    Fetch {
+        /// Correlation id.
+        request: RequestId,
+        /// The offset to fetch from (the local LEO).
+        fetch_offset: Offset,
+        /// The epoch of the last local batch, for the source's divergence check.
+        last_fetched_epoch: Option<LeaderEpoch>,
+    },
+    /// Remove the mirror fetcher; responses still in flight will be ignored.
+    StopFetcher,
+    /// Ask the controller for a leader epoch of at least `at_least`
+    /// (completion: `LeaderEpochBumped`).
+    BumpLeaderEpoch {
+        /// Correlation id.
+        request: RequestId,
+        /// The smallest acceptable new leader epoch.
+        at_least: LeaderEpoch,
+    },
+    /// Persist the LME record for a future failback (completion: `LastMirroredEpochWritten`).
+    WriteLastMirroredEpoch {
+        /// Correlation id.
+        request: RequestId,
+        /// The record.
+        value: LastMirroredEpochsValue,
+    },
+    /// Let local producers write (`true`) or refuse them with `READ_ONLY_TOPIC` (`false`).
+    SetWritable(bool),
+    /// Feed `Input::RetryDue` with `attempt` after `delay_ms` milliseconds.
+    ScheduleRetry {
+        /// The retry attempt this timer is for.
+        attempt: u32,
+        /// How long to wait.
+        delay_ms: u64,
+    },
+}

@@ -1,0 +1,1 @@
+//! kmirror-model: the stateright model of KIP-1279 mirroring (being written).
