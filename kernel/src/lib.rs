@@ -7,6 +7,7 @@ pub mod effect;
 pub mod epoch_cache;
 pub mod input;
 pub mod log;
+pub mod mutant;
 pub mod producer_state;
 pub mod records;
 pub mod state;

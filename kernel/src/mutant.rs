@@ -1,0 +1,51 @@
+//! Named deliberate bugs, so the model checker can prove that each property bites.
+//!
+//! A [`Mutant`] is carried in a configuration (`mutant: Option<Mutant>`) but only takes effect
+//! when the crate is built with feature `mutants`; without it [`active`] is constant `false` and
+//! the mutated branches compile away.
+
+use serde::{Deserialize, Serialize};
+
+/// A deliberately broken kernel behaviour.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub enum Mutant {
+    /// PREPARING moves to MIRRORING without waiting for the replicas to truncate.
+    SkipIsrWait,
+    /// A state's side effect runs before the coordinator acknowledged the state.
+    ActBeforePersist,
+    /// STOPPING does not bump the leader epoch.
+    SkipEpochBump,
+    /// STOPPING neither truncates to the LSO nor aborts open transactions.
+    SkipLsoTruncation,
+    /// STOPPING does not append `MIRROR_PID_RESET`.
+    SkipPidReset,
+    /// The partition is made writable when STOPPING starts, not when STOPPED is persisted.
+    WritableBeforeStopped,
+    /// LME truncation keeps one offset more than the rule allows.
+    LmeOffByOne,
+    /// The coordinator accepts a write with a stale leader or state epoch.
+    AcceptFencedWrite,
+    /// The fetcher is left running (and its responses appended) in STOPPING.
+    FetcherRunsInStopping,
+}
+
+impl Mutant {
+    /// Every mutant.
+    pub const ALL: [Mutant; 9] = [
+        Mutant::SkipIsrWait,
+        Mutant::ActBeforePersist,
+        Mutant::SkipEpochBump,
+        Mutant::SkipLsoTruncation,
+        Mutant::SkipPidReset,
+        Mutant::WritableBeforeStopped,
+        Mutant::LmeOffByOne,
+        Mutant::AcceptFencedWrite,
+        Mutant::FetcherRunsInStopping,
+    ];
+}
+
+/// Whether `mutant` is the one configured (always `false` without feature `mutants`).
+#[inline(always)]
+pub fn active(configured: Option<Mutant>, mutant: Mutant) -> bool {
+    cfg!(feature = "mutants") && configured == Some(mutant)
+}
