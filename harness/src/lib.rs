@@ -1,1 +1,8 @@
-//! kmirror-harness: executes kernel effects on real Kafka logs (being written).
+//! kmirror-harness: executes kernel effects on real Kafka logs.
+//!
+//! The on-disk side: [`record_batch`] (Kafka record batch v2 codec), [`segment`] (segment files
+//! and their offset index), [`file_log`] (a partition log on disk implementing the kernel's log
+//! contract), [`recovery`] (what opening a log after a crash repaired), [`error`].
+
+pub mod error;
+pub mod record_batch;

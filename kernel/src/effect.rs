@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::records::{LastMirroredEpochsValue, MirrorPartitionStateValue};
-use crate::types::{LeaderEpoch, Offset, ProducerEpoch, ProducerId, StateEpoch};
+use crate::types::{LeaderEpoch, MirrorPartition, Offset, ProducerEpoch, ProducerId, StateEpoch};
 
 /// Correlates a request effect with its completion; completions with an id the partition is
 /// not waiting for are stale and ignored.
@@ -54,12 +54,16 @@ pub enum Effect {
     ReadState {
         /// Correlation id.
         request: RequestId,
+        /// The `__mirror_state` key.
+        key: MirrorPartition,
     },
     /// Persist `value` if the stored record's state epoch is still `expected_state_epoch`
     /// (`None`: no record stored). Completion: `StateWritten` or `WriteFenced`.
     WriteState {
         /// Correlation id.
         request: RequestId,
+        /// The `__mirror_state` key.
+        key: MirrorPartition,
         /// The record to store (its `state_epoch` is the one expected; the coordinator bumps it).
         value: MirrorPartitionStateValue,
         /// The state epoch the writer last read, `None` when nothing was stored.
@@ -70,6 +74,8 @@ pub enum Effect {
     QueryLastMirroredEpoch {
         /// Correlation id.
         request: RequestId,
+        /// The partition asked about (the source answers for its topic id and partition).
+        key: MirrorPartition,
     },
     /// Mutate the local log now.
     Log(LogEffect),
@@ -98,6 +104,8 @@ pub enum Effect {
     WriteLastMirroredEpoch {
         /// Correlation id.
         request: RequestId,
+        /// The `__mirror_state` key.
+        key: MirrorPartition,
         /// The record.
         value: LastMirroredEpochsValue,
     },

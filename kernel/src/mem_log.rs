@@ -1,0 +1,446 @@
+//! [`MemLog`]: the in-memory partition log, a value the model checker clones in O(1).
+//!
+//! It implements the [`LogView`] / [`PartitionLog`] contract with Kafka's `UnifiedLog`
+//! semantics, keeping only batch headers. Where the contract leaves a choice, `MemLog` decides
+//! as follows (the conformance suite in [`testkit`](crate::testkit) pins each choice, so the
+//! harness's file log must decide the same way):
+//!
+//! - **Leader append**: the batch gets offsets from LEO and the leader epoch; the epoch cache
+//!   is assigned `(leader_epoch, base offset)`; producer state validates the append as Kafka does
+//!   for a client or coordinator append (see [`producer_state`](crate::producer_state)). A retry
+//!   of one of a producer's last five batches (same producer epoch, same sequence range) is
+//!   answered, as in Kafka, with the header of the batch already in the log and appends nothing.
+//! - **Epochs never go backwards**: an append (leader or follower) at a leader epoch below the
+//!   latest epoch of the cache is refused with [`LogError::EpochGoesBackwards`]. Kafka's follower
+//!   append does not refuse it: `LeaderEpochFileCache.assign` silently drops the newer cache
+//!   entries (with a warning), leaving batches of a newer epoch below an older one. The
+//!   replication protocol (KIP-320 truncation, KAFKA-18723) keeps that from happening, so in a
+//!   correct run the two behaviours agree; refusing keeps a bug from corrupting the cache.
+//! - **Follower append**: batches keep their offsets and epochs. The first must start exactly at
+//!   LEO and each following one right after the previous one ([`LogError::NonContiguousAppend`]).
+//!   Kafka refuses a first offset below LEO but accepts gaps (compacted topics); the contract
+//!   here asks for contiguity. Producer state is updated for every batch, checking only what
+//!   Kafka checks for `AppendOrigin.REPLICATION` (no non-transactional batch inside an open
+//!   transaction).
+//! - **Truncation to an offset inside a batch** removes the whole batch: the new LEO is the
+//!   batch's base offset. (Kafka's `LogSegment.truncateTo` also drops the whole batch containing
+//!   the offset, but `LocalLog.truncateTo` then sets LEO to the requested offset, leaving a hole;
+//!   `MemLog` keeps LEO at the end of its last batch.) A negative offset is refused; an offset at
+//!   or above LEO changes nothing; an offset below the log start offset truncates fully and
+//!   starts the log at that offset, as Kafka does.
+//! - **High watermark**: only [`advance_high_watermark`](PartitionLog::advance_high_watermark)
+//!   moves it forward (within `[HW, LEO]`, else [`LogError::OffsetOutOfRange`]); truncation
+//!   clamps it to the new LEO. Appends never move it.
+//!
+//! Every refused operation leaves the log exactly as it was: operations work on a clone (O(1)
+//! for `im` collections) that replaces `self` only on success.
+
+use serde::{Deserialize, Serialize};
+
+use crate::batch::{BatchHeader, ControlType, LeaderBatch};
+use crate::epoch_cache::{EpochCache, NegativeEpochEntry};
+use crate::log::{LogError, LogView, PartitionLog};
+use crate::producer_state::ProducerStateTable;
+use crate::types::{LeaderEpoch, Offset, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE};
+
+/// An in-memory partition log of batch headers.
+#[derive(Clone, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+pub struct MemLog {
+    batches: im::Vector<BatchHeader>,
+    log_start_offset: Offset,
+    log_end_offset: Offset,
+    high_watermark: Offset,
+    epoch_cache: EpochCache,
+    producer_state: ProducerStateTable,
+}
+
+impl Default for MemLog {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemLog {
+    /// An empty log starting at offset 0.
+    pub fn new() -> Self {
+        MemLog {
+            batches: im::Vector::new(),
+            log_start_offset: 0,
+            log_end_offset: 0,
+            high_watermark: 0,
+            epoch_cache: EpochCache::new(),
+            producer_state: ProducerStateTable::new(),
+        }
+    }
+
+    /// An empty log starting at `offset`, or `None` if `offset` is negative.
+    pub fn starting_at(offset: Offset) -> Option<Self> {
+        let mut log = Self::new();
+        log.truncate_fully_and_start_at(offset).ok()?;
+        Some(log)
+    }
+
+    /// The batches, oldest first.
+    pub fn batches(&self) -> &im::Vector<BatchHeader> {
+        &self.batches
+    }
+
+    /// The index of the first batch whose last offset is at or above `offset`
+    /// (`batches.len()` if none).
+    fn first_batch_ending_at_or_after(&self, offset: Offset) -> usize {
+        self.batches
+            .binary_search_by(|b| {
+                if b.last_offset < offset {
+                    std::cmp::Ordering::Less
+                } else {
+                    std::cmp::Ordering::Greater
+                }
+            })
+            .unwrap_or_else(|i| i)
+    }
+
+    /// Refuses an append at `epoch` if it is negative or below the cache's latest epoch.
+    fn check_epoch(&self, epoch: LeaderEpoch, base_offset: Offset) -> Result<(), LogError> {
+        if epoch < 0 || base_offset < 0 {
+            return Err(NegativeEpochEntry {
+                epoch,
+                start_offset: base_offset,
+            }
+            .into());
+        }
+        match self.epoch_cache.latest_epoch() {
+            Some(latest) if epoch < latest => Err(LogError::EpochGoesBackwards {
+                batch_epoch: epoch,
+                latest_epoch: latest,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Appends `header` (already validated), updating LEO, the epoch cache and producer state.
+    fn push(&mut self, header: BatchHeader) -> Result<(), LogError> {
+        self.epoch_cache
+            .assign(header.partition_leader_epoch, header.base_offset)?;
+        self.producer_state.apply(&header);
+        self.log_end_offset = header.next_offset();
+        self.batches.push_back(header);
+        Ok(())
+    }
+
+    /// The header a leader would write for `batch` at LEO, before producer-state validation.
+    fn leader_header(
+        &self,
+        leader_epoch: LeaderEpoch,
+        batch: LeaderBatch,
+    ) -> Result<BatchHeader, LogError> {
+        let base = self.log_end_offset;
+        let mut header = BatchHeader::plain(base, base, leader_epoch);
+        match batch {
+            LeaderBatch::Records {
+                record_count,
+                producer,
+                transactional,
+            } => {
+                if record_count == 0 {
+                    return Err(LogError::EmptyBatch {
+                        base_offset: base,
+                        last_offset: base - 1,
+                    });
+                }
+                header.last_offset = base.checked_add(i64::from(record_count) - 1).ok_or(
+                    LogError::OffsetOutOfRange {
+                        offset: base,
+                        log_start_offset: self.log_start_offset,
+                        log_end_offset: self.log_end_offset,
+                    },
+                )?;
+                if let Some(p) = producer {
+                    header.producer_id = p.producer_id;
+                    header.producer_epoch = p.producer_epoch;
+                    header.base_sequence = p.base_sequence;
+                    if p.producer_id == NO_PRODUCER_ID {
+                        return Err(LogError::InvalidTransaction(format!(
+                            "batch at offset {base} names producer id {NO_PRODUCER_ID}"
+                        )));
+                    }
+                }
+                header.is_transactional = transactional;
+            }
+            LeaderBatch::Control { control, producer } => {
+                header.control = Some(control);
+                match (control, producer) {
+                    (ControlType::MirrorPidReset, None) => {}
+                    (ControlType::MirrorPidReset, Some(_)) => {
+                        return Err(LogError::InvalidTransaction(format!(
+                            "MIRROR_PID_RESET at offset {base} must carry no producer"
+                        )));
+                    }
+                    (ControlType::Abort | ControlType::Commit, Some((pid, epoch))) => {
+                        header.producer_id = pid;
+                        header.producer_epoch = epoch;
+                        header.base_sequence = NO_SEQUENCE;
+                        header.is_transactional = true;
+                    }
+                    (ControlType::Abort | ControlType::Commit, None) => {
+                        return Err(LogError::InvalidTransaction(format!(
+                            "{control:?} marker at offset {base} needs a producer"
+                        )));
+                    }
+                }
+            }
+        }
+        if header.producer_id == NO_PRODUCER_ID {
+            header.producer_epoch = NO_PRODUCER_EPOCH;
+            header.base_sequence = NO_SEQUENCE;
+        }
+        Ok(header)
+    }
+
+    fn try_append_as_leader(
+        &mut self,
+        leader_epoch: LeaderEpoch,
+        batch: LeaderBatch,
+    ) -> Result<BatchHeader, LogError> {
+        self.check_epoch(leader_epoch, self.log_end_offset)?;
+        let header = self.leader_header(leader_epoch, batch)?;
+        if let Some(dup) = self.producer_state.find_duplicate(&header) {
+            let i = self.first_batch_ending_at_or_after(dup.last_offset);
+            if let Some(original) = self.batches.get(i) {
+                if original.last_offset == dup.last_offset {
+                    return Ok(*original);
+                }
+            }
+        }
+        self.producer_state.validate_leader_append(&header)?;
+        self.push(header)?;
+        Ok(header)
+    }
+
+    fn try_append_as_follower(&mut self, batches: &[BatchHeader]) -> Result<(), LogError> {
+        for header in batches {
+            if header.last_offset < header.base_offset {
+                return Err(LogError::EmptyBatch {
+                    base_offset: header.base_offset,
+                    last_offset: header.last_offset,
+                });
+            }
+            if header.base_offset != self.log_end_offset {
+                return Err(LogError::NonContiguousAppend {
+                    expected: self.log_end_offset,
+                    got: header.base_offset,
+                });
+            }
+            self.check_epoch(header.partition_leader_epoch, header.base_offset)?;
+            self.producer_state.validate_replicated(header)?;
+            self.push(*header)?;
+        }
+        Ok(())
+    }
+
+    fn try_truncate_to(&mut self, offset: Offset) -> Result<(), LogError> {
+        if offset < 0 {
+            return Err(self.out_of_range(offset));
+        }
+        if offset >= self.log_end_offset {
+            // Kafka still trims cache entries at or after LEO (none exist here).
+            self.epoch_cache.truncate_from_end(self.log_end_offset);
+            return Ok(());
+        }
+        if offset < self.log_start_offset {
+            return self.try_truncate_fully_and_start_at(offset);
+        }
+        let keep = self.first_batch_ending_at_or_after(offset);
+        let new_end = match keep.checked_sub(1).and_then(|i| self.batches.get(i)) {
+            Some(last_kept) => last_kept.next_offset(),
+            None => self.log_start_offset,
+        };
+        self.batches.truncate(keep);
+        self.log_end_offset = new_end;
+        self.epoch_cache.truncate_from_end(new_end);
+        self.high_watermark = self.high_watermark.min(new_end);
+        self.producer_state = ProducerStateTable::rebuild(self.batches.iter());
+        Ok(())
+    }
+
+    fn try_truncate_fully_and_start_at(&mut self, offset: Offset) -> Result<(), LogError> {
+        if offset < 0 {
+            return Err(self.out_of_range(offset));
+        }
+        self.batches.clear();
+        self.log_start_offset = offset;
+        self.log_end_offset = offset;
+        self.high_watermark = offset;
+        self.epoch_cache.clear();
+        self.producer_state.clear();
+        Ok(())
+    }
+
+    fn out_of_range(&self, offset: Offset) -> LogError {
+        LogError::OffsetOutOfRange {
+            offset,
+            log_start_offset: self.log_start_offset,
+            log_end_offset: self.log_end_offset,
+        }
+    }
+
+    /// Runs `op` on a clone and keeps the result only if `op` succeeds.
+    fn atomically<T>(
+        &mut self,
+        op: impl FnOnce(&mut Self) -> Result<T, LogError>,
+    ) -> Result<T, LogError> {
+        let mut next = self.clone();
+        let out = op(&mut next)?;
+        *self = next;
+        Ok(out)
+    }
+}
+
+impl LogView for MemLog {
+    fn log_start_offset(&self) -> Offset {
+        self.log_start_offset
+    }
+
+    fn log_end_offset(&self) -> Offset {
+        self.log_end_offset
+    }
+
+    fn high_watermark(&self) -> Offset {
+        self.high_watermark
+    }
+
+    fn epoch_cache(&self) -> &EpochCache {
+        &self.epoch_cache
+    }
+
+    fn producer_state(&self) -> &ProducerStateTable {
+        &self.producer_state
+    }
+
+    fn last_batch(&self) -> Option<BatchHeader> {
+        self.batches.last().copied()
+    }
+}
+
+impl PartitionLog for MemLog {
+    type Batch = BatchHeader;
+    type Error = LogError;
+
+    fn header(batch: &BatchHeader) -> BatchHeader {
+        *batch
+    }
+
+    fn append_as_leader(
+        &mut self,
+        leader_epoch: LeaderEpoch,
+        batch: LeaderBatch,
+    ) -> Result<BatchHeader, LogError> {
+        self.atomically(|log| log.try_append_as_leader(leader_epoch, batch))
+    }
+
+    fn append_as_follower(&mut self, batches: &[BatchHeader]) -> Result<(), LogError> {
+        self.atomically(|log| log.try_append_as_follower(batches))
+    }
+
+    fn read(&self, from: Offset, below: Offset) -> Vec<BatchHeader> {
+        let start = self.first_batch_ending_at_or_after(from);
+        self.batches
+            .iter()
+            .skip(start)
+            .take_while(|b| b.base_offset < below)
+            .copied()
+            .collect()
+    }
+
+    fn truncate_to(&mut self, offset: Offset) -> Result<(), LogError> {
+        self.atomically(|log| log.try_truncate_to(offset))
+    }
+
+    fn truncate_fully_and_start_at(&mut self, offset: Offset) -> Result<(), LogError> {
+        self.atomically(|log| log.try_truncate_fully_and_start_at(offset))
+    }
+
+    fn advance_high_watermark(&mut self, offset: Offset) -> Result<(), LogError> {
+        if offset < self.high_watermark || offset > self.log_end_offset {
+            return Err(self.out_of_range(offset));
+        }
+        self.high_watermark = offset;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::ProducerBatchInfo;
+
+    fn records(n: u32) -> LeaderBatch {
+        LeaderBatch::Records {
+            record_count: n,
+            producer: None,
+            transactional: false,
+        }
+    }
+
+    #[test]
+    fn conformance_suite_passes() {
+        crate::testkit::run_all(MemLog::new);
+    }
+
+    #[test]
+    fn starting_at_refuses_negative_offsets() {
+        assert!(MemLog::starting_at(-1).is_none());
+        let log = MemLog::starting_at(42).expect("non-negative start");
+        assert_eq!(
+            (
+                log.log_start_offset(),
+                log.log_end_offset(),
+                log.high_watermark()
+            ),
+            (42, 42, 42)
+        );
+    }
+
+    #[test]
+    fn batches_are_contiguous_headers() {
+        let mut log = MemLog::new();
+        let a = log.append_as_leader(0, records(2)).expect("append");
+        let b = log.append_as_leader(1, records(1)).expect("append");
+        assert_eq!(
+            log.batches().iter().copied().collect::<Vec<_>>(),
+            vec![a, b]
+        );
+        assert_eq!(b.base_offset, 2);
+        assert_eq!(log.epoch_cache().entries().count(), 2);
+    }
+
+    #[test]
+    fn leader_batch_with_sentinel_producer_id_is_refused() {
+        let mut log = MemLog::new();
+        let before = log.clone();
+        let batch = LeaderBatch::Records {
+            record_count: 1,
+            producer: Some(ProducerBatchInfo {
+                producer_id: NO_PRODUCER_ID,
+                producer_epoch: 0,
+                base_sequence: 0,
+            }),
+            transactional: false,
+        };
+        assert!(matches!(
+            log.append_as_leader(0, batch),
+            Err(LogError::InvalidTransaction(_))
+        ));
+        assert_eq!(log, before);
+    }
+
+    #[test]
+    fn clones_share_structure_and_diverge_independently() {
+        let mut a = MemLog::new();
+        a.append_as_leader(0, records(3)).expect("append");
+        let mut b = a.clone();
+        b.append_as_leader(0, records(1)).expect("append");
+        assert_eq!(a.log_end_offset(), 3);
+        assert_eq!(b.log_end_offset(), 4);
+        assert_eq!(a.batches().len(), 1);
+    }
+}

@@ -1,0 +1,831 @@
+//! The per-partition mirroring state machine: inputs in, effects out.
+//!
+//! One [`PartitionMirror`] runs on the broker that holds (or may come to hold) the leadership of
+//! a mirrored partition. It keeps nothing that matters only in memory: the persisted
+//! [`MirrorPartitionStateValue`] is the truth, re-read on every leadership change, and each
+//! state's side effect is idempotent so re-running it after a crash is safe.
+//!
+//! Two rules order every transition:
+//! - **persist first, act after**: a state's side effect (start the fetcher, bump the epoch,
+//!   truncate, make writable...) runs only once the coordinator acknowledged the state;
+//! - **revoke early**: taking a permission away (making the partition read-only) happens before
+//!   the write, because it can never make a stale state unsafe.
+//!
+//! While a state write is in flight the partition does nothing else: fetch responses are
+//! dropped (they are stale once the write lands) and desired-state changes wait for the answer.
+
+use im::OrdSet;
+use serde::{Deserialize, Serialize};
+
+use crate::config::{MirrorConfig, StopStrategy, TruncationQuorum};
+use crate::desired::DesiredState;
+use crate::effect::{Effect, LogEffect, RequestId};
+use crate::fetch::{divergence_truncation_offset, resolve_out_of_range, OutOfRangeResolution};
+use crate::input::{FetchOutcome, Input};
+use crate::log::LogView;
+use crate::mutant::{self, Mutant};
+use crate::records::{LastMirroredEpochsValue, MirrorPartitionStateValue};
+use crate::state::MirrorState;
+use crate::types::{BrokerId, LeaderEpoch, MirrorPartition, Offset, PartitionIndex, TopicId};
+
+/// Why an input changed nothing. Stale and duplicate inputs are expected in a distributed
+/// system; they are reported, never a panic, and never change the partition.
+#[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum Ignored {
+    /// The input needs the partition leadership, which this broker does not hold.
+    #[error("this broker is not the partition leader")]
+    NotLeader,
+    /// A `BecameLeader` whose epoch is older than the one this broker already leads with.
+    #[error("stale leadership: epoch {got} is older than the current leader epoch {current}")]
+    StaleLeaderEpoch {
+        /// The epoch this broker leads with.
+        current: LeaderEpoch,
+        /// The epoch in the input.
+        got: LeaderEpoch,
+    },
+    /// A completion of a request the partition is not waiting for (late, duplicated, or from
+    /// before a leadership change).
+    #[error("stale completion of request {0:?}")]
+    StaleCompletion(RequestId),
+    /// An input that does not apply in the current step (for example a retry timer while the
+    /// partition is not FAILED).
+    #[error("{input} does not apply while {step}")]
+    NotApplicable {
+        /// What arrived.
+        input: &'static str,
+        /// What the partition is doing.
+        step: String,
+    },
+}
+
+/// What the partition is doing right now (in memory; rebuilt from the persisted state).
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub enum Step {
+    /// Not the leader, or nothing to do.
+    Idle,
+    /// Waiting for the coordinator's answer to `ReadState`.
+    Reading(RequestId),
+    /// Waiting for the coordinator to store `target`.
+    Writing {
+        /// The request.
+        request: RequestId,
+        /// The state being written.
+        target: MirrorState,
+    },
+    /// PREPARING: waiting for the source's LME.
+    AwaitingLme(RequestId),
+    /// PREPARING: truncated locally to `truncated_to`; waiting for the quorum to follow.
+    AwaitingReplicas {
+        /// The leader's LEO after LME truncation.
+        truncated_to: Offset,
+        /// Followers known to have truncated.
+        done: OrdSet<BrokerId>,
+    },
+    /// MIRRORING: a fetch is in flight.
+    Fetching(RequestId),
+    /// STOPPING: waiting for the controller to bump the leader epoch.
+    AwaitingEpochBump(RequestId),
+    /// STOPPING: waiting for the LME record to be stored.
+    AwaitingLmeWrite(RequestId),
+    /// FAILED: waiting for the retry timer of `attempt`.
+    AwaitingRetry {
+        /// The attempt the timer is for.
+        attempt: u32,
+    },
+    /// Nothing in flight in a state that needs nothing more (PAUSED, STOPPED, UNKNOWN...).
+    Settled,
+}
+
+/// The leadership this broker holds for the partition.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub struct Leadership {
+    /// The current leader epoch.
+    pub leader_epoch: LeaderEpoch,
+    /// All assigned replicas.
+    pub replicas: OrdSet<BrokerId>,
+    /// The in-sync replicas.
+    pub isr: OrdSet<BrokerId>,
+}
+
+/// The mirroring state machine of one partition on one broker.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub struct PartitionMirror {
+    broker: BrokerId,
+    topic_id: TopicId,
+    partition: PartitionIndex,
+    desired: DesiredState,
+    leadership: Option<Leadership>,
+    /// `None` until read; then the stored record (`Some(None)`: nothing stored).
+    stored: Option<Option<MirrorPartitionStateValue>>,
+    step: Step,
+    fetcher_running: bool,
+    writable: bool,
+    next_request: u64,
+}
+
+impl PartitionMirror {
+    /// A partition on `broker`, not leader yet, with the desired state `desired`.
+    pub fn new(
+        broker: BrokerId,
+        topic_id: TopicId,
+        partition: PartitionIndex,
+        desired: DesiredState,
+    ) -> Self {
+        PartitionMirror {
+            broker,
+            topic_id,
+            partition,
+            desired,
+            leadership: None,
+            stored: None,
+            step: Step::Idle,
+            fetcher_running: false,
+            writable: false,
+            next_request: 0,
+        }
+    }
+
+    /// The `__mirror_state` key, when the topic is in a mirror.
+    pub fn key(&self) -> Option<MirrorPartition> {
+        self.desired.mirror().map(|mirror| MirrorPartition {
+            mirror: mirror.clone(),
+            topic_id: self.topic_id,
+            partition: self.partition,
+        })
+    }
+
+    /// The persisted state as last read or written (`Unknown` when nothing is stored or it has
+    /// not been read yet).
+    pub fn state(&self) -> MirrorState {
+        self.stored_value()
+            .map_or(MirrorState::Unknown, |v| v.state)
+    }
+
+    /// The persisted record as last read or written.
+    pub fn stored_value(&self) -> Option<&MirrorPartitionStateValue> {
+        self.stored.as_ref().and_then(Option::as_ref)
+    }
+
+    /// What the operator asked for.
+    pub fn desired(&self) -> &DesiredState {
+        &self.desired
+    }
+
+    /// The leadership held, if any.
+    pub fn leadership(&self) -> Option<&Leadership> {
+        self.leadership.as_ref()
+    }
+
+    /// What the partition is doing.
+    pub fn step(&self) -> &Step {
+        &self.step
+    }
+
+    /// Whether the kernel asked for the fetcher to run (and has not stopped it since).
+    pub fn fetcher_running(&self) -> bool {
+        self.fetcher_running
+    }
+
+    /// Whether the kernel made the partition writable (and has not revoked it since).
+    pub fn is_writable(&self) -> bool {
+        self.writable
+    }
+
+    /// Handles one input against the local log `log` (read only) and returns the effects to
+    /// execute, in order. An input that changes nothing returns [`Ignored`].
+    pub fn handle(
+        &mut self,
+        config: &MirrorConfig,
+        input: Input,
+        log: &impl LogView,
+    ) -> Result<Vec<Effect>, Ignored> {
+        let mut out = Vec::new();
+        match input {
+            Input::BecameLeader {
+                leader_epoch,
+                replicas,
+                isr,
+            } => self.on_became_leader(leader_epoch, replicas, isr, &mut out)?,
+            Input::BecameFollower => self.on_became_follower(&mut out),
+            Input::IsrChanged { replicas, isr } => {
+                let leadership = self.leadership.as_mut().ok_or(Ignored::NotLeader)?;
+                leadership.replicas = replicas;
+                leadership.isr = isr;
+                self.check_replicas_done(config, &mut out);
+            }
+            Input::DesiredStateChanged(desired) => self.on_desired(config, desired, log, &mut out),
+            Input::StateRead { request, value } => {
+                self.expect(Step::Reading(request), request)?;
+                self.stored = Some(value);
+                self.reconcile(config, log, &mut out);
+            }
+            Input::StateWritten { request, value } => {
+                let Step::Writing { request: r, .. } = self.step else {
+                    return Err(Ignored::StaleCompletion(request));
+                };
+                if r != request {
+                    return Err(Ignored::StaleCompletion(request));
+                }
+                self.stored = Some(Some(value));
+                self.step = Step::Settled;
+                self.reconcile(config, log, &mut out);
+            }
+            Input::WriteFenced { request, .. } => {
+                match self.step {
+                    Step::Writing { request: r, .. } if r == request => {}
+                    _ => return Err(Ignored::StaleCompletion(request)),
+                }
+                self.read_state(&mut out);
+            }
+            Input::LastMirroredEpochReceived {
+                request,
+                lme,
+                source_log_start_offset,
+            } => {
+                self.expect(Step::AwaitingLme(request), request)?;
+                self.on_lme(config, lme, source_log_start_offset, log, &mut out);
+            }
+            Input::ReplicaFetched {
+                replica,
+                log_end_offset,
+            } => {
+                let Step::AwaitingReplicas { truncated_to, done } = &mut self.step else {
+                    return Err(self.not_applicable("ReplicaFetched"));
+                };
+                if log_end_offset > *truncated_to {
+                    return Err(Ignored::NotApplicable {
+                        input: "ReplicaFetched",
+                        step: format!(
+                            "replica {replica} at LEO {log_end_offset} has not truncated to {truncated_to}"
+                        ),
+                    });
+                }
+                done.insert(replica);
+                self.check_replicas_done(config, &mut out);
+            }
+            Input::FetchCompleted { request, outcome } => {
+                let running_in_stopping =
+                    mutant::active(config.mutant, Mutant::FetcherRunsInStopping)
+                        && self.fetcher_running
+                        && self.state() == MirrorState::Stopping;
+                if self.step != Step::Fetching(request) && !running_in_stopping {
+                    return Err(Ignored::StaleCompletion(request));
+                }
+                self.on_fetch(outcome, log, &mut out);
+            }
+            Input::LeaderEpochBumped {
+                request,
+                leader_epoch,
+            } => {
+                self.expect(Step::AwaitingEpochBump(request), request)?;
+                if let Some(l) = self.leadership.as_mut() {
+                    l.leader_epoch = l.leader_epoch.max(leader_epoch);
+                }
+                // Persist the new epoch with the STOPPING record before writing anything at it:
+                // the record's `previous_state == STOPPING` marks "epoch bumped".
+                self.write_state(config, MirrorState::Stopping, None, &mut out);
+            }
+            Input::LastMirroredEpochWritten { request } => {
+                self.expect(Step::AwaitingLmeWrite(request), request)?;
+                self.finish_stop(config, log, &mut out);
+            }
+            Input::RequestFailed { request, error } => {
+                self.on_failure(config, request, error, &mut out)?
+            }
+            Input::RetryDue { attempt } => {
+                if self.step != (Step::AwaitingRetry { attempt }) {
+                    return Err(self.not_applicable("RetryDue"));
+                }
+                match self.stored_value().cloned() {
+                    Some(v) if v.state == MirrorState::Failed => {
+                        let target = v.previous_state.unwrap_or(MirrorState::Unknown);
+                        self.write_state(config, target, None, &mut out);
+                    }
+                    // The timer was for a failed read or write of the state itself.
+                    _ => self.read_state(&mut out),
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn expect(&self, step: Step, request: RequestId) -> Result<(), Ignored> {
+        if self.step == step {
+            Ok(())
+        } else {
+            Err(Ignored::StaleCompletion(request))
+        }
+    }
+
+    fn not_applicable(&self, input: &'static str) -> Ignored {
+        Ignored::NotApplicable {
+            input,
+            step: format!("{:?} in {}", self.step, self.state()),
+        }
+    }
+
+    fn request(&mut self) -> RequestId {
+        self.next_request += 1;
+        RequestId(self.next_request)
+    }
+
+    fn on_became_leader(
+        &mut self,
+        leader_epoch: LeaderEpoch,
+        replicas: OrdSet<BrokerId>,
+        isr: OrdSet<BrokerId>,
+        out: &mut Vec<Effect>,
+    ) -> Result<(), Ignored> {
+        if let Some(current) = &self.leadership {
+            if leader_epoch < current.leader_epoch {
+                return Err(Ignored::StaleLeaderEpoch {
+                    current: current.leader_epoch,
+                    got: leader_epoch,
+                });
+            }
+            if leader_epoch == current.leader_epoch {
+                // A repeated notification only refreshes the replica sets.
+                self.leadership = Some(Leadership {
+                    leader_epoch,
+                    replicas,
+                    isr,
+                });
+                return Ok(());
+            }
+        }
+        self.on_became_follower(out);
+        self.leadership = Some(Leadership {
+            leader_epoch,
+            replicas,
+            isr,
+        });
+        if self.key().is_some() {
+            self.read_state(out);
+        }
+        Ok(())
+    }
+
+    fn on_became_follower(&mut self, out: &mut Vec<Effect>) {
+        if self.fetcher_running {
+            out.push(Effect::StopFetcher);
+        }
+        if self.writable {
+            out.push(Effect::SetWritable(false));
+        }
+        *self = PartitionMirror {
+            next_request: self.next_request,
+            desired: self.desired.clone(),
+            ..PartitionMirror::new(
+                self.broker,
+                self.topic_id,
+                self.partition,
+                DesiredState::NotMirrored,
+            )
+        };
+    }
+
+    fn on_desired(
+        &mut self,
+        config: &MirrorConfig,
+        desired: DesiredState,
+        log: &impl LogView,
+        out: &mut Vec<Effect>,
+    ) {
+        let same_mirror = desired.mirror() == self.desired.mirror();
+        self.desired = desired;
+        if self.leadership.is_none() {
+            return;
+        }
+        if !same_mirror {
+            // Another key: everything known so far belongs to the old one.
+            if self.fetcher_running {
+                self.fetcher_running = false;
+                out.push(Effect::StopFetcher);
+            }
+            self.stored = None;
+            self.step = Step::Idle;
+            if self.key().is_some() {
+                self.read_state(out);
+            }
+            return;
+        }
+        match self.step {
+            Step::Reading(_) | Step::Writing { .. } => {} // decided when the answer arrives
+            _ => self.reconcile(config, log, out),
+        }
+    }
+
+    fn read_state(&mut self, out: &mut Vec<Effect>) {
+        let Some(key) = self.key() else {
+            self.step = Step::Idle;
+            return;
+        };
+        let request = self.request();
+        self.step = Step::Reading(request);
+        out.push(Effect::ReadState { request, key });
+    }
+
+    /// The transition the desired state asks for right now from `from`, if any. Transitions
+    /// that must wait for a state's work (PREPARING -> MIRRORING, STOPPING -> STOPPED) are not
+    /// here: the work itself moves on when it finishes.
+    fn immediate_transition(
+        &self,
+        config: &MirrorConfig,
+        from: MirrorState,
+    ) -> Option<MirrorState> {
+        use MirrorState::*;
+        let to = match (&self.desired, from) {
+            (DesiredState::Mirror(_) | DesiredState::Pause(_), Unknown | Stopped) => Preparing,
+            (DesiredState::Mirror(_), Paused) => Mirroring,
+            (DesiredState::Pause(_), Mirroring) => Paused,
+            (DesiredState::Stop(_), Preparing | Mirroring | Paused) => Stopping,
+            _ => return None,
+        };
+        config.transitions.is_legal(from, to, None).then_some(to)
+    }
+
+    /// Moves on from the persisted state: either the transition the desired state asks for, or
+    /// (re-)running the current state's side effect.
+    fn reconcile(&mut self, config: &MirrorConfig, log: &impl LogView, out: &mut Vec<Effect>) {
+        if self.leadership.is_none() || self.stored.is_none() {
+            return;
+        }
+        let state = self.state();
+        match self.immediate_transition(config, state) {
+            Some(to) => self.write_state(config, to, None, out),
+            None => self.enter(config, state, log, out),
+        }
+    }
+
+    /// Asks the coordinator to store `target` (persist first); revokes writability first.
+    fn write_state(
+        &mut self,
+        config: &MirrorConfig,
+        target: MirrorState,
+        error: Option<String>,
+        out: &mut Vec<Effect>,
+    ) {
+        let (Some(key), Some(leadership)) = (self.key(), self.leadership.as_ref()) else {
+            return;
+        };
+        let stored = self.stored_value();
+        let from = stored.map_or(MirrorState::Unknown, |v| v.state);
+        let attempts = stored.map_or(0, |v| v.retry_attempt);
+        let value = MirrorPartitionStateValue {
+            state: target,
+            leader_epoch: leadership.leader_epoch,
+            state_epoch: stored.map_or(0, |v| v.state_epoch),
+            error_message: error,
+            // Counts failures in a row: a retry keeps the count, any other success clears it.
+            retry_attempt: match (from, target) {
+                (_, MirrorState::Failed) => attempts + 1,
+                (MirrorState::Failed, _) => attempts,
+                _ => 0,
+            },
+            // For FAILED the state to retry; a failed retry keeps the original target.
+            previous_state: Some(match (from, target) {
+                (MirrorState::Failed, MirrorState::Failed) => {
+                    stored.and_then(|v| v.previous_state).unwrap_or(from)
+                }
+                _ => from,
+            }),
+        };
+        let expected_state_epoch = stored.map(|v| v.state_epoch);
+        if self.writable && target != MirrorState::Stopped {
+            self.writable = false;
+            out.push(Effect::SetWritable(false));
+        }
+        let request = self.request();
+        self.step = Step::Writing { request, target };
+        out.push(Effect::WriteState {
+            request,
+            key,
+            value,
+            expected_state_epoch,
+        });
+        if mutant::active(config.mutant, Mutant::ActBeforePersist) && target == MirrorState::Stopped
+        {
+            self.writable = true;
+            out.push(Effect::SetWritable(true));
+        }
+    }
+
+    /// Runs the side effect of the persisted `state` (idempotent: also used after a restart).
+    fn enter(
+        &mut self,
+        config: &MirrorConfig,
+        state: MirrorState,
+        log: &impl LogView,
+        out: &mut Vec<Effect>,
+    ) {
+        let Some(key) = self.key() else { return };
+        match state {
+            MirrorState::Unknown => self.step = Step::Settled,
+            MirrorState::Preparing => {
+                self.stop_fetcher(out);
+                let request = self.request();
+                self.step = Step::AwaitingLme(request);
+                out.push(Effect::QueryLastMirroredEpoch { request, key });
+            }
+            MirrorState::Mirroring => {
+                if !self.fetcher_running {
+                    self.fetcher_running = true;
+                    out.push(Effect::StartFetcher);
+                }
+                let fetch_offset = log.log_end_offset();
+                let last_fetched_epoch = log.epoch_cache().latest_epoch();
+                self.fetch(fetch_offset, last_fetched_epoch, out);
+            }
+            MirrorState::Paused => {
+                self.stop_fetcher(out);
+                self.step = Step::Settled;
+            }
+            MirrorState::Stopping => self.run_stop_sequence(config, log, out),
+            MirrorState::Stopped => {
+                self.stop_fetcher(out);
+                if !self.writable {
+                    self.writable = true;
+                    out.push(Effect::SetWritable(true));
+                }
+                self.step = Step::Settled;
+            }
+            MirrorState::Failed => {
+                self.stop_fetcher(out);
+                let attempt = self.stored_value().map_or(1, |v| v.retry_attempt);
+                if config.retry.allows(attempt) {
+                    self.step = Step::AwaitingRetry { attempt };
+                    out.push(Effect::ScheduleRetry {
+                        attempt,
+                        delay_ms: config.retry.delay_ms(attempt),
+                    });
+                } else {
+                    self.step = Step::Settled;
+                }
+            }
+        }
+    }
+
+    fn stop_fetcher(&mut self, out: &mut Vec<Effect>) {
+        if self.fetcher_running {
+            self.fetcher_running = false;
+            out.push(Effect::StopFetcher);
+        }
+    }
+
+    fn fetch(
+        &mut self,
+        fetch_offset: Offset,
+        last_fetched_epoch: Option<LeaderEpoch>,
+        out: &mut Vec<Effect>,
+    ) {
+        let request = self.request();
+        self.step = Step::Fetching(request);
+        out.push(Effect::Fetch {
+            request,
+            fetch_offset,
+            last_fetched_epoch,
+        });
+    }
+
+    /// PREPARING: truncate by the LME rule, then wait for the replicas.
+    fn on_lme(
+        &mut self,
+        config: &MirrorConfig,
+        lme: Option<LeaderEpoch>,
+        source_log_start_offset: Offset,
+        log: &impl LogView,
+        out: &mut Vec<Effect>,
+    ) {
+        let leo = log.log_end_offset();
+        let truncated_to = match lme {
+            None => {
+                out.push(Effect::Log(LogEffect::TruncateFullyAndStartAt {
+                    offset: source_log_start_offset,
+                }));
+                source_log_start_offset
+            }
+            Some(lme) => {
+                let answer = log.epoch_cache().end_offset_for(lme, leo);
+                let mut target = if answer.is_undefined() {
+                    leo
+                } else {
+                    answer.end_offset.min(leo)
+                };
+                if mutant::active(config.mutant, Mutant::LmeOffByOne) {
+                    target = (target + 1).min(leo);
+                }
+                if target < leo {
+                    out.push(Effect::Log(LogEffect::TruncateTo { offset: target }));
+                }
+                target
+            }
+        };
+        self.step = Step::AwaitingReplicas {
+            truncated_to,
+            done: OrdSet::unit(self.broker),
+        };
+        self.check_replicas_done(config, out);
+    }
+
+    fn check_replicas_done(&mut self, config: &MirrorConfig, out: &mut Vec<Effect>) {
+        let (Step::AwaitingReplicas { done, .. }, Some(leadership)) =
+            (&self.step, &self.leadership)
+        else {
+            return;
+        };
+        let quorum = match config.truncation_quorum {
+            TruncationQuorum::Isr => &leadership.isr,
+            TruncationQuorum::AllReplicas => &leadership.replicas,
+        };
+        let complete = quorum.iter().all(|r| done.contains(r))
+            || mutant::active(config.mutant, Mutant::SkipIsrWait);
+        if complete {
+            let next = match self.desired {
+                DesiredState::Stop(_) => MirrorState::Stopping,
+                _ => MirrorState::Mirroring,
+            };
+            self.write_state(config, next, None, out);
+        }
+    }
+
+    /// MIRRORING: act on one fetch response and send the next fetch.
+    fn on_fetch(&mut self, outcome: FetchOutcome, log: &impl LogView, out: &mut Vec<Effect>) {
+        let leo = log.log_end_offset();
+        let cache = log.epoch_cache();
+        match outcome {
+            FetchOutcome::Records {
+                next_offset,
+                last_epoch,
+            } => {
+                if next_offset > leo {
+                    out.push(Effect::Log(LogEffect::AppendFetched));
+                    self.fetch(next_offset, last_epoch.or(cache.latest_epoch()), out);
+                } else {
+                    self.fetch(leo, cache.latest_epoch(), out);
+                }
+            }
+            FetchOutcome::Diverging(diverging) => {
+                let offset = divergence_truncation_offset(cache, leo, diverging);
+                if offset < leo {
+                    out.push(Effect::Log(LogEffect::TruncateTo { offset }));
+                }
+                let epoch = cache.epoch_for_offset(offset - 1);
+                self.fetch(offset, epoch, out);
+            }
+            FetchOutcome::OffsetOutOfRange {
+                log_start_offset,
+                log_end_offset,
+            } => match resolve_out_of_range(leo, log_start_offset, log_end_offset) {
+                OutOfRangeResolution::TruncateTo(offset) => {
+                    out.push(Effect::Log(LogEffect::TruncateTo { offset }));
+                    self.fetch(offset, cache.epoch_for_offset(offset - 1), out);
+                }
+                OutOfRangeResolution::TruncateFullyAndStartAt(offset) => {
+                    out.push(Effect::Log(LogEffect::TruncateFullyAndStartAt { offset }));
+                    self.fetch(offset, None, out);
+                }
+                OutOfRangeResolution::FetchFrom(offset) => {
+                    self.fetch(offset, cache.latest_epoch(), out);
+                }
+            },
+        }
+    }
+
+    /// STOPPING, re-entrant: 1 remove the fetcher, 2 bump the leader epoch (persisted with a
+    /// re-asserted STOPPING record), 3 truncate to LSO or abort open transactions, 4 record the
+    /// LME, 5 append `MIRROR_PID_RESET`, then STOPPED.
+    fn run_stop_sequence(
+        &mut self,
+        config: &MirrorConfig,
+        log: &impl LogView,
+        out: &mut Vec<Effect>,
+    ) {
+        let fetcher_kept = mutant::active(config.mutant, Mutant::FetcherRunsInStopping);
+        if !fetcher_kept {
+            self.stop_fetcher(out);
+        }
+        if mutant::active(config.mutant, Mutant::WritableBeforeStopped) && !self.writable {
+            self.writable = true;
+            out.push(Effect::SetWritable(true));
+        }
+        let (Some(key), Some(leadership), Some(stored)) = (
+            self.key(),
+            self.leadership.clone(),
+            self.stored_value().cloned(),
+        ) else {
+            return;
+        };
+        let bumped = stored.previous_state == Some(MirrorState::Stopping);
+        if !bumped {
+            let latest = log.epoch_cache().latest_epoch();
+            let above_log = latest.is_none_or(|e| leadership.leader_epoch > e);
+            if above_log || mutant::active(config.mutant, Mutant::SkipEpochBump) {
+                // Local writes already carry a larger epoch than anything mirrored: no bump is
+                // needed, only the record of the epoch the stop writes at.
+                self.write_state(config, MirrorState::Stopping, None, out);
+            } else {
+                let request = self.request();
+                self.step = Step::AwaitingEpochBump(request);
+                out.push(Effect::BumpLeaderEpoch {
+                    request,
+                    at_least: leadership.leader_epoch.max(latest.unwrap_or(0)) + 1,
+                });
+            }
+            return;
+        }
+        // Every write of this stop carries at least `stop_epoch`; mirrored epochs are below it.
+        let stop_epoch = stored.leader_epoch;
+        let truncate_to_lso = config.stop_strategy == StopStrategy::TruncateToLso
+            && !mutant::active(config.mutant, Mutant::SkipLsoTruncation);
+        let end_after_step3 = if truncate_to_lso {
+            let lso = log.last_stable_offset();
+            if lso < log.log_end_offset() {
+                out.push(Effect::Log(LogEffect::TruncateTo { offset: lso }));
+            }
+            lso
+        } else {
+            log.log_end_offset()
+        };
+        if config.stop_strategy == StopStrategy::AbortOpenTransactions
+            && !mutant::active(config.mutant, Mutant::SkipLsoTruncation)
+        {
+            for (producer_id, producer_epoch, _) in log.producer_state().open_transactions() {
+                out.push(Effect::Log(LogEffect::AbortTransaction {
+                    producer_id,
+                    producer_epoch,
+                    leader_epoch: leadership.leader_epoch,
+                }));
+            }
+        }
+        // The LME ends where the first batch written at the stop epoch (or later) begins.
+        let cache = log.epoch_cache();
+        let last_mirrored_offset = cache
+            .entries()
+            .find(|e| e.epoch >= stop_epoch)
+            .map_or(end_after_step3, |e| e.start_offset.min(end_after_step3));
+        let last_mirrored_epoch = cache.epoch_for_offset(last_mirrored_offset - 1);
+        let request = self.request();
+        self.step = Step::AwaitingLmeWrite(request);
+        out.push(Effect::WriteLastMirroredEpoch {
+            request,
+            key,
+            value: LastMirroredEpochsValue {
+                last_mirrored_epoch,
+                last_mirrored_offset,
+            },
+        });
+    }
+
+    /// STOPPING steps 5 and 6: `MIRROR_PID_RESET` (once), then persist STOPPED.
+    fn finish_stop(&mut self, config: &MirrorConfig, log: &impl LogView, out: &mut Vec<Effect>) {
+        let Some(leadership) = &self.leadership else {
+            return;
+        };
+        let stop_epoch = self
+            .stored_value()
+            .map_or(leadership.leader_epoch, |v| v.leader_epoch);
+        let already_reset = log.last_batch().is_some_and(|b| {
+            b.control == Some(crate::batch::ControlType::MirrorPidReset)
+                && b.partition_leader_epoch >= stop_epoch
+        });
+        if !already_reset && !mutant::active(config.mutant, Mutant::SkipPidReset) {
+            out.push(Effect::Log(LogEffect::AppendPidReset {
+                leader_epoch: leadership.leader_epoch,
+            }));
+        }
+        self.write_state(config, MirrorState::Stopped, None, out);
+    }
+
+    fn on_failure(
+        &mut self,
+        config: &MirrorConfig,
+        request: RequestId,
+        error: String,
+        out: &mut Vec<Effect>,
+    ) -> Result<(), Ignored> {
+        match self.step {
+            // The coordinator failed (nothing can be persisted), or a STOPPING step did: the
+            // stop sequence is re-entrant, so re-read and re-run it after a backoff instead of
+            // persisting FAILED (which would forget whether the epoch was already bumped).
+            Step::Reading(r)
+            | Step::Writing { request: r, .. }
+            | Step::AwaitingEpochBump(r)
+            | Step::AwaitingLmeWrite(r)
+                if r == request =>
+            {
+                let attempt = self.stored_value().map_or(0, |v| v.retry_attempt) + 1;
+                self.step = Step::AwaitingRetry { attempt };
+                out.push(Effect::ScheduleRetry {
+                    attempt,
+                    delay_ms: config.retry.delay_ms(attempt),
+                });
+                Ok(())
+            }
+            Step::AwaitingLme(r) | Step::Fetching(r) if r == request => {
+                self.write_state(config, MirrorState::Failed, Some(error), out);
+                Ok(())
+            }
+            _ => Err(Ignored::StaleCompletion(request)),
+        }
+    }
+}
