@@ -179,6 +179,22 @@ impl BatchError {
     }
 }
 
+/// A topic name or partition index that cannot name a partition directory.
+#[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum TopicPartitionError {
+    /// The topic name breaks Kafka's rules.
+    #[error(
+        "{0:?} is not a legal topic name: use 1 to 249 of [a-zA-Z0-9._-], not \".\" or \"..\""
+    )]
+    InvalidTopic(String),
+    /// A negative partition index.
+    #[error("partition {0} is negative")]
+    NegativePartition(i32),
+    /// A directory name that is not `<topic>-<partition>`.
+    #[error("directory name {0:?} is not <topic>-<partition>")]
+    InvalidDirName(String),
+}
+
 /// A checkpoint file (Kafka's text format) that cannot be used.
 #[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
 #[error(
@@ -201,14 +217,10 @@ pub enum FileLogError {
     /// The kernel's log contract refused the operation; nothing was changed.
     #[error(transparent)]
     Log(#[from] LogError),
-    /// A batch offered for a follower append is not a valid record batch.
-    #[error("batch {index} offered for append is invalid: {source}")]
-    InvalidBatch {
-        /// Index of the batch in the slice offered.
-        index: usize,
-        /// What is wrong with it.
-        source: BatchError,
-    },
+    /// Bytes offered for a follower append are not valid record batches; the error's position
+    /// counts from the start of the bytes offered. Nothing was appended.
+    #[error("bytes offered for a follower append are not valid record batches: {0}")]
+    InvalidBatches(BatchError),
     /// An I/O operation on a file of the log failed.
     #[error("{action} {}: {source}", file.display())]
     Io {
@@ -286,6 +298,32 @@ pub enum FileLogError {
         offset: Offset,
         /// Why the log contract refuses it.
         source: LogError,
+    },
+    /// The leader-epoch checkpoint and the batches disagree below the recovery point, where no
+    /// crash can leave them apart.
+    #[error(
+        "{} disagrees with segment {} at byte {position} (offset {offset}), below the recovery \
+         point {recovery_point}: the checkpoint has {checkpoint:?}, the batches give \
+         {batches:?}; a batch's partitionLeaderEpoch (not covered by the CRC) or the checkpoint \
+         is corrupt",
+        checkpoint_file.display(),
+        file.display()
+    )]
+    EpochMismatch {
+        /// The leader-epoch checkpoint file.
+        checkpoint_file: PathBuf,
+        /// The segment holding the first disagreeing offset.
+        file: PathBuf,
+        /// Byte position of the batch holding that offset.
+        position: u64,
+        /// The first offset where they disagree.
+        offset: Offset,
+        /// The recovery point.
+        recovery_point: Offset,
+        /// The checkpoint's entry there.
+        checkpoint: Option<kmirror_kernel::epoch_cache::EpochEntry>,
+        /// The entry the batches give there.
+        batches: Option<kmirror_kernel::epoch_cache::EpochEntry>,
     },
     /// A batch the harness built for a leader append could not be encoded.
     #[error("cannot build the batch for a leader append: {0}")]

@@ -5,4 +5,7 @@
 //! contract), [`recovery`] (what opening a log after a crash repaired), [`error`].
 
 pub mod error;
+pub mod file_log;
 pub mod record_batch;
+pub mod recovery;
+pub mod segment;

@@ -45,9 +45,7 @@
 use std::sync::Arc;
 
 use kmirror_kernel::batch::{BatchHeader, ControlType, LeaderBatch};
-use kmirror_kernel::types::{
-    LeaderEpoch, Offset, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
-};
+use kmirror_kernel::types::{LeaderEpoch, Offset, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE};
 
 use crate::error::BatchError;
 
@@ -145,8 +143,7 @@ impl RawBatch {
         let mut batches = Vec::new();
         let mut pos = 0usize;
         while pos < buf.len() {
-            let (header, size) =
-                decode_header(&buf[pos..]).map_err(|e| e.shifted(pos as u64))?;
+            let (header, size) = decode_header(&buf[pos..]).map_err(|e| e.shifted(pos as u64))?;
             batches.push(RawBatch {
                 header,
                 bytes: Arc::from(&buf[pos..pos + size]),
@@ -518,14 +515,15 @@ pub fn decode_header(buf: &[u8]) -> Result<(BatchHeader, usize), BatchError> {
             reason: "a batch's last offset is not below its base offset",
         });
     }
-    let last_offset = base_offset
-        .checked_add(last_offset_delta as i64)
-        .ok_or(BatchError::InvalidField {
-            position: LAST_OFFSET_DELTA_POS as u64,
-            field: "lastOffsetDelta",
-            value: last_offset_delta as i64,
-            reason: "the last offset overflows int64",
-        })?;
+    let last_offset =
+        base_offset
+            .checked_add(last_offset_delta as i64)
+            .ok_or(BatchError::InvalidField {
+                position: LAST_OFFSET_DELTA_POS as u64,
+                field: "lastOffsetDelta",
+                value: last_offset_delta as i64,
+                reason: "the last offset overflows int64",
+            })?;
     let records_count = read_i32(batch, RECORDS_COUNT_POS);
     if records_count < 0 {
         return Err(BatchError::InvalidField {
@@ -698,7 +696,10 @@ impl<'a> Reader<'a> {
         if len < 0 {
             return Ok(None);
         }
-        let end = self.pos.checked_add(len as usize).filter(|&e| e <= self.buf.len());
+        let end = self
+            .pos
+            .checked_add(len as usize)
+            .filter(|&e| e <= self.buf.len());
         let Some(end) = end else {
             self.pos = len_pos;
             return Err(self.malformed(format!(
@@ -954,7 +955,10 @@ mod tests {
         let h = commit.header();
         assert_eq!(h.control, Some(ControlType::Commit));
         assert!(h.is_transactional);
-        assert_eq!((h.producer_id, h.producer_epoch, h.base_sequence), (9, 2, -1));
+        assert_eq!(
+            (h.producer_id, h.producer_epoch, h.base_sequence),
+            (9, 2, -1)
+        );
         assert_eq!(commit.attributes(), 0x30);
         let r = &commit.records().unwrap()[0];
         assert_eq!(r.key.as_deref(), Some(&[0u8, 0, 0, 1][..]));
@@ -1009,7 +1013,10 @@ mod tests {
         )
         .unwrap();
         let h = b.header();
-        assert_eq!((h.producer_id, h.producer_epoch, h.base_sequence), (77, 1, 5));
+        assert_eq!(
+            (h.producer_id, h.producer_epoch, h.base_sequence),
+            (77, 1, 5)
+        );
         assert!(h.is_transactional);
         assert_eq!(b.attributes(), 0x10);
         assert!(RawBatch::from_leader_batch(
@@ -1095,7 +1102,10 @@ mod tests {
         rec.key = Some(vec![0, 0, 0, 2]); // LEADER_CHANGE
         let err = RawBatch::encode(&header, 0, &[rec]).unwrap_err();
         // The re-parse inside encode refuses the batch.
-        assert!(matches!(err, BatchError::UnknownControlType { code: 2, .. }), "{err}");
+        assert!(
+            matches!(err, BatchError::UnknownControlType { code: 2, .. }),
+            "{err}"
+        );
         // Position: 61 + record length varint (1) + attrs (1) + ts (1) + offset (1) + key len (1).
         assert_eq!(err.position(), Some(61 + 5 + 2));
     }

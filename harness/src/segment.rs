@@ -121,13 +121,7 @@ fn open_rw(path: &Path, create_new: bool) -> Result<File, FileLogError> {
         .write(true)
         .create_new(create_new)
         .open(path)
-        .map_err(|e| {
-            FileLogError::io(
-                if create_new { "create" } else { "open" },
-                path,
-                e,
-            )
-        })
+        .map_err(|e| FileLogError::io(if create_new { "create" } else { "open" }, path, e))
 }
 
 impl Segment {
@@ -212,7 +206,7 @@ impl Segment {
     /// strictly increasing, each naming the start position and last offset of one batch),
     /// ignoring entries at or past the end of the last batch (left by a cut tail).
     fn check_index(&self, raw: &[u8]) -> Option<Vec<IndexEntry>> {
-        if raw.len() % INDEX_ENTRY_SIZE != 0 {
+        if !raw.chunks_exact(INDEX_ENTRY_SIZE).remainder().is_empty() {
             return None;
         }
         let end = self.size();
@@ -502,7 +496,10 @@ mod tests {
     fn file_names_are_twenty_digits() {
         assert_eq!(log_file_name(42), "00000000000000000042.log");
         assert_eq!(index_file_name(0), "00000000000000000000.index");
-        assert_eq!(parse_file_name("00000000000000000042.log", ".log"), Some(42));
+        assert_eq!(
+            parse_file_name("00000000000000000042.log", ".log"),
+            Some(42)
+        );
         assert_eq!(parse_file_name("0042.log", ".log"), None);
         assert_eq!(parse_file_name("0000000000000000004x.log", ".log"), None);
         assert_eq!(parse_file_name("00000000000000000042.index", ".log"), None);

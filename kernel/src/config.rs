@@ -16,6 +16,19 @@ pub enum StopStrategy {
     AbortOpenTransactions,
 }
 
+/// How far a Fetch may read: Kafka's consumer isolation levels, plus the follower bound.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub enum FetchIsolation {
+    /// A consumer with `isolation.level=read_committed`: whole batches below the LSO
+    /// (SPEC section 6.3).
+    ReadCommitted,
+    /// A consumer with `isolation.level=read_uncommitted`: whole batches below the HW (what the
+    /// seed's "truncate to LSO at stop" implies the mirror fetcher reads).
+    ReadUncommitted,
+    /// A follower replica of the same cluster: everything up to the LEO.
+    Follower,
+}
+
 /// Which replicas must finish LME truncation before PREPARING moves to MIRRORING.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
 pub enum TruncationQuorum {
@@ -84,6 +97,8 @@ pub struct MirrorConfig {
     pub stop_strategy: StopStrategy,
     /// Who must truncate before MIRRORING.
     pub truncation_quorum: TruncationQuorum,
+    /// The isolation level of the mirror fetcher's consumer Fetch requests.
+    pub fetch_isolation: FetchIsolation,
     /// The legal transitions (the kernel never asks the coordinator for an illegal one).
     pub transitions: TransitionTable,
     /// FAILED retry backoff.
@@ -93,11 +108,13 @@ pub struct MirrorConfig {
 }
 
 impl Default for MirrorConfig {
-    /// The seed's choices: truncate to LSO, wait for the ISR, SPEC's table, default backoff.
+    /// The seed's choices: truncate to LSO, wait for the ISR, read-committed fetches, SPEC's
+    /// table, default backoff.
     fn default() -> Self {
         MirrorConfig {
             stop_strategy: StopStrategy::TruncateToLso,
             truncation_quorum: TruncationQuorum::Isr,
+            fetch_isolation: FetchIsolation::ReadCommitted,
             transitions: TransitionTable::default(),
             retry: RetryPolicy::default(),
             mutant: None,

@@ -7,13 +7,32 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::FetchIsolation;
+
 use crate::records::{LastMirroredEpochsValue, MirrorPartitionStateValue};
 use crate::types::{LeaderEpoch, MirrorPartition, Offset, ProducerEpoch, ProducerId, StateEpoch};
 
 /// Correlates a request effect with its completion; completions with an id the partition is
 /// not waiting for are stale and ignored.
+///
+/// State, LME and epoch requests are numbered in order by the partition. A fetch is identified
+/// by what it asks for instead ([`RequestId::for_fetch`]), as Kafka's fetcher accepts a response
+/// only while its fetch offset is still current: a MIRRORING partition that keeps fetching
+/// nothing new issues the same request again rather than a new one, so its state stays finite.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
 pub struct RequestId(pub u64);
+
+impl RequestId {
+    /// Bit set in every fetch id, so fetch ids never equal a numbered request's.
+    const FETCH: u64 = 1 << 63;
+
+    /// The id of a fetch from `fetch_offset` with `last_fetched_epoch`.
+    pub fn for_fetch(fetch_offset: Offset, last_fetched_epoch: Option<LeaderEpoch>) -> Self {
+        let epoch = last_fetched_epoch.map_or(0, |e| u64::from(e.unsigned_abs()) + 1) & 0xff_ffff;
+        let offset = (fetch_offset as u64) & ((1 << 39) - 1);
+        RequestId(Self::FETCH | (offset << 24) | epoch)
+    }
+}
 
 /// One mutation of the partition's local log.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
@@ -89,6 +108,8 @@ pub enum Effect {
         fetch_offset: Offset,
         /// The epoch of the last local batch, for the source's divergence check.
         last_fetched_epoch: Option<LeaderEpoch>,
+        /// How far the source may read.
+        isolation: FetchIsolation,
     },
     /// Remove the mirror fetcher; responses still in flight will be ignored.
     StopFetcher,

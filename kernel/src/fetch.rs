@@ -1,8 +1,9 @@
 //! The mirror fetch, both ends, as pure functions over the log contract.
 //!
-//! **Source side**: [`serve_fetch`] answers a consumer Fetch with isolation level
-//! `READ_COMMITTED` carrying the fetcher's last fetched epoch (KIP-320), as Kafka's
-//! `Partition.readRecords` + `UnifiedLog.read` do:
+//! **Source side**: [`serve_fetch`] answers a Fetch carrying the fetcher's last fetched epoch
+//! (KIP-320), as Kafka's `Partition.readRecords` + `UnifiedLog.read` do, reading up to the bound
+//! of its [`FetchIsolation`] (LSO for `READ_COMMITTED`, HW for `READ_UNCOMMITTED`, LEO for a
+//! follower):
 //!
 //! 1. with a last fetched epoch `e`, the source looks up `end_offset_for(e)` in its epoch cache:
 //!    - an undefined answer (epoch or offset `-1`: `e` is newer than every source epoch, or the
@@ -13,8 +14,7 @@
 //!      **diverging epoch**: the answer itself, no records;
 //! 2. a fetch offset outside `[log start, LEO]` is `OFFSET_OUT_OF_RANGE`;
 //! 3. otherwise whole batches from the one holding the fetch offset, up to `max_batches`, each
-//!    ending below the last stable offset (the read-committed bound; a batch straddling the LSO
-//!    is not returned).
+//!    ending below the isolation bound (a batch straddling the bound is not returned).
 //!
 //! **Destination side**: [`divergence_truncation_offset`] is the KIP-320 follower rule of
 //! Kafka's `AbstractFetcherThread.getOffsetTruncationState`, and
@@ -22,6 +22,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::FetchIsolation;
 use crate::epoch_cache::EpochCache;
 use crate::input::FetchOutcome;
 use crate::log::PartitionLog;
@@ -98,6 +99,7 @@ pub fn serve_fetch<L: PartitionLog>(
     log: &L,
     fetch_offset: Offset,
     last_fetched_epoch: Option<LeaderEpoch>,
+    isolation: FetchIsolation,
     max_batches: usize,
 ) -> FetchResponse<L::Batch> {
     let log_start_offset = log.log_start_offset();
@@ -122,15 +124,20 @@ pub fn serve_fetch<L: PartitionLog>(
         return out_of_range;
     }
     let last_stable_offset = log.last_stable_offset();
+    let bound = match isolation {
+        FetchIsolation::ReadCommitted => last_stable_offset,
+        FetchIsolation::ReadUncommitted => log.high_watermark(),
+        FetchIsolation::Follower => log_end_offset,
+    };
     let batches: Vec<L::Batch> = log
-        .read(fetch_offset, last_stable_offset)
+        .read(fetch_offset, bound)
         .into_iter()
-        .take_while(|b| L::header(b).last_offset < last_stable_offset)
+        .take_while(|b| L::header(b).last_offset < bound)
         .take(max_batches)
         .collect();
     let last = batches.last().map(L::header);
     FetchResponse::Records(FetchedRecords {
-        next_offset: last.map_or(fetch_offset, |h| h.next_offset()),
+        next_offset: last.map_or(fetch_offset, |h| h.last_offset.saturating_add(1)),
         last_epoch: last.map(|h| h.partition_leader_epoch),
         batches,
         log_start_offset,
@@ -252,29 +259,29 @@ mod tests {
     #[test]
     fn fetch_without_epoch_returns_whole_batches_from_the_offset() {
         let log = source();
-        let r = records_of(serve_fetch(&log, 0, None, 10));
+        let r = records_of(serve_fetch(&log, 0, None, FetchIsolation::ReadCommitted, 10));
         assert_eq!(r.batches.len(), 4);
         assert_eq!((r.next_offset, r.last_epoch), (10, Some(4)));
         // From inside a batch: the whole batch holding the offset.
-        let r = records_of(serve_fetch(&log, 4, None, 2));
+        let r = records_of(serve_fetch(&log, 4, None, FetchIsolation::ReadCommitted, 2));
         assert_eq!(
             r.batches.iter().map(|b| b.base_offset).collect::<Vec<_>>(),
             vec![3, 5]
         );
         assert_eq!((r.next_offset, r.last_epoch), (8, Some(3)));
         // At LEO: nothing, next offset unchanged.
-        let r = records_of(serve_fetch(&log, 10, Some(4), 5));
+        let r = records_of(serve_fetch(&log, 10, Some(4), FetchIsolation::ReadCommitted, 5));
         assert!(r.batches.is_empty());
         assert_eq!((r.next_offset, r.last_epoch), (10, None));
         assert_eq!(
-            serve_fetch(&log, 10, Some(4), 5).outcome(),
+            serve_fetch(&log, 10, Some(4), FetchIsolation::ReadCommitted, 5).outcome(),
             FetchOutcome::Records {
                 next_offset: 10,
                 last_epoch: None
             }
         );
         // max_batches = 0 returns nothing.
-        assert!(records_of(serve_fetch(&log, 0, None, 0)).batches.is_empty());
+        assert!(records_of(serve_fetch(&log, 0, None, FetchIsolation::ReadCommitted, 0)).batches.is_empty());
     }
 
     #[test]
@@ -297,7 +304,7 @@ mod tests {
         log.append_as_leader(4, records(1)).expect("plain");
         log.advance_high_watermark(13).expect("hw");
         assert_eq!(log.last_stable_offset(), 10);
-        let r = records_of(serve_fetch(&log, 8, Some(4), 10));
+        let r = records_of(serve_fetch(&log, 8, Some(4), FetchIsolation::ReadCommitted, 10));
         assert_eq!(r.batches.len(), 1);
         assert_eq!(
             (r.next_offset, r.last_stable_offset, r.high_watermark),
@@ -312,10 +319,10 @@ mod tests {
         )
         .expect("commit");
         // HW 13 is below LEO 14: the marker is not yet readable.
-        let r = records_of(serve_fetch(&log, 10, Some(4), 10));
+        let r = records_of(serve_fetch(&log, 10, Some(4), FetchIsolation::ReadCommitted, 10));
         assert_eq!(r.next_offset, 13);
         log.advance_high_watermark(14).expect("hw");
-        let r = records_of(serve_fetch(&log, 10, Some(4), 10));
+        let r = records_of(serve_fetch(&log, 10, Some(4), FetchIsolation::ReadCommitted, 10));
         assert_eq!((r.batches.len(), r.next_offset), (3, 14));
     }
 
@@ -324,7 +331,7 @@ mod tests {
         let mut log = source();
         log.append_as_leader(4, records(4)).expect("append");
         log.advance_high_watermark(12).expect("hw inside the batch");
-        let r = records_of(serve_fetch(&log, 10, Some(4), 10));
+        let r = records_of(serve_fetch(&log, 10, Some(4), FetchIsolation::ReadCommitted, 10));
         assert!(r.batches.is_empty());
         assert_eq!(r.next_offset, 10);
     }
@@ -334,7 +341,7 @@ mod tests {
         let log = source();
         // Fetcher wrote epoch 2 (unknown at the source) up to 6: source says (1, 5).
         assert_eq!(
-            serve_fetch(&log, 6, Some(2), 10),
+            serve_fetch(&log, 6, Some(2), FetchIsolation::ReadCommitted, 10),
             FetchResponse::Diverging(EpochAndOffset {
                 epoch: 1,
                 end_offset: 5
@@ -342,7 +349,7 @@ mod tests {
         );
         // Fetcher has epoch 3 up to 9, but the source's epoch 3 ends at 8.
         assert_eq!(
-            serve_fetch(&log, 9, Some(3), 10).outcome(),
+            serve_fetch(&log, 9, Some(3), FetchIsolation::ReadCommitted, 10).outcome(),
             FetchOutcome::Diverging(EpochAndOffset {
                 epoch: 3,
                 end_offset: 8
@@ -350,12 +357,12 @@ mod tests {
         );
         // Same epoch, fetch offset at the epoch's end: no divergence.
         assert!(matches!(
-            serve_fetch(&log, 8, Some(3), 10),
+            serve_fetch(&log, 8, Some(3), FetchIsolation::ReadCommitted, 10),
             FetchResponse::Records(_)
         ));
         // Latest epoch: ends at LEO, so a fetch offset above LEO diverges.
         assert_eq!(
-            serve_fetch(&log, 12, Some(4), 10).outcome(),
+            serve_fetch(&log, 12, Some(4), FetchIsolation::ReadCommitted, 10).outcome(),
             FetchOutcome::Diverging(EpochAndOffset {
                 epoch: 4,
                 end_offset: 10
@@ -363,7 +370,7 @@ mod tests {
         );
         // An epoch newer than every source epoch cannot be answered.
         assert_eq!(
-            serve_fetch(&log, 10, Some(5), 10).outcome(),
+            serve_fetch(&log, 10, Some(5), FetchIsolation::ReadCommitted, 10).outcome(),
             FetchOutcome::OffsetOutOfRange {
                 log_start_offset: 0,
                 log_end_offset: 10
@@ -379,23 +386,23 @@ mod tests {
             log_start_offset: 5,
             log_end_offset: 10,
         };
-        assert_eq!(serve_fetch(&log, 4, None, 1).outcome(), oor);
-        assert_eq!(serve_fetch(&log, 11, None, 1).outcome(), oor);
+        assert_eq!(serve_fetch(&log, 4, None, FetchIsolation::ReadCommitted, 1).outcome(), oor);
+        assert_eq!(serve_fetch(&log, 11, None, FetchIsolation::ReadCommitted, 1).outcome(), oor);
         // Below the log start even with a matching epoch.
-        assert_eq!(serve_fetch(&log, 4, Some(2), 1).outcome(), oor);
+        assert_eq!(serve_fetch(&log, 4, Some(2), FetchIsolation::ReadCommitted, 1).outcome(), oor);
         // An epoch below the first entry: (requested, first start) = (1, 5), not diverging at 5.
         assert!(matches!(
-            serve_fetch(&log, 5, Some(1), 1),
+            serve_fetch(&log, 5, Some(1), FetchIsolation::ReadCommitted, 1),
             FetchResponse::Records(_)
         ));
         assert_eq!(
-            serve_fetch(&log, 7, Some(1), 1).outcome(),
+            serve_fetch(&log, 7, Some(1), FetchIsolation::ReadCommitted, 1).outcome(),
             FetchOutcome::Diverging(EpochAndOffset {
                 epoch: 1,
                 end_offset: 5
             })
         );
-        let (outcome, batches) = serve_fetch(&log, 11, None, 1).into_parts();
+        let (outcome, batches) = serve_fetch(&log, 11, None, FetchIsolation::ReadCommitted, 1).into_parts();
         assert_eq!((outcome, batches.len()), (oor, 0));
         // An empty source with an epoch asked: out of range.
         let empty = MemLog::new();

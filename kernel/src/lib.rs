@@ -20,4 +20,6 @@ pub mod partitioner;
 pub mod producer_state;
 pub mod records;
 pub mod state;
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;
 pub mod types;

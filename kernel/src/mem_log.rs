@@ -2,8 +2,8 @@
 //!
 //! It implements the [`LogView`] / [`PartitionLog`] contract with Kafka's `UnifiedLog`
 //! semantics, keeping only batch headers. Where the contract leaves a choice, `MemLog` decides
-//! as follows (the conformance suite in [`testkit`](crate::testkit) pins each choice, so the
-//! harness's file log must decide the same way):
+//! as follows (the conformance suite in [`testkit`](crate::testkit) pins every choice but the
+//! batch-size limits, so the harness's file log must decide the same way):
 //!
 //! - **Leader append**: the batch gets offsets from LEO and the leader epoch; the epoch cache
 //!   is assigned `(leader_epoch, base offset)`; producer state validates the append as Kafka does
@@ -28,6 +28,9 @@
 //!   `MemLog` keeps LEO at the end of its last batch.) A negative offset is refused; an offset at
 //!   or above LEO changes nothing; an offset below the log start offset truncates fully and
 //!   starts the log at that offset, as Kafka does.
+//! - **Batch sizes**: a batch spans at most `i32::MAX + 1` offsets (Kafka's `lastOffsetDelta`
+//!   is an `int32`) and cannot end at `Offset::MAX`; larger ones are refused with
+//!   [`LogError::OffsetOutOfRange`] naming the batch's last offset.
 //! - **High watermark**: only [`advance_high_watermark`](PartitionLog::advance_high_watermark)
 //!   moves it forward (within `[HW, LEO]`, else [`LogError::OffsetOutOfRange`]); truncation
 //!   clamps it to the new LEO. Appends never move it.
@@ -117,6 +120,22 @@ impl MemLog {
         }
     }
 
+    /// Refuses a batch with no records, more than Kafka's `int32` `lastOffsetDelta` allows, or
+    /// ending at `Offset::MAX` (no offset would follow it).
+    fn check_span(&self, header: &BatchHeader) -> Result<(), LogError> {
+        if header.last_offset < header.base_offset {
+            return Err(LogError::EmptyBatch {
+                base_offset: header.base_offset,
+                last_offset: header.last_offset,
+            });
+        }
+        let delta = i128::from(header.last_offset) - i128::from(header.base_offset);
+        if delta > i128::from(i32::MAX) || header.last_offset == Offset::MAX {
+            return Err(self.out_of_range(header.last_offset));
+        }
+        Ok(())
+    }
+
     /// Appends `header` (already validated), updating LEO, the epoch cache and producer state.
     fn push(&mut self, header: BatchHeader) -> Result<(), LogError> {
         self.epoch_cache
@@ -147,13 +166,10 @@ impl MemLog {
                         last_offset: base - 1,
                     });
                 }
-                header.last_offset = base.checked_add(i64::from(record_count) - 1).ok_or(
-                    LogError::OffsetOutOfRange {
-                        offset: base,
-                        log_start_offset: self.log_start_offset,
-                        log_end_offset: self.log_end_offset,
-                    },
-                )?;
+                header.last_offset = base
+                    .checked_add(i64::from(record_count) - 1)
+                    .ok_or_else(|| self.out_of_range(base))?;
+                self.check_span(&header)?;
                 if let Some(p) = producer {
                     header.producer_id = p.producer_id;
                     header.producer_epoch = p.producer_epoch;
@@ -218,12 +234,7 @@ impl MemLog {
 
     fn try_append_as_follower(&mut self, batches: &[BatchHeader]) -> Result<(), LogError> {
         for header in batches {
-            if header.last_offset < header.base_offset {
-                return Err(LogError::EmptyBatch {
-                    base_offset: header.base_offset,
-                    last_offset: header.last_offset,
-                });
-            }
+            self.check_span(header)?;
             if header.base_offset != self.log_end_offset {
                 return Err(LogError::NonContiguousAppend {
                     expected: self.log_end_offset,
@@ -431,6 +442,35 @@ mod tests {
             Err(LogError::InvalidTransaction(_))
         ));
         assert_eq!(log, before);
+    }
+
+    #[test]
+    fn oversized_and_overflowing_batches_are_refused() {
+        let mut log = MemLog::new();
+        let before = log.clone();
+        // Kafka's lastOffsetDelta is an int32: at most i32::MAX + 1 records.
+        let too_many = u32::try_from(i32::MAX).expect("fits") + 2;
+        assert!(matches!(
+            log.append_as_leader(0, records(too_many)),
+            Err(LogError::OffsetOutOfRange { .. })
+        ));
+        let huge = BatchHeader::plain(0, i64::from(i32::MAX) + 1, 0);
+        assert!(log.append_as_follower(&[huge]).is_err());
+        assert_eq!(log, before);
+        // No batch may end at Offset::MAX: nothing could follow it.
+        let mut log = MemLog::starting_at(Offset::MAX - 1).expect("start");
+        let before = log.clone();
+        assert!(log.append_as_leader(0, records(2)).is_err());
+        assert!(log
+            .append_as_follower(&[BatchHeader::plain(Offset::MAX - 1, Offset::MAX, 0)])
+            .is_err());
+        assert_eq!(log, before);
+        let h = log
+            .append_as_leader(0, records(1))
+            .expect("one record fits");
+        assert_eq!(h.last_offset, Offset::MAX - 1);
+        assert_eq!(log.log_end_offset(), Offset::MAX);
+        assert!(log.append_as_leader(0, records(1)).is_err());
     }
 
     #[test]

@@ -8,8 +8,9 @@
 //! Two rules order every transition:
 //! - **persist first, act after**: a state's side effect (start the fetcher, bump the epoch,
 //!   truncate, make writable...) runs only once the coordinator acknowledged the state;
-//! - **revoke early**: taking a permission away (making the partition read-only) happens before
-//!   the write, because it can never make a stale state unsafe.
+//! - **revoke early**: taking a permission away (making the partition read-only, removing the
+//!   fetcher) happens before the write, because it can never make a stale state unsafe. So the
+//!   seed's STOPPING step 1 (remove the fetcher) runs as the STOPPING record is written.
 //!
 //! While a state write is in flight the partition does nothing else: fetch responses are
 //! dropped (they are stale once the write lands) and desired-state changes wait for the answer.
@@ -120,6 +121,8 @@ pub struct PartitionMirror {
     step: Step,
     fetcher_running: bool,
     writable: bool,
+    /// Whether this leadership has had a state write acknowledged (see [`Self::reconcile`]).
+    asserted: bool,
     next_request: u64,
 }
 
@@ -141,6 +144,7 @@ impl PartitionMirror {
             step: Step::Idle,
             fetcher_running: false,
             writable: false,
+            asserted: false,
             next_request: 0,
         }
     }
@@ -227,6 +231,7 @@ impl PartitionMirror {
                     return Err(Ignored::StaleCompletion(request));
                 }
                 self.stored = Some(Some(value));
+                self.asserted = true;
                 self.step = Step::Settled;
                 self.reconcile(config, log, &mut out);
             }
@@ -271,7 +276,7 @@ impl PartitionMirror {
                 if self.step != Step::Fetching(request) && !running_in_stopping {
                     return Err(Ignored::StaleCompletion(request));
                 }
-                self.on_fetch(outcome, log, &mut out);
+                self.on_fetch(config, outcome, log, &mut out);
             }
             Input::LeaderEpochBumped {
                 request,
@@ -403,6 +408,7 @@ impl PartitionMirror {
                 out.push(Effect::StopFetcher);
             }
             self.stored = None;
+            self.asserted = false;
             self.step = Step::Idle;
             if self.key().is_some() {
                 self.read_state(out);
@@ -446,6 +452,12 @@ impl PartitionMirror {
 
     /// Moves on from the persisted state: either the transition the desired state asks for, or
     /// (re-)running the current state's side effect.
+    ///
+    /// A leader acts on a state only once it has itself written it in this leadership: a state
+    /// merely read may be overtaken by a write its predecessor still has in flight (the model
+    /// found that race), so the first time it re-asserts the record (a self-transition). The
+    /// write fences the predecessor by leader epoch, or is itself fenced by state epoch if the
+    /// predecessor's write landed first, and the partition re-reads.
     fn reconcile(&mut self, config: &MirrorConfig, log: &impl LogView, out: &mut Vec<Effect>) {
         if self.leadership.is_none() || self.stored.is_none() {
             return;
@@ -453,8 +465,43 @@ impl PartitionMirror {
         let state = self.state();
         match self.immediate_transition(config, state) {
             Some(to) => self.write_state(config, to, None, out),
+            None if !self.asserted && self.needs_reassert() => self.reassert(config, out),
             None => self.enter(config, state, log, out),
         }
+    }
+
+    /// Whether the stored state must be re-asserted before its side effect runs: every stored
+    /// state except a STOPPING whose epoch bump is not recorded yet (its side effect starts by
+    /// writing exactly that record).
+    fn needs_reassert(&self) -> bool {
+        self.stored_value().is_some_and(|v| {
+            v.state != MirrorState::Stopping || v.previous_state == Some(MirrorState::Stopping)
+        })
+    }
+
+    /// Writes the stored record again under this leadership. A STOPPING record that carries
+    /// the stop epoch keeps it: the epoch boundary between mirrored and local writes.
+    fn reassert(&mut self, config: &MirrorConfig, out: &mut Vec<Effect>) {
+        let (Some(key), Some(leadership), Some(stored)) =
+            (self.key(), self.leadership.as_ref(), self.stored_value())
+        else {
+            return;
+        };
+        let mut value = stored.clone();
+        if value.state != MirrorState::Stopping {
+            value.leader_epoch = leadership.leader_epoch;
+        }
+        let expected_state_epoch = Some(stored.state_epoch);
+        let target = value.state;
+        self.revoke_for(config, target, out);
+        let request = self.request();
+        self.step = Step::Writing { request, target };
+        out.push(Effect::WriteState {
+            request,
+            key,
+            value,
+            expected_state_epoch,
+        });
     }
 
     /// Asks the coordinator to store `target` (persist first); revokes writability first.
@@ -491,10 +538,7 @@ impl PartitionMirror {
             }),
         };
         let expected_state_epoch = stored.map(|v| v.state_epoch);
-        if self.writable && target != MirrorState::Stopped {
-            self.writable = false;
-            out.push(Effect::SetWritable(false));
-        }
+        self.revoke_for(config, target, out);
         let request = self.request();
         self.step = Step::Writing { request, target };
         out.push(Effect::WriteState {
@@ -507,6 +551,21 @@ impl PartitionMirror {
         {
             self.writable = true;
             out.push(Effect::SetWritable(true));
+        }
+    }
+
+    /// Revoke early: before writing `target`, take away what `target` does not allow (writes
+    /// by local producers, the fetcher). A revocation is safe whatever the write's outcome;
+    /// granting waits for the acknowledgement.
+    fn revoke_for(&mut self, config: &MirrorConfig, target: MirrorState, out: &mut Vec<Effect>) {
+        if self.writable && !target.is_writable() {
+            self.writable = false;
+            out.push(Effect::SetWritable(false));
+        }
+        let kept = target == MirrorState::Stopping
+            && mutant::active(config.mutant, Mutant::FetcherRunsInStopping);
+        if !target.runs_fetcher() && !kept {
+            self.stop_fetcher(out);
         }
     }
 
@@ -534,7 +593,7 @@ impl PartitionMirror {
                 }
                 let fetch_offset = log.log_end_offset();
                 let last_fetched_epoch = log.epoch_cache().latest_epoch();
-                self.fetch(fetch_offset, last_fetched_epoch, out);
+                self.fetch(config, fetch_offset, last_fetched_epoch, out);
             }
             MirrorState::Paused => {
                 self.stop_fetcher(out);
@@ -574,16 +633,18 @@ impl PartitionMirror {
 
     fn fetch(
         &mut self,
+        config: &MirrorConfig,
         fetch_offset: Offset,
         last_fetched_epoch: Option<LeaderEpoch>,
         out: &mut Vec<Effect>,
     ) {
-        let request = self.request();
+        let request = RequestId::for_fetch(fetch_offset, last_fetched_epoch);
         self.step = Step::Fetching(request);
         out.push(Effect::Fetch {
             request,
             fetch_offset,
             last_fetched_epoch,
+            isolation: config.fetch_isolation,
         });
     }
 
@@ -649,7 +710,13 @@ impl PartitionMirror {
     }
 
     /// MIRRORING: act on one fetch response and send the next fetch.
-    fn on_fetch(&mut self, outcome: FetchOutcome, log: &impl LogView, out: &mut Vec<Effect>) {
+    fn on_fetch(
+        &mut self,
+        config: &MirrorConfig,
+        outcome: FetchOutcome,
+        log: &impl LogView,
+        out: &mut Vec<Effect>,
+    ) {
         let leo = log.log_end_offset();
         let cache = log.epoch_cache();
         match outcome {
@@ -659,9 +726,14 @@ impl PartitionMirror {
             } => {
                 if next_offset > leo {
                     out.push(Effect::Log(LogEffect::AppendFetched));
-                    self.fetch(next_offset, last_epoch.or(cache.latest_epoch()), out);
+                    self.fetch(
+                        config,
+                        next_offset,
+                        last_epoch.or(cache.latest_epoch()),
+                        out,
+                    );
                 } else {
-                    self.fetch(leo, cache.latest_epoch(), out);
+                    self.fetch(config, leo, cache.latest_epoch(), out);
                 }
             }
             FetchOutcome::Diverging(diverging) => {
@@ -670,7 +742,7 @@ impl PartitionMirror {
                     out.push(Effect::Log(LogEffect::TruncateTo { offset }));
                 }
                 let epoch = cache.epoch_for_offset(offset - 1);
-                self.fetch(offset, epoch, out);
+                self.fetch(config, offset, epoch, out);
             }
             FetchOutcome::OffsetOutOfRange {
                 log_start_offset,
@@ -678,14 +750,14 @@ impl PartitionMirror {
             } => match resolve_out_of_range(leo, log_start_offset, log_end_offset) {
                 OutOfRangeResolution::TruncateTo(offset) => {
                     out.push(Effect::Log(LogEffect::TruncateTo { offset }));
-                    self.fetch(offset, cache.epoch_for_offset(offset - 1), out);
+                    self.fetch(config, offset, cache.epoch_for_offset(offset - 1), out);
                 }
                 OutOfRangeResolution::TruncateFullyAndStartAt(offset) => {
                     out.push(Effect::Log(LogEffect::TruncateFullyAndStartAt { offset }));
-                    self.fetch(offset, None, out);
+                    self.fetch(config, offset, None, out);
                 }
                 OutOfRangeResolution::FetchFrom(offset) => {
-                    self.fetch(offset, cache.latest_epoch(), out);
+                    self.fetch(config, offset, cache.latest_epoch(), out);
                 }
             },
         }

@@ -231,7 +231,7 @@ impl ProducerStateTable {
                 entry.set_epoch(batch.producer_epoch);
                 entry.add_batch(BatchMetadata {
                     first_seq: batch.base_sequence,
-                    last_seq: batch.last_sequence(),
+                    last_seq: last_sequence(batch),
                     first_offset: batch.base_offset,
                     last_offset: batch.last_offset,
                 });
@@ -257,7 +257,7 @@ impl ProducerStateTable {
         if entry.producer_epoch != batch.producer_epoch {
             return None;
         }
-        let last_seq = batch.last_sequence();
+        let last_seq = last_sequence(batch);
         entry
             .batches
             .iter()
@@ -394,6 +394,17 @@ impl ProducerStateTable {
             _ => Ok(()),
         }
     }
+}
+
+/// Sequence of `batch`'s last record, wrapping at `i32::MAX` as Kafka's does
+/// ([`BatchHeader::last_sequence`] computed without any possible overflow, whatever the header).
+fn last_sequence(batch: &BatchHeader) -> Sequence {
+    if batch.base_sequence == NO_SEQUENCE {
+        return NO_SEQUENCE;
+    }
+    let delta = i128::from(batch.last_offset) - i128::from(batch.base_offset);
+    let wrapped = (i128::from(batch.base_sequence) + delta).rem_euclid(i128::from(i32::MAX) + 1);
+    Sequence::try_from(wrapped).unwrap_or(NO_SEQUENCE)
 }
 
 /// The sequence after `last` (wrapping at `i32::MAX`; 0 after [`NO_SEQUENCE`]).
@@ -643,7 +654,7 @@ mod tests {
             pid_reset(4),
             data(5, 1, 3, 0, 0),
         ];
-        let t = ProducerStateTable::rebuild(&batches);
+        let t = ProducerStateTable::rebuild(batches.iter());
         assert_eq!(t.len(), 1);
         assert!(t.get(1).is_none() && t.get(2).is_none());
         assert_eq!(t.first_open_transaction_offset(), None);
@@ -652,6 +663,28 @@ mod tests {
         assert_eq!(before.first_open_transaction_offset(), Some(2));
         // After the reset, producer 1 is unknown and may use any sequence.
         assert_eq!(t.validate_leader_append(&data(6, 1, 1, 0, 77)), Ok(()));
+    }
+
+    #[test]
+    fn extreme_headers_never_panic() {
+        let mut t = ProducerStateTable::new();
+        for (base, last, seq) in [
+            (i64::MIN, i64::MAX, i32::MAX),
+            (i64::MAX, i64::MIN, i32::MIN),
+            (0, i64::MAX, i32::MAX),
+        ] {
+            let b = data(0, 1, 1, 0, seq);
+            let b = BatchHeader {
+                base_offset: base,
+                last_offset: last,
+                ..b
+            };
+            let _ = t.find_duplicate(&b);
+            let _ = t.validate_leader_append(&b);
+            t.apply(&b);
+        }
+        assert_eq!(last_sequence(&data(10, 5, 1, 0, i32::MAX - 1)), 2);
+        assert_eq!(last_sequence(&data(10, 5, 1, 0, 3)), 7);
     }
 
     #[test]

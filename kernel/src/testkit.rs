@@ -12,7 +12,8 @@
 //! Batches for follower appends are obtained by appending as leader to a second fresh log and
 //! reading them back, so the suite works whatever `L::Batch` is. After every mutation the case
 //! checks [`check_invariants`]; after every refused operation it checks that the observable state
-//! ([`LogSnapshot`]) did not change. A failing case panics with the case's name.
+//! ([`LogSnapshot`]) did not change. A failing case panics with a message naming the operation
+//! and showing the log; [`Suite::cases`] lists the cases by name, to run them one by one.
 
 use std::fmt::Debug;
 use std::marker::PhantomData;
@@ -186,7 +187,10 @@ pub fn check_invariants<L: PartitionLog>(log: &L) {
         next = b.next_offset();
         epoch = b.partition_leader_epoch;
     }
-    assert_eq!(next, s.log_end_offset, "LEO is not the end of the last batch: {s:?}");
+    assert_eq!(
+        next, s.log_end_offset,
+        "LEO is not the end of the last batch: {s:?}"
+    );
     let entries: Vec<EpochEntry> = s.epoch_cache.entries().collect();
     assert!(
         entries
@@ -213,7 +217,8 @@ pub struct Suite<L, F> {
     _log: PhantomData<fn() -> L>,
 }
 
-type Case<L, F> = (&'static str, fn(&mut Suite<L, F>));
+/// A named case of the suite.
+pub type Case<L, F> = (&'static str, fn(&mut Suite<L, F>));
 
 impl<L, F> Suite<L, F>
 where
@@ -236,7 +241,10 @@ where
                 "leader_appends_assign_offsets_and_epochs",
                 Self::leader_appends_assign_offsets_and_epochs,
             ),
-            ("read_returns_whole_batches", Self::read_returns_whole_batches),
+            (
+                "read_returns_whole_batches",
+                Self::read_returns_whole_batches,
+            ),
             (
                 "refused_leader_appends_change_nothing",
                 Self::refused_leader_appends_change_nothing,
@@ -250,8 +258,14 @@ where
                 Self::idempotent_retries_return_the_original_batch,
             ),
             ("producer_epoch_fencing", Self::producer_epoch_fencing),
-            ("transaction_commit_moves_lso", Self::transaction_commit_moves_lso),
-            ("transaction_abort_moves_lso", Self::transaction_abort_moves_lso),
+            (
+                "transaction_commit_moves_lso",
+                Self::transaction_commit_moves_lso,
+            ),
+            (
+                "transaction_abort_moves_lso",
+                Self::transaction_abort_moves_lso,
+            ),
             (
                 "non_transactional_write_inside_transaction_is_refused",
                 Self::non_transactional_write_inside_transaction_is_refused,
@@ -277,7 +291,10 @@ where
                 "refused_follower_appends_change_nothing",
                 Self::refused_follower_appends_change_nothing,
             ),
-            ("truncate_at_batch_boundary", Self::truncate_at_batch_boundary),
+            (
+                "truncate_at_batch_boundary",
+                Self::truncate_at_batch_boundary,
+            ),
             (
                 "truncate_inside_batch_removes_the_whole_batch",
                 Self::truncate_inside_batch_removes_the_whole_batch,
@@ -286,7 +303,10 @@ where
                 "truncate_at_or_above_leo_changes_nothing",
                 Self::truncate_at_or_above_leo_changes_nothing,
             ),
-            ("truncate_below_hw_clamps_hw", Self::truncate_below_hw_clamps_hw),
+            (
+                "truncate_below_hw_clamps_hw",
+                Self::truncate_below_hw_clamps_hw,
+            ),
             (
                 "truncate_to_lso_drops_open_transactions",
                 Self::truncate_to_lso_drops_open_transactions,
@@ -414,7 +434,9 @@ where
     /// Leader appends the contract refuses leave the log unchanged.
     pub fn refused_leader_appends_change_nothing(&mut self) {
         let mut log = self.log_with(&[(3, records(2))]);
-        refused(&mut log, "zero records", |l| l.append_as_leader(3, records(0)));
+        refused(&mut log, "zero records", |l| {
+            l.append_as_leader(3, records(0))
+        });
         refused(&mut log, "negative leader epoch", |l| {
             l.append_as_leader(-1, records(1))
         });
@@ -467,7 +489,12 @@ where
         let mut log = self.fresh();
         let a = leader(&mut log, 0, idempotent(3, 8, 0, 100));
         assert_eq!(
-            (a.producer_id, a.producer_epoch, a.base_sequence, a.is_transactional),
+            (
+                a.producer_id,
+                a.producer_epoch,
+                a.base_sequence,
+                a.is_transactional
+            ),
             (8, 0, 100, false)
         );
         assert_eq!(a.last_sequence(), 102);
@@ -567,12 +594,19 @@ where
             }
         );
         assert_eq!(log.producer_state().first_open_transaction_offset(), None);
-        assert_eq!(log.last_stable_offset(), 6, "LSO is HW once nothing is open");
+        assert_eq!(
+            log.last_stable_offset(),
+            6,
+            "LSO is HW once nothing is open"
+        );
         advance(&mut log, 7);
         assert_eq!(log.last_stable_offset(), 7);
         // The producer keeps its sequence across the marker.
         leader(&mut log, 1, transactional(1, 9, 0, 3));
-        assert_eq!(log.producer_state().first_open_transaction_offset(), Some(7));
+        assert_eq!(
+            log.producer_state().first_open_transaction_offset(),
+            Some(7)
+        );
     }
 
     /// Interleaved transactions: the LSO follows the earliest open one as they abort.
@@ -681,7 +715,8 @@ where
         assert_eq!(dst.log_end_offset(), src.log_end_offset());
         assert_eq!(dst.high_watermark(), 0);
         assert_eq!(cache_pairs(&dst), vec![(1, 0), (2, 5), (4, 8)]);
-        advance(&mut src, src.log_end_offset());
+        let src_leo = src.log_end_offset();
+        advance(&mut src, src_leo);
         advance(&mut dst, 8);
         // The source's transaction was committed at 7: nothing open.
         assert_eq!(dst.last_stable_offset(), 8);
@@ -698,7 +733,11 @@ where
             let (a, b) = batches.split_at(split);
             follower(&mut pieces, a);
             follower(&mut pieces, b);
-            assert_eq!(LogSnapshot::of(&pieces), LogSnapshot::of(&whole), "split at {split}");
+            assert_eq!(
+                LogSnapshot::of(&pieces),
+                LogSnapshot::of(&whole),
+                "split at {split}"
+            );
         }
         // Within a transaction, the follower's LSO follows the open transaction.
         let mut open = self.fresh();
@@ -708,7 +747,8 @@ where
             .cloned()
             .collect();
         follower(&mut open, &upto_txn);
-        advance(&mut open, open.log_end_offset());
+        let open_leo = open.log_end_offset();
+        advance(&mut open, open_leo);
         assert_eq!(open.last_stable_offset(), 5);
     }
 
@@ -719,10 +759,18 @@ where
         let batches = src.read(0, Offset::MAX);
         let mut dst = self.fresh();
         let tail = batches.get(1..).unwrap_or_default();
-        refused(&mut dst, "first batch above LEO", |l| l.append_as_follower(tail));
+        refused(&mut dst, "first batch above LEO", |l| {
+            l.append_as_follower(tail)
+        });
         let gap: Vec<L::Batch> = batches.iter().step_by(2).cloned().collect();
-        refused(&mut dst, "gap between batches", |l| l.append_as_follower(&gap));
-        assert_eq!(dst.log_end_offset(), 0, "nothing of a refused append is kept");
+        refused(&mut dst, "gap between batches", |l| {
+            l.append_as_follower(&gap)
+        });
+        assert_eq!(
+            dst.log_end_offset(),
+            0,
+            "nothing of a refused append is kept"
+        );
         follower(&mut dst, &[]);
         assert_eq!(LogSnapshot::of(&dst), LogSnapshot::of(&self.fresh()));
 
@@ -736,7 +784,10 @@ where
         });
         let newer = self.foreign_batches(leo, &[(4, records(1)), (6, records(2))]);
         follower(&mut dst, &newer);
-        assert_eq!(cache_pairs(&dst), vec![(1, 0), (2, 5), (4, 8), (6, leo + 1)]);
+        assert_eq!(
+            cache_pairs(&dst),
+            vec![(1, 0), (2, 5), (4, 8), (6, leo + 1)]
+        );
 
         // Producer 5 opens a transaction on the destination; a batch elsewhere from producer 5
         // outside any transaction cannot follow it.
@@ -744,9 +795,11 @@ where
         let txn = self.foreign_batches(leo, &[(6, transactional(1, 5, 1, 0))]);
         follower(&mut dst, &txn);
         let outside = self.foreign_batches(leo + 1, &[(6, idempotent(1, 5, 1, 1))]);
-        refused(&mut dst, "non-transactional batch inside a transaction", |l| {
-            l.append_as_follower(&outside)
-        });
+        refused(
+            &mut dst,
+            "non-transactional batch inside a transaction",
+            |l| l.append_as_follower(&outside),
+        );
     }
 
     /// Truncation at a batch boundary removes the batches from there, trims the epoch cache and
@@ -765,7 +818,11 @@ where
         assert_eq!(cache_pairs(&log), vec![(1, 0), (2, 5)]);
         truncate(&mut log, 0);
         assert_eq!(
-            (log.log_start_offset(), log.log_end_offset(), log.high_watermark()),
+            (
+                log.log_start_offset(),
+                log.log_end_offset(),
+                log.high_watermark()
+            ),
             (0, 0, 0)
         );
         assert!(log.epoch_cache().is_empty());
@@ -836,12 +893,18 @@ where
             (0, idempotent(1, 3, 0, 4)),
             (0, idempotent(1, 3, 1, 0)),
         ]);
-        truncate(&mut log, 6);
-        assert_eq!(
-            log.producer_state().get(3).map(|e| (e.producer_epoch, e.last_seq())),
-            Some((0, 3))
-        );
+        let state = |log: &L| {
+            log.producer_state()
+                .get(3)
+                .map(|e| (e.producer_epoch, e.last_seq()))
+        };
+        assert_eq!(state(&log), Some((1, 0)));
+        truncate(&mut log, 5);
+        assert_eq!(state(&log), Some((0, 4)), "the old epoch comes back");
+        truncate(&mut log, 4);
+        assert_eq!(state(&log), Some((0, 3)));
         truncate(&mut log, 2);
+        assert_eq!(state(&log), Some((0, 1)));
         refused(&mut log, "sequence of a truncated batch", |l| {
             l.append_as_leader(0, idempotent(1, 3, 0, 4))
         });
@@ -894,7 +957,10 @@ where
         assert!(s.epoch_cache.is_empty() && s.producer_state.is_empty() && s.batches.is_empty());
         assert!(log.read(0, Offset::MAX).is_empty());
         // Epochs below the forgotten ones are fine now.
-        assert_eq!(leader(&mut log, 1, records(2)), BatchHeader::plain(100, 101, 1));
+        assert_eq!(
+            leader(&mut log, 1, records(2)),
+            BatchHeader::plain(100, 101, 1)
+        );
         assert_eq!(cache_pairs(&log), vec![(1, 100)]);
         log.truncate_fully_and_start_at(0)
             .unwrap_or_else(|e| panic!("truncate_fully_and_start_at(0): {e:?}"));
@@ -979,7 +1045,14 @@ where
 {
     let before = LogSnapshot::of(log);
     let result = op(log);
-    assert!(result.is_err(), "{what}: expected a refusal, got {result:?}");
-    assert_eq!(LogSnapshot::of(log), before, "{what}: a refused operation changed the log");
+    assert!(
+        result.is_err(),
+        "{what}: expected a refusal, got {result:?}"
+    );
+    assert_eq!(
+        LogSnapshot::of(log),
+        before,
+        "{what}: a refused operation changed the log"
+    );
     check_invariants(log);
 }

@@ -4,7 +4,7 @@
 use im::OrdSet;
 use kmirror_kernel::apply::apply_log_effect;
 use kmirror_kernel::batch::{BatchHeader, LeaderBatch, ProducerBatchInfo};
-use kmirror_kernel::config::{MirrorConfig, StopStrategy, TruncationQuorum};
+use kmirror_kernel::config::{FetchIsolation, MirrorConfig, StopStrategy, TruncationQuorum};
 use kmirror_kernel::coordinator::Coordinator;
 use kmirror_kernel::desired::DesiredState;
 use kmirror_kernel::effect::{Effect, LogEffect, RequestId};
@@ -135,11 +135,12 @@ fn write(request: u64, mut v: MirrorPartitionStateValue, expected: Option<i32>) 
     }
 }
 
-fn fetch(request: u64, offset: i64, epoch: Option<i32>) -> Effect {
+fn fetch(offset: i64, epoch: Option<i32>) -> Effect {
     Effect::Fetch {
-        request: RequestId(request),
+        request: RequestId::for_fetch(offset, epoch),
         fetch_offset: offset,
         last_fetched_epoch: epoch,
+        isolation: FetchIsolation::ReadCommitted,
     }
 }
 
@@ -148,7 +149,8 @@ fn data(base: i64, last: i64, epoch: i32) -> BatchHeader {
 }
 
 /// Drives a fresh partition to MIRRORING with ISR `{ME}` and returns the driver; request ids
-/// used: 1 read, 2 write PREPARING, 3 LME query, 4 write MIRRORING, 5 first fetch.
+/// used: 1 read, 2 write PREPARING, 3 LME query, 4 write MIRRORING; the first fetch is
+/// `RequestId::for_fetch(0, None)`.
 fn mirroring(config: MirrorConfig) -> Driver {
     let mut d = Driver::new(config);
     d.lead(1, &[ME]);
@@ -378,7 +380,10 @@ fn lme_at_or_above_the_latest_local_epoch_truncates_nothing() {
 fn mirroring_starts_the_fetcher_from_the_local_end_after_the_ack() {
     let d = mirroring(MirrorConfig::default());
     assert!(d.mirror.fetcher_running());
-    assert_eq!(d.mirror.step(), &Step::Fetching(RequestId(5)));
+    assert_eq!(
+        d.mirror.step(),
+        &Step::Fetching(RequestId::for_fetch(0, None))
+    );
 }
 
 #[test]
@@ -389,7 +394,7 @@ fn fetched_batches_are_appended_and_the_next_fetch_follows_them() {
         .handle(
             &d.config,
             Input::FetchCompleted {
-                request: RequestId(5),
+                request: RequestId::for_fetch(0, None),
                 outcome: FetchOutcome::Records {
                     next_offset: 3,
                     last_epoch: Some(2),
@@ -400,18 +405,18 @@ fn fetched_batches_are_appended_and_the_next_fetch_follows_them() {
         .unwrap();
     assert_eq!(
         effects,
-        vec![Effect::Log(LogEffect::AppendFetched), fetch(6, 3, Some(2))]
+        vec![Effect::Log(LogEffect::AppendFetched), fetch(3, Some(2))]
     );
     // An empty answer just fetches again from the same place.
     d.log.append_as_follower(&[data(0, 2, 2)]).unwrap();
     let effects = d.step(Input::FetchCompleted {
-        request: RequestId(6),
+        request: RequestId::for_fetch(3, Some(2)),
         outcome: FetchOutcome::Records {
             next_offset: 3,
             last_epoch: None,
         },
     });
-    assert_eq!(effects, vec![fetch(7, 3, Some(2))]);
+    assert_eq!(effects, vec![fetch(3, Some(2))]);
 }
 
 #[test]
@@ -421,7 +426,7 @@ fn a_diverging_epoch_truncates_like_a_kafka_follower() {
         .append_as_follower(&[data(0, 4, 1), data(5, 9, 2)])
         .unwrap();
     let effects = d.step(Input::FetchCompleted {
-        request: RequestId(5),
+        request: RequestId::for_fetch(0, None),
         outcome: FetchOutcome::Diverging(EpochAndOffset {
             epoch: 1,
             end_offset: 3,
@@ -431,7 +436,7 @@ fn a_diverging_epoch_truncates_like_a_kafka_follower() {
         effects,
         vec![
             Effect::Log(LogEffect::TruncateTo { offset: 3 }),
-            fetch(6, 3, Some(1))
+            fetch(3, Some(1))
         ]
     );
 }
@@ -440,7 +445,7 @@ fn a_diverging_epoch_truncates_like_a_kafka_follower() {
 fn out_of_range_below_the_source_start_restarts_from_it() {
     let mut d = mirroring(MirrorConfig::default());
     let effects = d.step(Input::FetchCompleted {
-        request: RequestId(5),
+        request: RequestId::for_fetch(0, None),
         outcome: FetchOutcome::OffsetOutOfRange {
             log_start_offset: 20,
             log_end_offset: 30,
@@ -450,7 +455,7 @@ fn out_of_range_below_the_source_start_restarts_from_it() {
         effects,
         vec![
             Effect::Log(LogEffect::TruncateFullyAndStartAt { offset: 20 }),
-            fetch(6, 20, None)
+            fetch(20, None)
         ]
     );
 }
@@ -480,13 +485,17 @@ fn stop_runs_the_seed_sequence_in_order() {
         .unwrap();
     d.log.advance_high_watermark(7).unwrap();
     let w = d.step(Input::DesiredStateChanged(DesiredState::Stop(mirror())));
+    // 1. remove the fetcher (revoked before the write), and persist STOPPING.
     assert_eq!(
         w,
-        vec![write(
-            6,
-            value(MirrorState::Stopping, 1, 2, MirrorState::Mirroring),
-            Some(1)
-        )]
+        vec![
+            Effect::StopFetcher,
+            write(
+                5,
+                value(MirrorState::Stopping, 1, 2, MirrorState::Mirroring),
+                Some(1)
+            )
+        ]
     );
     // The in-flight fetch is stale as soon as the stop is being written.
     assert!(d
@@ -494,7 +503,7 @@ fn stop_runs_the_seed_sequence_in_order() {
         .handle(
             &d.config,
             Input::FetchCompleted {
-                request: RequestId(5),
+                request: RequestId::for_fetch(0, None),
                 outcome: FetchOutcome::Records {
                     next_offset: 9,
                     last_epoch: Some(4)
@@ -503,26 +512,23 @@ fn stop_runs_the_seed_sequence_in_order() {
             &d.log
         )
         .is_err());
-    // 1. remove the fetcher; 2. bump the epoch above every mirrored epoch.
+    // 2. bump the epoch above every mirrored epoch.
     assert_eq!(
         d.ack_write(&w),
-        vec![
-            Effect::StopFetcher,
-            Effect::BumpLeaderEpoch {
-                request: RequestId(7),
-                at_least: 5
-            }
-        ]
+        vec![Effect::BumpLeaderEpoch {
+            request: RequestId(6),
+            at_least: 5
+        }]
     );
     // The bumped epoch is persisted (re-asserted STOPPING) before anything is written at it.
     let w = d.step(Input::LeaderEpochBumped {
-        request: RequestId(7),
+        request: RequestId(6),
         leader_epoch: 5,
     });
     assert_eq!(
         w,
         vec![write(
-            8,
+            7,
             value(MirrorState::Stopping, 5, 3, MirrorState::Stopping),
             Some(2)
         )]
@@ -531,7 +537,7 @@ fn stop_runs_the_seed_sequence_in_order() {
     assert_eq!(
         d.ack_write(&w),
         vec![Effect::WriteLastMirroredEpoch {
-            request: RequestId(9),
+            request: RequestId(8),
             key: key(),
             value: LastMirroredEpochsValue {
                 last_mirrored_epoch: Some(4),
@@ -541,14 +547,14 @@ fn stop_runs_the_seed_sequence_in_order() {
     );
     // 5. MIRROR_PID_RESET at the new epoch, then persist STOPPED.
     let w = d.step(Input::LastMirroredEpochWritten {
-        request: RequestId(9),
+        request: RequestId(8),
     });
     assert_eq!(
         w,
         vec![
             Effect::Log(LogEffect::AppendPidReset { leader_epoch: 5 }),
             write(
-                10,
+                9,
                 value(MirrorState::Stopped, 5, 4, MirrorState::Stopping),
                 Some(3)
             )
@@ -580,7 +586,7 @@ fn stop_truncates_to_the_lso_when_data_is_not_yet_stable() {
     let w = d.step(Input::DesiredStateChanged(DesiredState::Stop(mirror())));
     d.ack_write(&w);
     let w = d.step(Input::LeaderEpochBumped {
-        request: RequestId(7),
+        request: RequestId(6),
         leader_epoch: 4,
     });
     let effects = d.ack_write(&w);
@@ -589,7 +595,7 @@ fn stop_truncates_to_the_lso_when_data_is_not_yet_stable() {
         vec![
             Effect::Log(LogEffect::TruncateTo { offset: 2 }),
             Effect::WriteLastMirroredEpoch {
-                request: RequestId(9),
+                request: RequestId(8),
                 key: key(),
                 value: LastMirroredEpochsValue {
                     last_mirrored_epoch: Some(3),
@@ -625,7 +631,7 @@ fn the_abort_strategy_closes_open_transactions_with_markers() {
     let w = d.step(Input::DesiredStateChanged(DesiredState::Stop(mirror())));
     d.ack_write(&w);
     let w = d.step(Input::LeaderEpochBumped {
-        request: RequestId(7),
+        request: RequestId(6),
         leader_epoch: 4,
     });
     let effects = d.ack_write(&w);
@@ -638,7 +644,7 @@ fn the_abort_strategy_closes_open_transactions_with_markers() {
                 leader_epoch: 4
             }),
             Effect::WriteLastMirroredEpoch {
-                request: RequestId(9),
+                request: RequestId(8),
                 key: key(),
                 value: LastMirroredEpochsValue {
                     last_mirrored_epoch: Some(3),
@@ -658,14 +664,11 @@ fn a_leader_already_above_every_mirrored_epoch_does_not_bump_again() {
     let w = d.step(Input::DesiredStateChanged(DesiredState::Stop(mirror())));
     assert_eq!(
         d.ack_write(&w),
-        vec![
-            Effect::StopFetcher,
-            write(
-                7,
-                value(MirrorState::Stopping, 1, 3, MirrorState::Stopping),
-                Some(2)
-            )
-        ]
+        vec![write(
+            6,
+            value(MirrorState::Stopping, 1, 3, MirrorState::Stopping),
+            Some(2)
+        )]
     );
 }
 
@@ -677,12 +680,12 @@ fn a_restarted_leader_resumes_a_bumped_stop_without_a_second_bump_or_pid_reset()
     let w = d.step(Input::DesiredStateChanged(DesiredState::Stop(mirror())));
     d.ack_write(&w);
     let w = d.step(Input::LeaderEpochBumped {
-        request: RequestId(7),
+        request: RequestId(6),
         leader_epoch: 4,
     });
     d.ack_write(&w);
     let w = d.step(Input::LastMirroredEpochWritten {
-        request: RequestId(9),
+        request: RequestId(8),
     });
     assert_eq!(
         w[0],
@@ -698,10 +701,20 @@ fn a_restarted_leader_resumes_a_bumped_stop_without_a_second_bump_or_pid_reset()
             key: key()
         }]
     );
+    // It first re-asserts the record under its leadership, keeping the stop epoch (4).
+    let w = d.read(1);
     assert_eq!(
-        d.read(1),
+        w,
+        vec![write(
+            2,
+            value(MirrorState::Stopping, 4, 3, MirrorState::Stopping),
+            Some(3)
+        )]
+    );
+    assert_eq!(
+        d.ack_write(&w),
         vec![Effect::WriteLastMirroredEpoch {
-            request: RequestId(2),
+            request: RequestId(3),
             key: key(),
             value: LastMirroredEpochsValue {
                 last_mirrored_epoch: Some(3),
@@ -711,12 +724,12 @@ fn a_restarted_leader_resumes_a_bumped_stop_without_a_second_bump_or_pid_reset()
     );
     assert_eq!(
         d.step(Input::LastMirroredEpochWritten {
-            request: RequestId(2)
+            request: RequestId(3)
         }),
         vec![write(
-            3,
-            value(MirrorState::Stopped, 5, 4, MirrorState::Stopping),
-            Some(3)
+            4,
+            value(MirrorState::Stopped, 5, 5, MirrorState::Stopping),
+            Some(4)
         )]
     );
 }
@@ -747,15 +760,25 @@ fn failback_revokes_writes_before_persisting_preparing() {
         .unwrap();
     d.mirror = PartitionMirror::new(ME, key().topic_id, 0, DesiredState::Stop(mirror()));
     d.lead(2, &[ME]);
-    assert_eq!(d.read(1), vec![Effect::SetWritable(true)]);
+    let w = d.read(1);
+    assert_eq!(
+        w,
+        vec![write(
+            2,
+            value(MirrorState::Stopped, 2, 2, MirrorState::Stopping),
+            Some(2)
+        )],
+        "a new leader re-asserts STOPPED before making the partition writable"
+    );
+    assert_eq!(d.ack_write(&w), vec![Effect::SetWritable(true)]);
     assert_eq!(
         d.step(Input::DesiredStateChanged(DesiredState::Mirror(mirror()))),
         vec![
             Effect::SetWritable(false),
             write(
-                2,
-                value(MirrorState::Preparing, 2, 2, MirrorState::Stopped),
-                Some(2)
+                3,
+                value(MirrorState::Preparing, 2, 3, MirrorState::Stopped),
+                Some(3)
             )
         ]
     );
@@ -767,18 +790,18 @@ fn pause_removes_the_fetcher_and_resume_restarts_it_without_truncation() {
     let w = d.step(Input::DesiredStateChanged(DesiredState::Pause(mirror())));
     assert_eq!(
         w,
-        vec![write(
-            6,
-            value(MirrorState::Paused, 1, 2, MirrorState::Mirroring),
-            Some(1)
-        )]
+        vec![
+            Effect::StopFetcher,
+            write(
+                5,
+                value(MirrorState::Paused, 1, 2, MirrorState::Mirroring),
+                Some(1)
+            )
+        ]
     );
-    assert_eq!(d.ack_write(&w), vec![Effect::StopFetcher]);
+    assert_eq!(d.ack_write(&w), vec![]);
     let w = d.step(Input::DesiredStateChanged(DesiredState::Mirror(mirror())));
-    assert_eq!(
-        d.ack_write(&w),
-        vec![Effect::StartFetcher, fetch(8, 0, None)]
-    );
+    assert_eq!(d.ack_write(&w), vec![Effect::StartFetcher, fetch(0, None)]);
 }
 
 #[test]
@@ -930,7 +953,7 @@ fn losing_leadership_stops_the_fetcher_and_forgets_everything() {
     assert_eq!(
         d.lead(2, &[ME]),
         vec![Effect::ReadState {
-            request: RequestId(6),
+            request: RequestId(5),
             key: key()
         }]
     );

@@ -1,0 +1,783 @@
+//! [`FileLog`]: a partition log on disk in Kafka's layout, implementing the kernel's
+//! [`LogView`] / [`PartitionLog`] contract with [`RawBatch`] batches.
+//!
+//! # On disk
+//!
+//! A directory `<log dir>/<topic>-<partition>/` holding:
+//!
+//! | file | contents |
+//! |------|----------|
+//! | `<20-digit base offset>.log` | record batches v2, back to back (see [`segment`]) |
+//! | `<20-digit base offset>.index` | Kafka's sparse offset index of that segment |
+//! | `leader-epoch-checkpoint` | the epoch cache, Kafka's text format ([`kmirror_kernel::checkpoint`]) |
+//! | `replication-offset-checkpoint` | the high watermark |
+//! | `log-start-offset-checkpoint` | the log start offset |
+//! | `recovery-point-offset-checkpoint` | the recovery point |
+//!
+//! The last three use Kafka's `OffsetCheckpointFile` text format, the one Kafka keeps at the
+//! log-directory level under the same names, here per partition with the one entry:
+//!
+//! ```text
+//! 0                  <- version
+//! 1                  <- number of entries
+//! <topic> <partition> <offset>
+//! ```
+//!
+//! Every checkpoint is written to `<name>.tmp`, fsynced, renamed over `<name>`, and the directory
+//! fsynced. Files ending in `.tmp` or `.deleted` are leftovers of an interrupted write or
+//! deletion, removed (and reported) when the log is opened.
+//!
+//! # Semantics and durability
+//!
+//! The log's decisions (offsets, epoch cache, producer state, what an operation refuses) are the
+//! kernel's [`MemLog`]'s: `FileLog` runs every operation on a clone of its `MemLog`, performs the
+//! disk changes, and keeps the clone only when both succeeded. So the conformance suite's
+//! expectations hold for both by construction, and the in-memory view is exactly the replay of
+//! the batch headers on disk (which is how [`FileLog::open`] rebuilds it).
+//!
+//! - **Appends** write the batch bytes at the end of the active segment (rolling to a new segment
+//!   at LEO when the next batch would take the segment past [`FileLogConfig::segment_bytes`]).
+//!   With [`FlushPolicy::EveryAppend`] (the default) the segment is fsynced before the append
+//!   returns; with [`FlushPolicy::Manual`] only [`FileLog::flush`] (and a roll) fsyncs.
+//! - **The recovery point** is the offset below which every batch is known to be on disk. It is
+//!   persisted when a segment rolls (after fsyncing it), on [`FileLog::flush`] and
+//!   [`FileLog::close`], and lowered (first) by a truncation. On open, batches from the recovery
+//!   point on are allowed to be torn and are cut; a bad batch below it is an error.
+//! - **The high watermark** is persisted on every change with [`FlushPolicy::EveryAppend`], and on
+//!   flush or close with [`FlushPolicy::Manual`] (Kafka checkpoints it periodically likewise).
+//! - **The epoch cache and log start offset** are persisted whenever they change.
+//! - **Truncation** cuts the segment holding the new end first, then deletes later segments
+//!   newest first, so a crash part-way leaves a gap that recovery (which sees the lowered recovery
+//!   point) completes. **Full truncation** renames every segment to `*.deleted` newest first,
+//!   writes the new checkpoints, creates the new segment, then deletes the renamed files; a crash
+//!   part-way leaves either a prefix of the old log or the new empty log.
+//! - **I/O errors** during a mutation leave disk and memory possibly apart: the log then refuses
+//!   every further operation with [`FileLogError::Failed`] until it is reopened (Kafka takes the
+//!   log directory offline likewise). [`PartitionLog::read`] cannot return an error: it returns
+//!   the batches read before the failure and marks the log failed; use [`FileLog::try_read`] to
+//!   see the error.
+//!
+//! One `FileLog` owns its directory: opening the same directory twice at once is not detected
+//! and corrupts it.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use kmirror_kernel::batch::{BatchHeader, LeaderBatch};
+use kmirror_kernel::epoch_cache::EpochCache;
+use kmirror_kernel::log::{LogView, PartitionLog};
+use kmirror_kernel::mem_log::MemLog;
+use kmirror_kernel::producer_state::ProducerStateTable;
+use kmirror_kernel::types::{LeaderEpoch, Offset, PartitionIndex};
+
+use crate::error::{CheckpointError, FileLogError, TopicPartitionError};
+use crate::record_batch::RawBatch;
+use crate::recovery::{self, RecoveryReport};
+use crate::segment::{self, Segment};
+
+/// File name of the high-watermark checkpoint (Kafka's log-dir-level name).
+pub const HIGH_WATERMARK_FILE: &str = "replication-offset-checkpoint";
+/// File name of the log-start-offset checkpoint (Kafka's log-dir-level name).
+pub const LOG_START_OFFSET_FILE: &str = "log-start-offset-checkpoint";
+/// File name of the recovery-point checkpoint (Kafka's log-dir-level name).
+pub const RECOVERY_POINT_FILE: &str = "recovery-point-offset-checkpoint";
+/// File name of the leader-epoch checkpoint (as Kafka, per partition).
+pub const LEADER_EPOCH_FILE: &str = kmirror_kernel::checkpoint::FILE_NAME;
+/// Kafka's default `log.segment.bytes` (1 GiB).
+pub const DEFAULT_SEGMENT_BYTES: u64 = 1 << 30;
+/// Kafka's default `log.index.interval.bytes`.
+pub const DEFAULT_INDEX_INTERVAL_BYTES: u64 = 4096;
+
+/// A topic partition, named as in its directory `<topic>-<partition>`.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub struct TopicPartition {
+    /// The topic name (Kafka's rules: `[a-zA-Z0-9._-]`, 1 to 249 characters).
+    pub topic: String,
+    /// The partition index.
+    pub partition: PartitionIndex,
+}
+
+impl TopicPartition {
+    /// A topic partition. Fails when `topic` is not a legal Kafka topic name (so that
+    /// directory and checkpoint lines stay parseable) or `partition` is negative.
+    pub fn new(
+        topic: impl Into<String>,
+        partition: PartitionIndex,
+    ) -> Result<Self, TopicPartitionError> {
+        let topic = topic.into();
+        if topic.is_empty()
+            || topic.len() > 249
+            || topic == "."
+            || topic == ".."
+            || !topic
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        {
+            return Err(TopicPartitionError::InvalidTopic(topic));
+        }
+        if partition < 0 {
+            return Err(TopicPartitionError::NegativePartition(partition));
+        }
+        Ok(TopicPartition { topic, partition })
+    }
+
+    /// The directory name `<topic>-<partition>`.
+    pub fn dir_name(&self) -> String {
+        format!("{}-{}", self.topic, self.partition)
+    }
+
+    /// Parses a directory name `<topic>-<partition>` (split at the last `-`).
+    pub fn from_dir_name(name: &str) -> Result<Self, TopicPartitionError> {
+        let invalid = || TopicPartitionError::InvalidDirName(name.to_owned());
+        let (topic, partition) = name.rsplit_once('-').ok_or_else(invalid)?;
+        if partition.is_empty() || !partition.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(invalid());
+        }
+        TopicPartition::new(topic, partition.parse().map_err(|_| invalid())?)
+    }
+}
+
+/// When appended data is fsynced.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum FlushPolicy {
+    /// Every append fsyncs its segment before returning (and every high-watermark change is
+    /// checkpointed): nothing acknowledged is lost in a crash.
+    #[default]
+    EveryAppend,
+    /// Only [`FileLog::flush`], [`FileLog::close`] and segment rolls fsync (Kafka's default of
+    /// leaving it to the OS): a crash may lose the unflushed tail, which recovery then cuts.
+    Manual,
+}
+
+/// How a [`FileLog`] lays out and flushes its data.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct FileLogConfig {
+    /// A segment rolls when the next batch would take it past this size (Kafka's
+    /// `segment.bytes`); a batch larger than this gets a segment of its own.
+    pub segment_bytes: u64,
+    /// An offset index entry is added once more than this many bytes were appended since the
+    /// last one (Kafka's `index.interval.bytes`).
+    pub index_interval_bytes: u64,
+    /// When to fsync.
+    pub flush: FlushPolicy,
+    /// The timestamp (ms) leader appends through [`PartitionLog::append_as_leader`] stamp on
+    /// their records until [`FileLog::set_append_timestamp`] changes it. The library never reads
+    /// a clock.
+    pub append_timestamp_ms: i64,
+}
+
+impl Default for FileLogConfig {
+    fn default() -> Self {
+        FileLogConfig {
+            segment_bytes: DEFAULT_SEGMENT_BYTES,
+            index_interval_bytes: DEFAULT_INDEX_INTERVAL_BYTES,
+            flush: FlushPolicy::EveryAppend,
+            append_timestamp_ms: 0,
+        }
+    }
+}
+
+/// The values last written to the checkpoint files, to skip rewriting unchanged ones.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Persisted {
+    pub(crate) log_start_offset: Offset,
+    pub(crate) high_watermark: Offset,
+    pub(crate) recovery_point: Offset,
+    pub(crate) epoch_cache: EpochCache,
+}
+
+/// A partition log on disk. See the [module documentation](self).
+#[derive(Debug)]
+pub struct FileLog {
+    dir: PathBuf,
+    tp: TopicPartition,
+    config: FileLogConfig,
+    mem: MemLog,
+    segments: Vec<Segment>,
+    persisted: Persisted,
+    timestamp_ms: i64,
+    failed: Mutex<Option<String>>,
+}
+
+impl FileLog {
+    /// Opens (creating if needed) the log of `tp` under `log_dir`, in
+    /// `log_dir/<topic>-<partition>/`, recovering it after a crash: see
+    /// [`recovery`] for what is checked, repaired and refused. The report says
+    /// what recovery changed.
+    pub fn open(
+        log_dir: &Path,
+        tp: TopicPartition,
+        config: FileLogConfig,
+    ) -> Result<(FileLog, RecoveryReport), FileLogError> {
+        let dir = log_dir.join(tp.dir_name());
+        let recovered = recovery::recover(&dir, &tp, &config)?;
+        let log = FileLog {
+            dir,
+            tp,
+            config,
+            mem: recovered.mem,
+            segments: recovered.segments,
+            persisted: recovered.persisted,
+            timestamp_ms: config.append_timestamp_ms,
+            failed: Mutex::new(None),
+        };
+        Ok((log, recovered.report))
+    }
+
+    /// Opens the partition directory `dir` itself (named `<topic>-<partition>`).
+    pub fn open_dir(
+        dir: &Path,
+        config: FileLogConfig,
+    ) -> Result<(FileLog, RecoveryReport), FileLogError> {
+        let inconsistent = |reason: &str| FileLogError::Inconsistent {
+            dir: dir.to_path_buf(),
+            reason: reason.to_owned(),
+        };
+        let name = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| inconsistent("the directory has no UTF-8 name"))?;
+        let tp = TopicPartition::from_dir_name(name).map_err(|e| inconsistent(&e.to_string()))?;
+        let parent = dir.parent().unwrap_or(Path::new("."));
+        FileLog::open(parent, tp, config)
+    }
+
+    /// The partition directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The topic partition.
+    pub fn topic_partition(&self) -> &TopicPartition {
+        &self.tp
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &FileLogConfig {
+        &self.config
+    }
+
+    /// The in-memory view: the kernel's log of the batch headers on disk.
+    pub fn mem_log(&self) -> &MemLog {
+        &self.mem
+    }
+
+    /// The segments, oldest first.
+    pub fn segments(&self) -> &[Segment] {
+        &self.segments
+    }
+
+    /// The recovery point as last persisted: every batch below it is known to be on disk.
+    pub fn recovery_point(&self) -> Offset {
+        self.persisted.recovery_point
+    }
+
+    /// Sets the timestamp (ms) later leader appends stamp on their records.
+    pub fn set_append_timestamp(&mut self, timestamp_ms: i64) {
+        self.timestamp_ms = timestamp_ms;
+    }
+
+    /// Appends `batch` as the leader of `leader_epoch`, its records stamped `timestamp_ms`.
+    /// Same contract as [`PartitionLog::append_as_leader`].
+    pub fn append_as_leader_at(
+        &mut self,
+        leader_epoch: LeaderEpoch,
+        batch: LeaderBatch,
+        timestamp_ms: i64,
+    ) -> Result<BatchHeader, FileLogError> {
+        self.check_not_failed()?;
+        let mut next = self.mem.clone();
+        let header = next.append_as_leader(leader_epoch, batch)?;
+        if next.log_end_offset() == self.mem.log_end_offset() {
+            // A retried duplicate: answered with the batch already in the log.
+            return Ok(header);
+        }
+        let raw = RawBatch::synthesize(&header, timestamp_ms).map_err(FileLogError::Encode)?;
+        self.write_appended(next, &[raw])?;
+        Ok(header)
+    }
+
+    /// Parses `bytes` (whole batches back to back, as in a fetch response) and appends them as
+    /// a follower ([`PartitionLog::append_as_follower`]).
+    pub fn append_bytes_as_follower(&mut self, bytes: &[u8]) -> Result<(), FileLogError> {
+        let batches = RawBatch::parse_many(bytes).map_err(FileLogError::InvalidBatches)?;
+        self.append_as_follower(&batches)
+    }
+
+    /// Whole batches with `last_offset >= from` and `base_offset < below`, oldest first, read
+    /// from disk (and CRC-checked again).
+    pub fn try_read(&self, from: Offset, below: Offset) -> Result<Vec<RawBatch>, FileLogError> {
+        self.check_not_failed()?;
+        let mut out = Vec::new();
+        let start = self
+            .segments
+            .partition_point(|s| s.next_offset() <= from)
+            .min(self.segments.len());
+        for seg in &self.segments[start..] {
+            if seg.base_offset() >= below {
+                break;
+            }
+            let batches = seg.batches();
+            let first = batches.partition_point(|b| b.header.last_offset < from);
+            for entry in &batches[first..] {
+                if entry.header.base_offset >= below {
+                    return Ok(out);
+                }
+                out.push(seg.read_batch(entry)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Fsyncs the active segment, then persists the recovery point (= LEO) and the high
+    /// watermark.
+    pub fn flush(&mut self) -> Result<(), FileLogError> {
+        self.check_not_failed()?;
+        let result = self.flush_inner();
+        self.fail_on_error(result)
+    }
+
+    /// Flushes and closes the log. Dropping a `FileLog` without closing it is like a crash:
+    /// the next [`FileLog::open`] verifies everything from the recovery point on.
+    pub fn close(mut self) -> Result<(), FileLogError> {
+        self.flush()
+    }
+
+    fn flush_inner(&mut self) -> Result<(), FileLogError> {
+        if let Some(active) = self.segments.last() {
+            active.sync()?;
+        }
+        self.persist_recovery_point(self.mem.log_end_offset())?;
+        self.persist_high_watermark(self.mem.high_watermark())
+    }
+
+    fn check_not_failed(&self) -> Result<(), FileLogError> {
+        match &*self.failed.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(reason) => Err(FileLogError::Failed {
+                dir: self.dir.clone(),
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Marks the log failed when `result` is an error other than a refusal by the contract.
+    fn fail_on_error<T>(&self, result: Result<T, FileLogError>) -> Result<T, FileLogError> {
+        if let Err(e) = &result {
+            if !matches!(e, FileLogError::Log(_) | FileLogError::Failed { .. }) {
+                let mut failed = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+                failed.get_or_insert_with(|| e.to_string());
+            }
+        }
+        result
+    }
+
+    /// Writes `batches`, whose headers `next` (a clone of the in-memory log with them
+    /// appended) accepted, then adopts `next`.
+    fn write_appended(&mut self, next: MemLog, batches: &[RawBatch]) -> Result<(), FileLogError> {
+        let result = self.write_appended_inner(&next, batches);
+        self.fail_on_error(result)?;
+        self.mem = next;
+        Ok(())
+    }
+
+    fn write_appended_inner(
+        &mut self,
+        next: &MemLog,
+        batches: &[RawBatch],
+    ) -> Result<(), FileLogError> {
+        // Kafka assigns the epoch (and flushes the checkpoint) before appending the batch; a
+        // crash in between leaves an entry at or past LEO, which recovery drops.
+        self.persist_epoch_cache(next.epoch_cache())?;
+        for batch in batches {
+            let fits = self
+                .segments
+                .last()
+                .is_some_and(|s| s.fits(batch, self.config.segment_bytes));
+            if !fits {
+                self.roll(batch.header().base_offset)?;
+            }
+            let Some(active) = self.segments.last_mut() else {
+                return Err(FileLogError::Inconsistent {
+                    dir: self.dir.clone(),
+                    reason: "no active segment after a roll".into(),
+                });
+            };
+            active.append(batch)?;
+        }
+        if self.config.flush == FlushPolicy::EveryAppend {
+            if let Some(active) = self.segments.last() {
+                active.sync_log()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts a new active segment at `base_offset` (the LEO), after fsyncing the current one;
+    /// everything below `base_offset` is then on disk, which the recovery point records.
+    fn roll(&mut self, base_offset: Offset) -> Result<(), FileLogError> {
+        if let Some(active) = self.segments.last() {
+            if active.is_empty() && active.base_offset() == base_offset {
+                return Ok(());
+            }
+            active.sync()?;
+        }
+        let seg = Segment::create(&self.dir, base_offset, self.config.index_interval_bytes)?;
+        segment::sync_dir(&self.dir)?;
+        self.segments.push(seg);
+        self.persist_recovery_point(base_offset)
+    }
+
+    fn persist_offset(&self, name: &str, offset: Offset) -> Result<(), FileLogError> {
+        segment::write_atomically(
+            &self.dir,
+            name,
+            encode_offset_checkpoint(&self.tp, offset).as_bytes(),
+        )
+    }
+
+    fn persist_recovery_point(&mut self, offset: Offset) -> Result<(), FileLogError> {
+        if self.persisted.recovery_point != offset {
+            self.persist_offset(RECOVERY_POINT_FILE, offset)?;
+            self.persisted.recovery_point = offset;
+        }
+        Ok(())
+    }
+
+    fn persist_high_watermark(&mut self, offset: Offset) -> Result<(), FileLogError> {
+        if self.persisted.high_watermark != offset {
+            self.persist_offset(HIGH_WATERMARK_FILE, offset)?;
+            self.persisted.high_watermark = offset;
+        }
+        Ok(())
+    }
+
+    fn persist_log_start_offset(&mut self, offset: Offset) -> Result<(), FileLogError> {
+        if self.persisted.log_start_offset != offset {
+            self.persist_offset(LOG_START_OFFSET_FILE, offset)?;
+            self.persisted.log_start_offset = offset;
+        }
+        Ok(())
+    }
+
+    fn persist_epoch_cache(&mut self, cache: &EpochCache) -> Result<(), FileLogError> {
+        if self.persisted.epoch_cache != *cache {
+            segment::write_atomically(
+                &self.dir,
+                LEADER_EPOCH_FILE,
+                kmirror_kernel::checkpoint::encode(cache).as_bytes(),
+            )?;
+            self.persisted.epoch_cache = cache.clone();
+        }
+        Ok(())
+    }
+
+    fn truncate_inner(&mut self, next: &MemLog) -> Result<(), FileLogError> {
+        let new_end = next.log_end_offset();
+        if self.persisted.recovery_point > new_end {
+            self.persist_recovery_point(new_end)?;
+        }
+        // The segment holding `new_end` is the last one whose base is at or below it.
+        let keep = self
+            .segments
+            .partition_point(|s| s.base_offset() <= new_end)
+            .max(1);
+        if let Some(seg) = self.segments.get_mut(keep - 1) {
+            let batches = seg
+                .batches()
+                .partition_point(|b| b.header.base_offset < new_end);
+            seg.truncate_batches(batches)?;
+        }
+        let removed = self.segments.split_off(keep.min(self.segments.len()));
+        for seg in removed.into_iter().rev() {
+            seg.delete()?;
+        }
+        segment::sync_dir(&self.dir)?;
+        self.persist_epoch_cache(next.epoch_cache())?;
+        if self.config.flush == FlushPolicy::EveryAppend
+            || next.high_watermark() < self.persisted.high_watermark
+        {
+            self.persist_high_watermark(next.high_watermark())?;
+        }
+        Ok(())
+    }
+
+    fn truncate_fully_inner(&mut self, offset: Offset) -> Result<(), FileLogError> {
+        for seg in self.segments.iter().rev() {
+            seg.mark_deleted()?;
+        }
+        segment::sync_dir(&self.dir)?;
+        let old = std::mem::take(&mut self.segments);
+        // The epoch checkpoint first: recovery refuses one with entries below the log start.
+        self.persist_epoch_cache(&EpochCache::new())?;
+        self.persist_high_watermark(offset)?;
+        self.persist_recovery_point(offset)?;
+        self.persist_log_start_offset(offset)?;
+        self.segments.push(Segment::create(
+            &self.dir,
+            offset,
+            self.config.index_interval_bytes,
+        )?);
+        segment::sync_dir(&self.dir)?;
+        for seg in old {
+            for path in [seg.log_path(), seg.index_path()] {
+                let mut deleted = path.as_os_str().to_owned();
+                deleted.push(segment::DELETED_SUFFIX);
+                match fs::remove_file(&deleted) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(FileLogError::io("delete", PathBuf::from(deleted), e)),
+                }
+            }
+        }
+        segment::sync_dir(&self.dir)
+    }
+}
+
+impl LogView for FileLog {
+    fn log_start_offset(&self) -> Offset {
+        self.mem.log_start_offset()
+    }
+
+    fn log_end_offset(&self) -> Offset {
+        self.mem.log_end_offset()
+    }
+
+    fn high_watermark(&self) -> Offset {
+        self.mem.high_watermark()
+    }
+
+    fn epoch_cache(&self) -> &EpochCache {
+        self.mem.epoch_cache()
+    }
+
+    fn producer_state(&self) -> &ProducerStateTable {
+        self.mem.producer_state()
+    }
+
+    fn last_batch(&self) -> Option<BatchHeader> {
+        self.mem.last_batch()
+    }
+}
+
+impl PartitionLog for FileLog {
+    type Batch = RawBatch;
+    type Error = FileLogError;
+
+    fn header(batch: &RawBatch) -> BatchHeader {
+        batch.header()
+    }
+
+    fn append_as_leader(
+        &mut self,
+        leader_epoch: LeaderEpoch,
+        batch: LeaderBatch,
+    ) -> Result<BatchHeader, FileLogError> {
+        self.append_as_leader_at(leader_epoch, batch, self.timestamp_ms)
+    }
+
+    fn append_as_follower(&mut self, batches: &[RawBatch]) -> Result<(), FileLogError> {
+        self.check_not_failed()?;
+        let headers: Vec<BatchHeader> = batches.iter().map(RawBatch::header).collect();
+        let mut next = self.mem.clone();
+        next.append_as_follower(&headers)?;
+        if batches.is_empty() {
+            return Ok(());
+        }
+        self.write_appended(next, batches)
+    }
+
+    fn read(&self, from: Offset, below: Offset) -> Vec<RawBatch> {
+        match self.try_read(from, below) {
+            Ok(batches) => batches,
+            Err(e) => {
+                let _ = self.fail_on_error::<()>(Err(e));
+                // Serve the whole batches that can still be read, stopping at the failure.
+                let mut out = Vec::new();
+                for seg in &self.segments {
+                    for entry in seg.batches() {
+                        if entry.header.last_offset < from {
+                            continue;
+                        }
+                        if entry.header.base_offset >= below {
+                            return out;
+                        }
+                        match seg.read_batch(entry) {
+                            Ok(b) => out.push(b),
+                            Err(_) => return out,
+                        }
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    fn truncate_to(&mut self, offset: Offset) -> Result<(), FileLogError> {
+        self.check_not_failed()?;
+        let mut next = self.mem.clone();
+        next.truncate_to(offset)?;
+        if next.log_start_offset() != self.mem.log_start_offset() {
+            // Below the log start: the kernel truncated fully.
+            let result = self.truncate_fully_inner(next.log_start_offset());
+            self.fail_on_error(result)?;
+        } else if next.log_end_offset() != self.mem.log_end_offset() {
+            let result = self.truncate_inner(&next);
+            self.fail_on_error(result)?;
+        }
+        self.mem = next;
+        Ok(())
+    }
+
+    fn truncate_fully_and_start_at(&mut self, offset: Offset) -> Result<(), FileLogError> {
+        self.check_not_failed()?;
+        let mut next = self.mem.clone();
+        next.truncate_fully_and_start_at(offset)?;
+        let result = self.truncate_fully_inner(offset);
+        self.fail_on_error(result)?;
+        self.mem = next;
+        Ok(())
+    }
+
+    fn advance_high_watermark(&mut self, offset: Offset) -> Result<(), FileLogError> {
+        self.check_not_failed()?;
+        let mut next = self.mem.clone();
+        next.advance_high_watermark(offset)?;
+        if self.config.flush == FlushPolicy::EveryAppend {
+            let result = self.persist_high_watermark(offset);
+            self.fail_on_error(result)?;
+        }
+        self.mem = next;
+        Ok(())
+    }
+}
+
+/// The text of a per-partition offset checkpoint holding `offset` for `tp`: Kafka's
+/// `OffsetCheckpointFile` format, `0\n1\n<topic> <partition> <offset>\n`.
+pub fn encode_offset_checkpoint(tp: &TopicPartition, offset: Offset) -> String {
+    format!("0\n1\n{} {} {offset}\n", tp.topic, tp.partition)
+}
+
+/// The offset `text` (Kafka's `OffsetCheckpointFile` format, read from `file`) holds for `tp`,
+/// or `None` when it holds no entry for `tp`. Several entries are accepted (a Kafka
+/// log-dir-level file), as long as the version is 0, the count matches, every line has three
+/// fields, offsets are not negative and `tp` appears at most once.
+pub fn decode_offset_checkpoint(
+    text: &str,
+    file: &Path,
+    tp: &TopicPartition,
+) -> Result<Option<Offset>, CheckpointError> {
+    let err = |line: usize, reason: String| CheckpointError {
+        file: file.to_path_buf(),
+        line,
+        reason,
+    };
+    let mut lines = text.lines();
+    let version = lines
+        .next()
+        .ok_or_else(|| err(0, "the file is empty".into()))?;
+    if version != "0" {
+        return Err(err(1, format!("version {version:?} is not 0")));
+    }
+    let count_text = lines
+        .next()
+        .ok_or_else(|| err(2, "the entry count line is missing".into()))?;
+    let count: usize = count_text
+        .parse()
+        .map_err(|_| err(2, format!("entry count {count_text:?} is not a number")))?;
+    let mut found = None;
+    let mut entries = 0usize;
+    for (i, line) in lines.enumerate() {
+        let line_no = i + 3;
+        let fields: Vec<&str> = line.split(' ').collect();
+        let [topic, partition, offset] = fields[..] else {
+            return Err(err(
+                line_no,
+                format!("expected `<topic> <partition> <offset>`, found {line:?}"),
+            ));
+        };
+        let partition: PartitionIndex = partition
+            .parse()
+            .map_err(|_| err(line_no, format!("partition {partition:?} is not a number")))?;
+        let offset: Offset = offset
+            .parse()
+            .map_err(|_| err(line_no, format!("offset {offset:?} is not a number")))?;
+        if offset < 0 {
+            return Err(err(line_no, format!("offset {offset} is negative")));
+        }
+        entries += 1;
+        if topic == tp.topic && partition == tp.partition {
+            if found.is_some() {
+                return Err(err(
+                    line_no,
+                    format!("a second entry for {}", tp.dir_name()),
+                ));
+            }
+            found = Some(offset);
+        }
+    }
+    if entries != count {
+        return Err(err(
+            2,
+            format!("the file announces {count} entries but holds {entries}"),
+        ));
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_partition_dir_names_round_trip() {
+        let tp = TopicPartition::new("my-topic.v2", 7).unwrap();
+        assert_eq!(tp.dir_name(), "my-topic.v2-7");
+        assert_eq!(TopicPartition::from_dir_name("my-topic.v2-7"), Ok(tp));
+        assert_eq!(
+            TopicPartition::from_dir_name("topic-x"),
+            Err(TopicPartitionError::InvalidDirName("topic-x".into()))
+        );
+        assert_eq!(
+            TopicPartition::from_dir_name("-3"),
+            Err(TopicPartitionError::InvalidTopic("".into()))
+        );
+        assert_eq!(
+            TopicPartition::new("a b", 0),
+            Err(TopicPartitionError::InvalidTopic("a b".into()))
+        );
+        assert_eq!(
+            TopicPartition::new("a", -1),
+            Err(TopicPartitionError::NegativePartition(-1))
+        );
+    }
+
+    #[test]
+    fn offset_checkpoint_format_round_trips_and_refuses_garbage() {
+        let tp = TopicPartition::new("t", 3).unwrap();
+        let f = Path::new("/x/replication-offset-checkpoint");
+        let text = encode_offset_checkpoint(&tp, 42);
+        assert_eq!(text, "0\n1\nt 3 42\n");
+        assert_eq!(decode_offset_checkpoint(&text, f, &tp), Ok(Some(42)));
+        assert_eq!(
+            decode_offset_checkpoint("0\n2\nu 0 5\nt 3 9\n", f, &tp),
+            Ok(Some(9))
+        );
+        assert_eq!(decode_offset_checkpoint("0\n0\n", f, &tp), Ok(None));
+        for (bad, line) in [
+            ("", 0),
+            ("1\n0\n", 1),
+            ("0\nx\n", 2),
+            ("0\n1\nt 3\n", 3),
+            ("0\n1\nt 3 -1\n", 3),
+            ("0\n1\nt 3 4x\n", 3),
+            ("0\n2\nt 3 4\n", 2),
+            ("0\n2\nt 3 4\nt 3 5\n", 4),
+        ] {
+            let e = decode_offset_checkpoint(bad, f, &tp).unwrap_err();
+            assert_eq!(e.line, line, "{bad:?}: {e}");
+            assert!(e.to_string().contains("replication-offset-checkpoint"));
+        }
+    }
+}

@@ -1,0 +1,604 @@
+//! Opening a partition directory, after a clean shutdown or a crash.
+//!
+//! [`FileLog::open`](crate::file_log::FileLog::open) runs these steps and returns a
+//! [`RecoveryReport`] of everything it changed:
+//!
+//! 1. Leftovers are removed: `*.tmp` (an interrupted checkpoint write), `*.deleted` (an
+//!    interrupted segment deletion) and `.index` files without their `.log`.
+//! 2. The checkpoints are read: log start offset, high watermark, recovery point, leader epochs.
+//!    A file that does not parse, or names another partition, is a
+//!    [`FileLogError::Checkpoint`] naming the file and line. A missing one takes its default
+//!    (log start: the first segment's base offset, or 0; high watermark and recovery point: the
+//!    log start offset) and is rewritten.
+//! 3. Every batch of every segment is verified, oldest first: length, magic, CRC-32C, the
+//!    control record type, and that its base offset follows the previous batch's last offset
+//!    (and each segment's base offset the previous segment's end). The first failure:
+//!    - **below the recovery point** (data known to have been fsynced) is an error,
+//!      [`FileLogError::CorruptSegment`] or [`FileLogError::OffsetOrder`], naming the file and
+//!      the byte position; nothing is repaired;
+//!    - **at or after the recovery point** is a torn or unflushed tail: the segment file is cut
+//!      at the start of the bad batch, later segments are deleted, and the report's
+//!      [`RecoveryReport::truncated_tail`] says what was cut and why.
+//!
+//!    A first segment that does not start at the log start offset is
+//!    [`FileLogError::Inconsistent`].
+//! 4. Offset indexes are checked against the verified batches; entries past a cut are dropped and
+//!    an invalid index is rebuilt ([`RecoveryReport::rebuilt_indexes`]).
+//! 5. The in-memory log (the kernel's `MemLog`: epoch cache, producer state, batch headers) is
+//!    rebuilt by replaying every batch header as a follower append; a batch the contract refuses
+//!    (an epoch going backwards, ...) is [`FileLogError::Replay`].
+//! 6. The high watermark and recovery point are clamped to the recovered log end offset (both
+//!    reported when they move); the leader-epoch checkpoint is compared with the cache the batches
+//!    give, and rewritten when it differs (reported: a crash between a checkpoint write and the
+//!    segment change it accompanies leaves it ahead or behind).
+//! 7. Segments holding data from the old recovery point on are fsynced; the recovery point is
+//!    then the log end offset, and every checkpoint that changed is rewritten atomically.
+
+use std::collections::BTreeSet;
+use std::fs::{self, File};
+use std::io::{BufReader, ErrorKind, Read};
+use std::path::{Path, PathBuf};
+
+use kmirror_kernel::epoch_cache::{EpochCache, EpochEntry};
+use kmirror_kernel::log::{LogView, PartitionLog};
+use kmirror_kernel::mem_log::MemLog;
+use kmirror_kernel::types::Offset;
+
+use crate::error::{BatchError, CheckpointError, FileLogError};
+use crate::file_log::{
+    decode_offset_checkpoint, encode_offset_checkpoint, FileLogConfig, Persisted, TopicPartition,
+    HIGH_WATERMARK_FILE, LEADER_EPOCH_FILE, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE,
+};
+use crate::record_batch::{batch_size_from_prefix, decode_header, LOG_OVERHEAD};
+use crate::segment::{
+    self, index_file_name, log_file_name, parse_file_name, BatchEntry, Segment, DELETED_SUFFIX,
+    INDEX_SUFFIX, LOG_SUFFIX,
+};
+
+/// The tail recovery cut off: bytes at or after the recovery point that were not whole, valid
+/// batches (a torn write, or data never flushed).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct TruncatedTail {
+    /// The segment file cut (or, when a whole segment was out of place, the first one deleted).
+    pub file: PathBuf,
+    /// The byte position of the cut in `file`.
+    pub position: u64,
+    /// The offset the first removed batch would have had: the new log end offset.
+    pub first_lost_offset: Offset,
+    /// Bytes removed, from `file` and from the deleted segments together.
+    pub bytes_removed: u64,
+    /// Segments after the cut, deleted (their `.log` paths).
+    pub deleted_segments: Vec<PathBuf>,
+    /// Why the bytes at the cut were not a valid batch.
+    pub reason: String,
+}
+
+/// What [`FileLog::open`](crate::file_log::FileLog::open) found and changed.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct RecoveryReport {
+    /// The partition directory did not exist and was created.
+    pub created: bool,
+    /// The recovery point read from disk (or its default when the file was missing).
+    pub recovery_point: Offset,
+    /// The log start offset after recovery.
+    pub log_start_offset: Offset,
+    /// The log end offset after recovery.
+    pub log_end_offset: Offset,
+    /// The tail cut off, if any.
+    pub truncated_tail: Option<TruncatedTail>,
+    /// Leftover files removed (`*.tmp`, `*.deleted`, orphan `.index`).
+    pub removed_files: Vec<PathBuf>,
+    /// Offset indexes rebuilt because they did not match their segment.
+    pub rebuilt_indexes: Vec<PathBuf>,
+    /// Checkpoint files that were missing (their defaults were used and written).
+    pub missing_checkpoints: Vec<&'static str>,
+    /// `(checkpointed, recovered)` when the high watermark had to be clamped to the log.
+    pub high_watermark_clamped: Option<(Offset, Offset)>,
+    /// `(checkpointed, recovered log end)` when the recovery point lay past the log end.
+    pub recovery_point_clamped: Option<(Offset, Offset)>,
+    /// `(checkpointed, rebuilt from the batches)` when the leader-epoch checkpoint disagreed with
+    /// the batches and was rewritten.
+    pub epoch_checkpoint_repaired: Option<(Vec<EpochEntry>, Vec<EpochEntry>)>,
+}
+
+impl RecoveryReport {
+    /// Whether opening changed nothing: no cut, no leftover, no rebuilt index, no missing
+    /// checkpoint (on an existing directory), nothing clamped or repaired.
+    pub fn is_clean(&self) -> bool {
+        self.truncated_tail.is_none()
+            && self.removed_files.is_empty()
+            && self.rebuilt_indexes.is_empty()
+            && (self.created || self.missing_checkpoints.is_empty())
+            && self.high_watermark_clamped.is_none()
+            && self.recovery_point_clamped.is_none()
+            && self.epoch_checkpoint_repaired.is_none()
+    }
+}
+
+/// What opening produced, handed to [`FileLog`](crate::file_log::FileLog).
+pub(crate) struct Recovered {
+    pub(crate) mem: MemLog,
+    pub(crate) segments: Vec<Segment>,
+    pub(crate) persisted: Persisted,
+    pub(crate) report: RecoveryReport,
+}
+
+/// The first problem a segment scan found.
+struct BadSpot {
+    position: u64,
+    expected: Offset,
+    problem: Problem,
+}
+
+enum Problem {
+    Batch(BatchError),
+    Order { found: Offset },
+}
+
+impl Problem {
+    fn describe(&self, expected: Offset) -> String {
+        match self {
+            Problem::Batch(e) => e.to_string(),
+            Problem::Order { found } => {
+                format!("batch at offset {found} does not follow offset {expected}")
+            }
+        }
+    }
+}
+
+fn io_err<'a>(
+    action: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(std::io::Error) -> FileLogError + 'a {
+    move |e| FileLogError::io(action, path, e)
+}
+
+/// Reads and verifies the batches of a segment file, stopping at the first bad one.
+fn scan_segment(
+    path: &Path,
+    mut expected: Offset,
+) -> Result<(Vec<BatchEntry>, u64, Option<BadSpot>), FileLogError> {
+    let file = File::open(path).map_err(io_err("open", path))?;
+    let len = file.metadata().map_err(io_err("stat", path))?.len();
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let mut batches = Vec::new();
+    let mut pos = 0u64;
+    let mut prefix = [0u8; LOG_OVERHEAD];
+    while pos < len {
+        let remaining = len - pos;
+        let bad = |problem| BadSpot {
+            position: pos,
+            expected,
+            problem,
+        };
+        if remaining < LOG_OVERHEAD as u64 {
+            let e = BatchError::Truncated {
+                position: pos,
+                needed: LOG_OVERHEAD as u64,
+                available: remaining,
+            };
+            return Ok((batches, len, Some(bad(Problem::Batch(e)))));
+        }
+        reader
+            .read_exact(&mut prefix)
+            .map_err(io_err("read", path))?;
+        let size = match batch_size_from_prefix(&prefix) {
+            Ok(size) => size as u64,
+            Err(e) => return Ok((batches, len, Some(bad(Problem::Batch(e.shifted(pos)))))),
+        };
+        if size > remaining {
+            let e = BatchError::Truncated {
+                position: pos,
+                needed: size,
+                available: remaining,
+            };
+            return Ok((batches, len, Some(bad(Problem::Batch(e)))));
+        }
+        let mut buf = vec![0u8; size as usize];
+        buf[..LOG_OVERHEAD].copy_from_slice(&prefix);
+        reader
+            .read_exact(&mut buf[LOG_OVERHEAD..])
+            .map_err(io_err("read", path))?;
+        let header = match decode_header(&buf) {
+            Ok((header, _)) => header,
+            Err(e) => return Ok((batches, len, Some(bad(Problem::Batch(e.shifted(pos)))))),
+        };
+        if header.base_offset != expected {
+            let found = header.base_offset;
+            return Ok((batches, len, Some(bad(Problem::Order { found }))));
+        }
+        batches.push(BatchEntry {
+            header,
+            position: pos,
+            size,
+        });
+        pos += size;
+        expected = header.next_offset();
+    }
+    Ok((batches, len, None))
+}
+
+fn read_checkpoint_text(dir: &Path, name: &str) -> Result<Option<String>, FileLogError> {
+    let path = dir.join(name);
+    match fs::read(&path) {
+        Ok(bytes) => String::from_utf8(bytes).map(Some).map_err(|e| {
+            FileLogError::Checkpoint(CheckpointError {
+                file: path.clone(),
+                line: 0,
+                reason: format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()),
+            })
+        }),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(FileLogError::io("read", path, e)),
+    }
+}
+
+fn read_offset_checkpoint(
+    dir: &Path,
+    name: &'static str,
+    tp: &TopicPartition,
+    report: &mut RecoveryReport,
+) -> Result<Option<Offset>, FileLogError> {
+    let Some(text) = read_checkpoint_text(dir, name)? else {
+        report.missing_checkpoints.push(name);
+        return Ok(None);
+    };
+    let path = dir.join(name);
+    match decode_offset_checkpoint(&text, &path, tp)? {
+        Some(offset) => Ok(Some(offset)),
+        None => Err(FileLogError::Checkpoint(CheckpointError {
+            file: path,
+            line: 0,
+            reason: format!("it holds no entry for {}", tp.dir_name()),
+        })),
+    }
+}
+
+fn read_epoch_checkpoint(
+    dir: &Path,
+    report: &mut RecoveryReport,
+) -> Result<Option<EpochCache>, FileLogError> {
+    let Some(text) = read_checkpoint_text(dir, LEADER_EPOCH_FILE)? else {
+        report.missing_checkpoints.push(LEADER_EPOCH_FILE);
+        return Ok(None);
+    };
+    kmirror_kernel::checkpoint::decode(&text)
+        .map(Some)
+        .map_err(|e| {
+            use kmirror_kernel::checkpoint::CheckpointError as K;
+            let line = match &e {
+                K::BadVersion { line, .. }
+                | K::UnparsableNumber { line, .. }
+                | K::WrongFieldCount { line, .. }
+                | K::CountMismatch { line, .. }
+                | K::NegativeValue { line, .. }
+                | K::NotIncreasing { line, .. } => *line,
+            };
+            FileLogError::Checkpoint(CheckpointError {
+                file: dir.join(LEADER_EPOCH_FILE),
+                line,
+                reason: e.to_string(),
+            })
+        })
+}
+
+fn remove_file(path: &Path, report: &mut RecoveryReport) -> Result<(), FileLogError> {
+    match fs::remove_file(path) {
+        Ok(()) => {
+            report.removed_files.push(path.to_path_buf());
+            Ok(())
+        }
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(FileLogError::io("delete", path, e)),
+    }
+}
+
+/// Removes leftovers and returns the base offsets of the segment files, ascending.
+fn list_segments(dir: &Path, report: &mut RecoveryReport) -> Result<Vec<Offset>, FileLogError> {
+    let mut logs = BTreeSet::new();
+    let mut indexes = BTreeSet::new();
+    let mut leftovers = Vec::new();
+    for entry in fs::read_dir(dir).map_err(io_err("list", dir))? {
+        let entry = entry.map_err(io_err("list", dir))?;
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        if name.ends_with(".tmp") || name.ends_with(DELETED_SUFFIX) {
+            leftovers.push(entry.path());
+        } else if let Some(base) = parse_file_name(&name, LOG_SUFFIX) {
+            logs.insert(base);
+        } else if let Some(base) = parse_file_name(&name, INDEX_SUFFIX) {
+            indexes.insert(base);
+        }
+    }
+    for base in indexes.difference(&logs) {
+        leftovers.push(dir.join(index_file_name(*base)));
+    }
+    leftovers.sort();
+    let removed_any = !leftovers.is_empty();
+    for path in leftovers {
+        remove_file(&path, report)?;
+    }
+    if removed_any {
+        segment::sync_dir(dir)?;
+    }
+    Ok(logs.into_iter().collect())
+}
+
+/// Refuses a leader-epoch checkpoint that disagrees with the batches below `below` (the
+/// recovery point, or the log end if lower): the log writes the checkpoint before appending a batch of a new epoch and
+/// after cutting a tail, so crashes only leave it wrong at or past the recovery point. A
+/// disagreement below is corruption, most likely of a batch's `partitionLeaderEpoch`, which no
+/// CRC covers.
+fn check_epochs_below(
+    dir: &Path,
+    segments: &[Segment],
+    on_disk: &EpochCache,
+    below: Offset,
+) -> Result<(), FileLogError> {
+    let a: Vec<EpochEntry> = on_disk
+        .entries()
+        .filter(|e| e.start_offset < below)
+        .collect();
+    // The cache the batches give: one entry per run of equal epochs, at the run's first offset.
+    let mut b: Vec<EpochEntry> = Vec::new();
+    for header in segments.iter().flat_map(|s| s.batches()).map(|e| e.header) {
+        if header.base_offset >= below {
+            break;
+        }
+        if b.last().map(|e| e.epoch) != Some(header.partition_leader_epoch) {
+            b.push(EpochEntry {
+                epoch: header.partition_leader_epoch,
+                start_offset: header.base_offset,
+            });
+        }
+    }
+    let Some(i) = (0..a.len().max(b.len())).find(|&i| a.get(i) != b.get(i)) else {
+        return Ok(());
+    };
+    let (checkpoint, batches) = (a.get(i).copied(), b.get(i).copied());
+    let offset = [checkpoint, batches]
+        .iter()
+        .flatten()
+        .map(|e| e.start_offset)
+        .min()
+        .unwrap_or(below);
+    // The batch holding `offset` (or the last one before it).
+    let (file, position) = segments
+        .iter()
+        .flat_map(|s| s.batches().iter().map(move |b| (s, b)))
+        .take_while(|(_, b)| b.header.base_offset <= offset)
+        .last()
+        .map_or((PathBuf::new(), 0), |(s, b)| {
+            (s.log_path().to_path_buf(), b.position)
+        });
+    Err(FileLogError::EpochMismatch {
+        checkpoint_file: dir.join(LEADER_EPOCH_FILE),
+        file,
+        position,
+        offset,
+        recovery_point: below,
+        checkpoint,
+        batches,
+    })
+}
+
+/// Opens `dir` as the log of `tp`: see the [module documentation](self).
+pub(crate) fn recover(
+    dir: &Path,
+    tp: &TopicPartition,
+    config: &FileLogConfig,
+) -> Result<Recovered, FileLogError> {
+    let mut report = RecoveryReport::default();
+    if !dir.exists() {
+        fs::create_dir_all(dir).map_err(io_err("create directory", dir))?;
+        if let Some(parent) = dir.parent() {
+            segment::sync_dir(parent)?;
+        }
+        report.created = true;
+    }
+    let bases = list_segments(dir, &mut report)?;
+
+    let ckpt_log_start = read_offset_checkpoint(dir, LOG_START_OFFSET_FILE, tp, &mut report)?;
+    let ckpt_hw = read_offset_checkpoint(dir, HIGH_WATERMARK_FILE, tp, &mut report)?;
+    let ckpt_rp = read_offset_checkpoint(dir, RECOVERY_POINT_FILE, tp, &mut report)?;
+    let ckpt_epochs = read_epoch_checkpoint(dir, &mut report)?;
+    if report.created {
+        report.missing_checkpoints.clear();
+    }
+
+    let log_start = ckpt_log_start.or(bases.first().copied()).unwrap_or(0);
+    if let Some(&first) = bases.first() {
+        if first != log_start {
+            return Err(FileLogError::Inconsistent {
+                dir: dir.to_path_buf(),
+                reason: format!(
+                    "the first segment {} starts at offset {first} but {LOG_START_OFFSET_FILE} \
+                     says the log starts at {log_start}; if the checkpoint is stale, delete it \
+                     to start the log at the first segment",
+                    log_file_name(first)
+                ),
+            });
+        }
+    }
+    let recovery_point = ckpt_rp.unwrap_or(log_start).max(log_start);
+    report.recovery_point = recovery_point;
+
+    // Verify every segment, cutting a bad tail at or after the recovery point.
+    let mut verified: Vec<(Offset, Vec<BatchEntry>)> = Vec::new();
+    let mut expected = log_start;
+    for (i, &base) in bases.iter().enumerate() {
+        let path = dir.join(log_file_name(base));
+        let in_place = base == expected;
+        let (batches, len, bad) = if in_place {
+            scan_segment(&path, expected)?
+        } else {
+            let bad = BadSpot {
+                position: 0,
+                expected,
+                problem: Problem::Order { found: base },
+            };
+            (Vec::new(), 0, Some(bad))
+        };
+        if let Some(bad) = bad {
+            if bad.expected < recovery_point {
+                return Err(match bad.problem {
+                    Problem::Batch(source) => FileLogError::CorruptSegment {
+                        file: path,
+                        position: bad.position,
+                        recovery_point,
+                        source,
+                    },
+                    Problem::Order { found } => FileLogError::OffsetOrder {
+                        file: path,
+                        position: bad.position,
+                        expected: bad.expected,
+                        found,
+                        below_recovery_point: true,
+                    },
+                });
+            }
+            let mut tail = TruncatedTail {
+                file: path.clone(),
+                position: bad.position,
+                first_lost_offset: bad.expected,
+                bytes_removed: len - bad.position,
+                deleted_segments: Vec::new(),
+                reason: bad.problem.describe(bad.expected),
+            };
+            // An out-of-place segment goes with the later ones; a bad batch cuts its file.
+            let first_deleted = if in_place { i + 1 } else { i };
+            for &later in bases[first_deleted..].iter().rev() {
+                let later_path = dir.join(log_file_name(later));
+                tail.bytes_removed += fs::metadata(&later_path)
+                    .map_err(io_err("stat", &later_path))?
+                    .len();
+                fs::remove_file(&later_path).map_err(io_err("delete", &later_path))?;
+                let index = dir.join(index_file_name(later));
+                match fs::remove_file(&index) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == ErrorKind::NotFound => {}
+                    Err(e) => return Err(FileLogError::io("delete", index, e)),
+                }
+                tail.deleted_segments.insert(0, later_path);
+            }
+            if in_place {
+                let file = fs::OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .map_err(io_err("open", &path))?;
+                file.set_len(bad.position)
+                    .and_then(|_| file.sync_all())
+                    .map_err(io_err("truncate", &path))?;
+                verified.push((base, batches));
+            }
+            segment::sync_dir(dir)?;
+            report.truncated_tail = Some(tail);
+            break;
+        }
+        expected = batches.last().map_or(base, |b| b.header.next_offset());
+        verified.push((base, batches));
+    }
+
+    // Open the segments, checking their indexes; an empty directory gets its first segment.
+    let mut segments = Vec::with_capacity(verified.len().max(1));
+    for (base, batches) in verified {
+        let (seg, rebuilt) =
+            Segment::open_verified(dir, base, batches, config.index_interval_bytes)?;
+        if rebuilt {
+            report.rebuilt_indexes.push(seg.index_path().to_path_buf());
+        }
+        segments.push(seg);
+    }
+    if segments.is_empty() {
+        segments.push(Segment::create(
+            dir,
+            log_start,
+            config.index_interval_bytes,
+        )?);
+        segment::sync_dir(dir)?;
+    }
+
+    // Check the epoch checkpoint against the batches before replaying them, so that a damaged
+    // epoch is reported at its own batch rather than where the replay trips over it.
+    if let Some(on_disk) = &ckpt_epochs {
+        let end = segments.last().map_or(log_start, Segment::next_offset);
+        check_epochs_below(dir, &segments, on_disk, recovery_point.min(end))?;
+    }
+
+    // Rebuild the in-memory log by replay.
+    let mut mem = MemLog::starting_at(log_start).ok_or_else(|| FileLogError::Inconsistent {
+        dir: dir.to_path_buf(),
+        reason: format!("log start offset {log_start} is negative"),
+    })?;
+    for seg in &segments {
+        for entry in seg.batches() {
+            mem.append_as_follower(std::slice::from_ref(&entry.header))
+                .map_err(|source| FileLogError::Replay {
+                    file: seg.log_path().to_path_buf(),
+                    position: entry.position,
+                    offset: entry.header.base_offset,
+                    source,
+                })?;
+        }
+    }
+    let leo = mem.log_end_offset();
+
+    let hw_wanted = ckpt_hw.unwrap_or(log_start);
+    let hw = hw_wanted.clamp(log_start, leo);
+    if hw != hw_wanted && ckpt_hw.is_some() {
+        report.high_watermark_clamped = Some((hw_wanted, hw));
+    }
+    mem.advance_high_watermark(hw)?;
+    if recovery_point > leo {
+        report.recovery_point_clamped = Some((recovery_point, leo));
+    }
+    if let Some(on_disk) = &ckpt_epochs {
+        if on_disk != mem.epoch_cache() {
+            report.epoch_checkpoint_repaired = Some((
+                on_disk.entries().collect(),
+                mem.epoch_cache().entries().collect(),
+            ));
+        }
+    }
+
+    // Everything verified is made durable; the recovery point moves to the log end.
+    for seg in &segments {
+        if seg.next_offset() > recovery_point || seg.is_empty() {
+            seg.sync()?;
+        }
+    }
+    let persisted = Persisted {
+        log_start_offset: log_start,
+        high_watermark: hw,
+        recovery_point: leo,
+        epoch_cache: mem.epoch_cache().clone(),
+    };
+    let write_offset = |name: &str, offset: Offset| {
+        segment::write_atomically(dir, name, encode_offset_checkpoint(tp, offset).as_bytes())
+    };
+    if ckpt_log_start != Some(log_start) {
+        write_offset(LOG_START_OFFSET_FILE, log_start)?;
+    }
+    if ckpt_hw != Some(hw) {
+        write_offset(HIGH_WATERMARK_FILE, hw)?;
+    }
+    if ckpt_rp != Some(leo) {
+        write_offset(RECOVERY_POINT_FILE, leo)?;
+    }
+    if ckpt_epochs.as_ref() != Some(mem.epoch_cache()) {
+        segment::write_atomically(
+            dir,
+            LEADER_EPOCH_FILE,
+            kmirror_kernel::checkpoint::encode(mem.epoch_cache()).as_bytes(),
+        )?;
+    }
+    report.log_start_offset = log_start;
+    report.log_end_offset = leo;
+    Ok(Recovered {
+        mem,
+        segments,
+        persisted,
+        report,
+    })
+}

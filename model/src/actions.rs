@@ -1,0 +1,408 @@
+//! The nondeterministic actions of the world, each bounded by a [`Budget`](crate::world::Budget).
+
+use kmirror_kernel::batch::{ControlType, LeaderBatch, ProducerBatchInfo};
+use kmirror_kernel::controller::{apply_config_records, handle_mirror_request, MirrorRequest};
+use kmirror_kernel::desired::DesiredState;
+use kmirror_kernel::input::Input;
+use kmirror_kernel::log::{LogError, LogView, PartitionLog};
+use kmirror_kernel::state::MirrorState;
+use kmirror_kernel::types::{BrokerId, MirrorPartition};
+use serde::{Deserialize, Serialize};
+
+use crate::config::ModelConfig;
+use crate::world::{
+    ClusterId, Message, Violation, World, IDEMPOTENT_PRODUCER_ID, TOPIC,
+    TRANSACTIONAL_PRODUCER_ID,
+};
+
+/// What a producer sends.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub enum ProduceKind {
+    /// A plain batch (no producer id).
+    Plain,
+    /// A batch of the idempotent producer.
+    Idempotent,
+    /// A transactional batch (opens the transaction if none is open).
+    Transactional,
+    /// The transaction coordinator's COMMIT marker.
+    Commit,
+    /// The transaction coordinator's ABORT marker.
+    Abort,
+}
+
+/// An operator request, sent to a cluster's controller.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub enum OperatorRequest {
+    /// `AddTopicsToMirror`: start mirroring from the other cluster (failback when stopped).
+    Mirror,
+    /// `RemoveTopicsFromMirror`: fail over.
+    Stop,
+    /// `PauseMirrorTopics`.
+    Pause,
+    /// `ResumeMirrorTopics`.
+    Resume,
+}
+
+/// One step of the world.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub enum Action {
+    /// Deliver a message.
+    Deliver(Message),
+    /// Lose a message: the requester times out.
+    Lose(Message),
+    /// Deliver a message twice.
+    Duplicate(Message),
+    /// A local producer writes to a cluster's partition leader.
+    Produce(ClusterId, ProduceKind),
+    /// A follower fetches from its leader.
+    FollowerFetch(ClusterId, BrokerId),
+    /// A lagging follower drops out of the ISR.
+    ShrinkIsr(ClusterId, BrokerId),
+    /// The controller elects a leader (`true`: unclean, outside the ISR).
+    Elect(ClusterId, BrokerId, bool),
+    /// A broker crashes.
+    Crash(ClusterId, BrokerId),
+    /// A crashed broker restarts.
+    Restart(ClusterId, BrokerId),
+    /// A cluster's `__mirror_state` coordinator moves; its in-flight requests fail.
+    MoveCoordinator(ClusterId),
+    /// A retry timer fires.
+    FireRetry(ClusterId, BrokerId),
+    /// The operator sends a request to a cluster.
+    Operator(ClusterId, OperatorRequest),
+}
+
+impl World {
+    /// Every action enabled in this world.
+    pub fn enabled_actions(&self, config: &ModelConfig, actions: &mut Vec<Action>) {
+        for (message, _) in self.net.iter() {
+            if self.deliverable(message) {
+                actions.push(Action::Deliver(message.clone()));
+            }
+            if self.budget.network_faults > 0 {
+                actions.push(Action::Lose(message.clone()));
+                actions.push(Action::Duplicate(message.clone()));
+            }
+        }
+        for c in ClusterId::BOTH {
+            let cluster = self.cluster(c);
+            if self.leader(c).is_some() {
+                for kind in [
+                    ProduceKind::Plain,
+                    ProduceKind::Idempotent,
+                    ProduceKind::Transactional,
+                    ProduceKind::Commit,
+                    ProduceKind::Abort,
+                ] {
+                    if self.produce_enabled(c, kind) {
+                        actions.push(Action::Produce(c, kind));
+                    }
+                }
+            }
+            for (i, replica) in cluster.replicas.iter().enumerate() {
+                let b = i as BrokerId;
+                if !replica.alive {
+                    actions.push(Action::Restart(c, b));
+                    continue;
+                }
+                if self.follower_behind(c, b) {
+                    actions.push(Action::FollowerFetch(c, b));
+                }
+                let leader_log_end = self.leader(c).map(|l| l.log.log_end_offset());
+                if self.budget.isr_shrinks > 0
+                    && cluster.leader != Some(b)
+                    && cluster.isr.contains(&b)
+                    && leader_log_end.is_some_and(|leo| replica.log.log_end_offset() < leo)
+                {
+                    actions.push(Action::ShrinkIsr(c, b));
+                }
+                let leader_alive = self.leader(c).is_some();
+                if cluster.leader != Some(b) {
+                    let clean = cluster.isr.contains(&b);
+                    let unclean_allowed = config.unclean_elections
+                        && self.desired(c) != DesiredState::NotMirrored
+                        && self.budget.elections > 0;
+                    if clean && (!leader_alive || self.budget.elections > 0) {
+                        actions.push(Action::Elect(c, b, false));
+                    } else if !clean && unclean_allowed && !leader_alive {
+                        actions.push(Action::Elect(c, b, true));
+                    }
+                }
+                if self.budget.crashes > 0 {
+                    actions.push(Action::Crash(c, b));
+                }
+                if replica.retry_timer.is_some() {
+                    actions.push(Action::FireRetry(c, b));
+                }
+            }
+            if self.budget.coordinator_moves > 0
+                && self.net.keys().any(|m| {
+                    matches!(m, Message::Request { to, body, .. } if *to == c && body.is_coordinator_request())
+                })
+            {
+                actions.push(Action::MoveCoordinator(c));
+            }
+            if self.budget.operator_steps > 0 {
+                let mut requests = vec![OperatorRequest::Mirror, OperatorRequest::Stop];
+                if config.pause_resume {
+                    requests.extend([OperatorRequest::Pause, OperatorRequest::Resume]);
+                }
+                for request in requests {
+                    if self.operator_enabled(c, request) {
+                        actions.push(Action::Operator(c, request));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether `message` can be delivered now (a fetch waits for the source to have a leader).
+    fn deliverable(&self, message: &Message) -> bool {
+        match message {
+            Message::Request {
+                to,
+                body: crate::world::RequestBody::Fetch { .. },
+                ..
+            } => self.leader(*to).is_some(),
+            _ => true,
+        }
+    }
+
+    /// Whether a producer of kind `kind` may try to write to cluster `c` now.
+    fn produce_enabled(&self, c: ClusterId, kind: ProduceKind) -> bool {
+        let producers = &self.cluster(c).producers;
+        match kind {
+            ProduceKind::Plain | ProduceKind::Idempotent => self.budget.records > 0,
+            ProduceKind::Transactional => {
+                self.budget.records > 0
+                    && (producers.in_transaction || self.budget.transactions > 0)
+            }
+            ProduceKind::Commit | ProduceKind::Abort => producers.in_transaction,
+        }
+    }
+
+    /// Whether the operator sends `request` to cluster `c` in the scenario: a failback (mirror
+    /// request) only once the other side is writable, i.e. after it failed over.
+    fn operator_enabled(&self, c: ClusterId, request: OperatorRequest) -> bool {
+        match request {
+            OperatorRequest::Mirror => {
+                let other = c.other();
+                let other_writable = self.desired(other) == DesiredState::NotMirrored
+                    || self.stored_state(other) == MirrorState::Stopped;
+                other_writable && !matches!(self.desired(c), DesiredState::Mirror(_))
+            }
+            _ => self.desired(c) != DesiredState::NotMirrored,
+        }
+    }
+
+    /// Applies `action`; `None` when it changes nothing.
+    pub fn apply(&self, config: &ModelConfig, action: Action) -> Option<World> {
+        let mut w = self.clone();
+        match action {
+            Action::Deliver(message) => w.deliver(config, message),
+            Action::Lose(message) => {
+                w.budget.network_faults -= 1;
+                w.take(&message);
+                w.time_out(&message);
+            }
+            Action::Duplicate(message) => {
+                w.budget.network_faults -= 1;
+                w.send(message);
+            }
+            Action::Produce(c, kind) => return w.produce(c, kind),
+            Action::FollowerFetch(c, b) => w.follower_fetch(config, c, b),
+            Action::ShrinkIsr(c, b) => {
+                w.budget.isr_shrinks -= 1;
+                w.shrink_isr(config, c, b);
+            }
+            Action::Elect(c, b, unclean) => {
+                if unclean || w.leader(c).is_some() {
+                    w.budget.elections -= 1;
+                }
+                w.elect(config, c, b, unclean);
+            }
+            Action::Crash(c, b) => {
+                w.budget.crashes -= 1;
+                w.crash(config, c, b);
+            }
+            Action::Restart(c, b) => w.restart(c, b),
+            Action::MoveCoordinator(c) => {
+                w.budget.coordinator_moves -= 1;
+                let moved: Vec<Message> = w
+                    .net
+                    .keys()
+                    .filter(|m| {
+                        matches!(m, Message::Request { to, body, .. } if *to == c && body.is_coordinator_request())
+                    })
+                    .cloned()
+                    .collect();
+                for m in moved {
+                    while w.take(&m) {
+                        w.time_out(&m);
+                    }
+                }
+            }
+            Action::FireRetry(c, b) => {
+                let attempt = w.cluster_mut(c).replicas[b as usize].retry_timer.take()?;
+                w.feed(config, c, b, Input::RetryDue { attempt }, &[]);
+            }
+            Action::Operator(c, request) => return w.operator(config, c, request),
+        }
+        Some(w)
+    }
+
+    /// The requester of a lost `message` sees its request fail (a client timeout).
+    fn time_out(&mut self, message: &Message) {
+        let (to, request) = match message {
+            Message::Request { from, request, .. } => (*from, *request),
+            Message::Reply { to, input, .. } => match request_of(input) {
+                Some(r) => (*to, r),
+                None => return,
+            },
+        };
+        self.send(Message::Reply {
+            to,
+            input: Input::RequestFailed {
+                request,
+                error: "request timed out".into(),
+            },
+            batches: Vec::new(),
+        });
+    }
+
+    /// A local producer writes to cluster `c`, through the broker's read-only gate.
+    fn produce(mut self, c: ClusterId, kind: ProduceKind) -> Option<World> {
+        let cluster = self.cluster(c);
+        let leader = cluster.leader? as usize;
+        let mirrored = self.desired(c) != DesiredState::NotMirrored;
+        if mirrored && !cluster.replicas[leader].writable {
+            // READ_ONLY_TOPIC: nothing is appended.
+            if self.ghosts.refused_produce {
+                return None;
+            }
+            self.ghosts.refused_produce = true;
+            return Some(self);
+        }
+        let producers = cluster.producers.clone();
+        let batch = match kind {
+            ProduceKind::Plain => LeaderBatch::Records {
+                record_count: 1,
+                producer: None,
+                transactional: false,
+            },
+            ProduceKind::Idempotent => LeaderBatch::Records {
+                record_count: 1,
+                producer: Some(ProducerBatchInfo {
+                    producer_id: IDEMPOTENT_PRODUCER_ID,
+                    producer_epoch: 0,
+                    base_sequence: producers.idempotent_sequence,
+                }),
+                transactional: false,
+            },
+            ProduceKind::Transactional => LeaderBatch::Records {
+                record_count: 1,
+                producer: Some(ProducerBatchInfo {
+                    producer_id: TRANSACTIONAL_PRODUCER_ID,
+                    producer_epoch: 0,
+                    base_sequence: producers.transactional_sequence,
+                }),
+                transactional: true,
+            },
+            ProduceKind::Commit | ProduceKind::Abort => LeaderBatch::Control {
+                control: if kind == ProduceKind::Commit {
+                    ControlType::Commit
+                } else {
+                    ControlType::Abort
+                },
+                producer: Some((TRANSACTIONAL_PRODUCER_ID, 0)),
+            },
+        };
+        let epoch = cluster.leader_epoch;
+        let result = self.cluster_mut(c).replicas[leader]
+            .log
+            .append_as_leader(epoch, batch);
+        match result {
+            Ok(_) => {}
+            Err(LogError::EpochGoesBackwards { .. }) => {
+                self.violate(Violation::LocalWriteBelowMirroredEpoch);
+                return Some(self);
+            }
+            Err(_) => {
+                self.violate(Violation::ProducerIdCollision);
+                return Some(self);
+            }
+        }
+        let producers = &mut self.cluster_mut(c).producers;
+        match kind {
+            ProduceKind::Plain => self.budget.records -= 1,
+            ProduceKind::Idempotent => {
+                producers.idempotent_sequence += 1;
+                self.budget.records -= 1;
+            }
+            ProduceKind::Transactional => {
+                producers.transactional_sequence += 1;
+                if !producers.in_transaction {
+                    producers.in_transaction = true;
+                    self.budget.transactions -= 1;
+                }
+                self.budget.records -= 1;
+            }
+            ProduceKind::Commit | ProduceKind::Abort => producers.in_transaction = false,
+        }
+        self.update_high_watermarks(c);
+        Some(self)
+    }
+
+    /// The operator's request to cluster `c`'s controller, through the kernel's controller.
+    fn operator(
+        mut self,
+        config: &ModelConfig,
+        c: ClusterId,
+        request: OperatorRequest,
+    ) -> Option<World> {
+        let mirror = c.other().mirror_name().to_string();
+        let topics = vec![TOPIC.to_string()];
+        let request = match request {
+            OperatorRequest::Mirror => MirrorRequest::AddTopics { mirror, topics },
+            OperatorRequest::Stop => MirrorRequest::RemoveTopics { mirror, topics },
+            OperatorRequest::Pause => MirrorRequest::PauseTopics { mirror, topics },
+            OperatorRequest::Resume => MirrorRequest::ResumeTopics { mirror, topics },
+        };
+        let cluster = self.cluster(c);
+        let coordinator = &cluster.coordinator;
+        let lookup = |p: &MirrorPartition| coordinator.read_state(p).map(|v| v.state);
+        let controller = kmirror_kernel::controller::ControllerConfig {
+            allow_stop_from_paused: config
+                .kernel
+                .transitions
+                .is_legal(MirrorState::Paused, MirrorState::Stopping, None),
+        };
+        let outcome = handle_mirror_request(&cluster.catalogue, &lookup, &controller, &request);
+        if outcome.records.is_empty() {
+            return None;
+        }
+        let catalogue = apply_config_records(&cluster.catalogue, &outcome.records);
+        self.budget.operator_steps -= 1;
+        self.cluster_mut(c).catalogue = catalogue;
+        let desired = self.desired(c);
+        for b in 0..self.cluster(c).replicas.len() as BrokerId {
+            self.feed(config, c, b, Input::DesiredStateChanged(desired.clone()), &[]);
+        }
+        Some(self)
+    }
+}
+
+/// The request a completion answers.
+pub fn request_of(input: &Input) -> Option<kmirror_kernel::effect::RequestId> {
+    match input {
+        Input::StateRead { request, .. }
+        | Input::StateWritten { request, .. }
+        | Input::WriteFenced { request, .. }
+        | Input::LastMirroredEpochReceived { request, .. }
+        | Input::FetchCompleted { request, .. }
+        | Input::LeaderEpochBumped { request, .. }
+        | Input::LastMirroredEpochWritten { request }
+        | Input::RequestFailed { request, .. } => Some(*request),
+        _ => None,
+    }
+}

@@ -1,0 +1,83 @@
+//! Bounded liveness, sound in stateright: from a state in which no fault can happen any more,
+//! a fair, fault-free scheduler must reach the target within
+//! [`ModelConfig::liveness_bound`](crate::config::ModelConfig::liveness_bound) steps.
+//!
+//! Stateright's `eventually` is unreliable on cycles (a mirror keeps fetching forever), so each
+//! liveness property is an `always` property that runs this scheduler: it takes only progress
+//! actions (deliveries, follower fetches, restarts, elections of a missing leader, retry
+//! timers), rotating through the enabled ones so none is starved, and never a produce, an
+//! operator request or a fault.
+
+use kmirror_kernel::desired::DesiredState;
+use kmirror_kernel::state::MirrorState;
+
+use crate::actions::Action;
+use crate::model::MirrorModel;
+use crate::world::{ClusterId, World};
+
+/// Whether `action` is progress (not a fault, a produce or an operator request).
+fn is_progress(world: &World, action: &Action) -> bool {
+    match action {
+        Action::Deliver(_) | Action::FollowerFetch(..) | Action::Restart(..) | Action::FireRetry(..) => true,
+        Action::Elect(c, _, unclean) => !unclean && world.leader(*c).is_none(),
+        _ => false,
+    }
+}
+
+/// Runs the fair fault-free scheduler from `world` until `done` holds (true) or the bound is
+/// spent or nothing can progress (false).
+pub fn reaches(model: &MirrorModel, world: &World, done: impl Fn(&World) -> bool) -> bool {
+    let mut w = world.clone();
+    let mut actions = Vec::new();
+    for step in 0..model.config.liveness_bound as usize {
+        if done(&w) {
+            return true;
+        }
+        actions.clear();
+        w.enabled_actions(&model.config, &mut actions);
+        actions.retain(|a| is_progress(&w, a));
+        if actions.is_empty() {
+            return false;
+        }
+        let action = actions.swap_remove(step % actions.len());
+        if let Some(next) = w.apply(&model.config, action) {
+            w = next;
+        }
+    }
+    done(&w)
+}
+
+/// Premise shared by the liveness properties: no fault can happen any more.
+fn faults_over(world: &World) -> bool {
+    world.budget.faults_exhausted()
+}
+
+/// A cluster asked to stop reaches STOPPED.
+pub fn stop_reaches_stopped(model: &MirrorModel, world: &World) -> bool {
+    ClusterId::BOTH.into_iter().all(|c| {
+        !faults_over(world)
+            || !matches!(world.desired(c), DesiredState::Stop(_))
+            || world.stored_state(c) == MirrorState::Stopped
+            || world.stored_state(c) == MirrorState::Unknown
+            || reaches(model, world, |w| w.stored_state(c) == MirrorState::Stopped)
+    })
+}
+
+/// A cluster asked to mirror reaches MIRRORING.
+pub fn mirror_reaches_mirroring(model: &MirrorModel, world: &World) -> bool {
+    ClusterId::BOTH.into_iter().all(|c| {
+        !faults_over(world)
+            || !matches!(world.desired(c), DesiredState::Mirror(_))
+            || world.stored_state(c) == MirrorState::Mirroring
+            || reaches(model, world, |w| w.stored_state(c) == MirrorState::Mirroring)
+    })
+}
+
+/// A FAILED partition retries (leaves FAILED).
+pub fn failed_retries(model: &MirrorModel, world: &World) -> bool {
+    ClusterId::BOTH.into_iter().all(|c| {
+        !faults_over(world)
+            || world.stored_state(c) != MirrorState::Failed
+            || reaches(model, world, |w| w.stored_state(c) != MirrorState::Failed)
+    })
+}

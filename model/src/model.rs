@@ -1,0 +1,44 @@
+//! The stateright [`Model`] of mirroring: the world, its actions and its properties.
+
+use stateright::{Model, Property};
+
+use crate::actions::Action;
+use crate::config::ModelConfig;
+use crate::world::World;
+
+/// Two clusters mirroring one partition, explored exhaustively.
+#[derive(Clone, Debug)]
+pub struct MirrorModel {
+    /// The bounds and the kernel variant.
+    pub config: ModelConfig,
+}
+
+impl MirrorModel {
+    /// A model of `config`.
+    pub fn new(config: ModelConfig) -> Self {
+        MirrorModel { config }
+    }
+}
+
+impl Model for MirrorModel {
+    type State = World;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<World> {
+        vec![World::initial(&self.config)]
+    }
+
+    fn actions(&self, state: &World, actions: &mut Vec<Action>) {
+        if state.ghosts.violation.is_none() {
+            state.enabled_actions(&self.config, actions);
+        }
+    }
+
+    fn next_state(&self, last: &World, action: Action) -> Option<World> {
+        last.apply(&self.config, action)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        crate::properties::all()
+    }
+}

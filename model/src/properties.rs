@@ -1,0 +1,221 @@
+//! The properties the checker verifies: SPEC section 9, each named for what it protects.
+//!
+//! Safety properties are `always`; `sometimes` properties prove the interesting situations are
+//! reached (a property that is never exercised proves nothing); the bounded liveness
+//! properties run the fault-free scheduler of [`crate::liveness`] from every state in which no
+//! fault can happen any more.
+
+use kmirror_kernel::batch::ControlType;
+use kmirror_kernel::input::{FetchOutcome, Input};
+use kmirror_kernel::log::LogView;
+use kmirror_kernel::state::MirrorState;
+use stateright::Property;
+
+use crate::model::MirrorModel;
+use crate::world::{ClusterId, Message, Violation, World};
+
+/// Every property, safety first.
+pub fn all() -> Vec<Property<MirrorModel>> {
+    vec![
+        Property::always("read_only_unless_stopped", |_: &MirrorModel, w: &World| {
+            ClusterId::BOTH.into_iter().all(|c| read_only_unless_stopped(w, c))
+        }),
+        Property::always("mirror_is_prefix_of_source", |_: &MirrorModel, w: &World| {
+            ClusterId::BOTH.into_iter().all(|c| {
+                !matches!(w.stored_state(c), MirrorState::Mirroring | MirrorState::Paused)
+                    || w.mirror_is_prefix_of_source(c)
+            })
+        }),
+        Property::always("isr_agrees_below_high_watermark", |_: &MirrorModel, w: &World| {
+            ClusterId::BOTH.into_iter().all(|c| isr_agrees(w, c))
+        }),
+        Property::always("epoch_cache_strictly_increasing", |_: &MirrorModel, w: &World| {
+            replicas(w).all(|r| {
+                let e: Vec<_> = r.log.epoch_cache().entries().collect();
+                e.windows(2)
+                    .all(|p| p[0].epoch < p[1].epoch && p[0].start_offset < p[1].start_offset)
+            })
+        }),
+        Property::always("batch_epochs_never_decrease", |_: &MirrorModel, w: &World| {
+            replicas(w).all(|r| {
+                let b = r.log.batches();
+                b.iter()
+                    .zip(b.iter().skip(1))
+                    .all(|(x, y)| x.partition_leader_epoch <= y.partition_leader_epoch)
+            }) && no_violation(w, Violation::LocalWriteBelowMirroredEpoch)
+        }),
+        Property::always("local_writes_after_stop_above_lme", |_: &MirrorModel, w: &World| {
+            ClusterId::BOTH.into_iter().all(|c| local_writes_above_lme(w, c))
+        }),
+        Property::always("no_half_transaction_survives_stop", |_: &MirrorModel, w: &World| {
+            replicas(w).all(|r| no_transaction_open_at_pid_reset(r))
+        }),
+        Property::always("no_producer_id_collision_after_failover", |_: &MirrorModel, w: &World| {
+            no_violation(w, Violation::ProducerIdCollision)
+        }),
+        Property::always("state_persisted_before_acted_on", |_: &MirrorModel, w: &World| {
+            no_violation(w, Violation::ActedBeforePersisted)
+        }),
+        Property::always("only_legal_transitions_persisted", |_: &MirrorModel, w: &World| {
+            no_violation(w, Violation::IllegalTransitionPersisted)
+        }),
+        Property::always("fenced_writes_change_nothing", |_: &MirrorModel, w: &World| {
+            no_violation(w, Violation::FencedWriteAccepted)
+        }),
+        Property::always("fetcher_only_while_mirroring", |_: &MirrorModel, w: &World| {
+            no_violation(w, Violation::FetchedOutsideMirroring)
+                && ClusterId::BOTH.into_iter().all(|c| {
+                    w.stored_state(c) == MirrorState::Mirroring
+                        || w.cluster(c).replicas.iter().all(|r| !r.fetcher)
+                })
+        }),
+        Property::always("failback_keeps_only_source_data", |_: &MirrorModel, w: &World| {
+            no_violation(w, Violation::DivergentAfterPreparing)
+        }),
+        Property::always("kernel_log_effects_succeed", |_: &MirrorModel, w: &World| {
+            no_violation(w, Violation::LogEffectRefused)
+        }),
+        Property::always("stop_reaches_stopped_once_faults_stop", |m: &MirrorModel, w: &World| {
+            crate::liveness::stop_reaches_stopped(m, w)
+        }),
+        Property::always("mirror_reaches_mirroring_once_faults_stop", |m: &MirrorModel, w: &World| {
+            crate::liveness::mirror_reaches_mirroring(m, w)
+        }),
+        Property::always("failed_partition_retries_once_faults_stop", |m: &MirrorModel, w: &World| {
+            crate::liveness::failed_retries(m, w)
+        }),
+        Property::sometimes("reaches_preparing", |_: &MirrorModel, w: &World| reached(w, MirrorState::Preparing)),
+        Property::sometimes("reaches_mirroring", |_: &MirrorModel, w: &World| reached(w, MirrorState::Mirroring)),
+        Property::sometimes("reaches_stopping", |_: &MirrorModel, w: &World| reached(w, MirrorState::Stopping)),
+        Property::sometimes("reaches_stopped", |_: &MirrorModel, w: &World| reached(w, MirrorState::Stopped)),
+        Property::sometimes("reaches_failed", |_: &MirrorModel, w: &World| reached(w, MirrorState::Failed)),
+        Property::sometimes("failover_with_open_transaction", |_: &MirrorModel, w: &World| {
+            ClusterId::BOTH.into_iter().any(|c| {
+                w.stored_state(c) == MirrorState::Stopping
+                    && w.leader(c)
+                        .is_some_and(|l| l.log.producer_state().first_open_transaction_offset().is_some())
+            })
+        }),
+        Property::sometimes("failback_truncates", |_: &MirrorModel, w: &World| {
+            // A is mirroring back from B with data B never had: LME truncation must cut it.
+            w.stored_state(ClusterId::A) == MirrorState::Preparing
+                && !w.mirror_is_prefix_of_source(ClusterId::A)
+        }),
+        Property::sometimes("divergence_truncation", |_: &MirrorModel, w: &World| {
+            w.net.keys().any(|m| {
+                matches!(
+                    m,
+                    Message::Reply {
+                        input: Input::FetchCompleted {
+                            outcome: FetchOutcome::Diverging(_),
+                            ..
+                        },
+                        ..
+                    }
+                )
+            })
+        }),
+        Property::sometimes("fenced_stale_write", |_: &MirrorModel, w: &World| {
+            w.net.keys().any(|m| {
+                matches!(
+                    m,
+                    Message::Reply {
+                        input: Input::WriteFenced { .. },
+                        ..
+                    }
+                )
+            })
+        }),
+        Property::sometimes("refused_produce", |_: &MirrorModel, w: &World| w.ghosts.refused_produce),
+        Property::sometimes("failback_completes", |_: &MirrorModel, w: &World| {
+            w.stored_state(ClusterId::A) == MirrorState::Mirroring
+                && w.stored_state(ClusterId::B) == MirrorState::Stopped
+        }),
+    ]
+}
+
+fn no_violation(w: &World, v: Violation) -> bool {
+    w.ghosts.violation != Some(v)
+}
+
+fn replicas(w: &World) -> impl Iterator<Item = &crate::world::Replica> {
+    w.clusters.iter().flat_map(|c| c.replicas.iter())
+}
+
+fn reached(w: &World, state: MirrorState) -> bool {
+    ClusterId::BOTH.into_iter().any(|c| w.stored_state(c) == state)
+}
+
+/// A broker of a mirrored topic accepts writes only while the stored state is STOPPED.
+fn read_only_unless_stopped(w: &World, c: ClusterId) -> bool {
+    w.desired(c) == kmirror_kernel::desired::DesiredState::NotMirrored
+        || w.stored_state(c) == MirrorState::Stopped
+        || w.cluster(c).replicas.iter().all(|r| !r.writable)
+}
+
+/// Every ISR member holds the leader's batches below the leader's HW.
+fn isr_agrees(w: &World, c: ClusterId) -> bool {
+    let cluster = w.cluster(c);
+    let Some(leader) = w.leader(c) else {
+        return true;
+    };
+    let hw = leader.log.high_watermark();
+    let committed = |r: &crate::world::Replica| {
+        r.log
+            .batches()
+            .iter()
+            .filter(|b| b.last_offset < hw)
+            .copied()
+            .collect::<Vec<_>>()
+    };
+    let expected = committed(leader);
+    cluster
+        .isr
+        .iter()
+        .filter_map(|&b| cluster.replicas.get(b as usize))
+        .filter(|r| r.alive)
+        .all(|r| committed(r) == expected)
+}
+
+/// In a STOPPED cluster, every batch after the recorded LME offset carries an epoch above the
+/// LME.
+fn local_writes_above_lme(w: &World, c: ClusterId) -> bool {
+    if w.stored_state(c) != MirrorState::Stopped {
+        return true;
+    }
+    let (Some(key), Some(leader)) = (w.key(c), w.leader(c)) else {
+        return true;
+    };
+    let Some(lme) = w.cluster(c).coordinator.read_last_mirrored_epoch(&key) else {
+        return true;
+    };
+    let Some(epoch) = lme.last_mirrored_epoch else {
+        return true;
+    };
+    leader
+        .log
+        .batches()
+        .iter()
+        .filter(|b| b.base_offset >= lme.last_mirrored_offset)
+        .all(|b| b.partition_leader_epoch > epoch)
+}
+
+/// Scanning the log, no transaction is open when a `MIRROR_PID_RESET` batch is reached: a
+/// transaction cut in half by a failover would otherwise be exposed as committed.
+fn no_transaction_open_at_pid_reset(r: &crate::world::Replica) -> bool {
+    let mut open = std::collections::BTreeSet::new();
+    for b in r.log.batches() {
+        match b.control {
+            Some(ControlType::MirrorPidReset) if !open.is_empty() => return false,
+            Some(ControlType::MirrorPidReset) => {}
+            Some(ControlType::Commit | ControlType::Abort) => {
+                open.remove(&b.producer_id);
+            }
+            None if b.is_transactional => {
+                open.insert(b.producer_id);
+            }
+            None => {}
+        }
+    }
+    true
+}

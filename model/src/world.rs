@@ -1,0 +1,435 @@
+//! The world the checker explores: two clusters, A and B, each with one partition of topic
+//! [`TOPIC`] on a few replicas, their `__mirror_state` coordinators, their controllers' topic
+//! catalogues, producers, and the messages in flight between them.
+//!
+//! Every decision about mirroring is the kernel's: each live broker holds a kernel
+//! [`PartitionMirror`], each replica a kernel [`MemLog`], each cluster a kernel [`Coordinator`]
+//! and [`TopicCatalogue`]. The world only routes inputs to them and applies their effects
+//! (see [`crate::executor`]).
+
+use std::fmt;
+
+use im::{OrdMap, OrdSet, Vector};
+use kmirror_kernel::batch::BatchHeader;
+use kmirror_kernel::config::FetchIsolation;
+use kmirror_kernel::controller::{TopicCatalogue, TopicInfo};
+use kmirror_kernel::coordinator::Coordinator;
+use kmirror_kernel::desired::DesiredState;
+use kmirror_kernel::effect::RequestId;
+use kmirror_kernel::input::Input;
+use kmirror_kernel::mem_log::MemLog;
+use kmirror_kernel::partition::PartitionMirror;
+use kmirror_kernel::records::{LastMirroredEpochsValue, MirrorPartitionStateValue};
+use kmirror_kernel::state::MirrorState;
+use kmirror_kernel::types::{
+    BrokerId, LeaderEpoch, MirrorName, MirrorPartition, Offset, PartitionIndex, StateEpoch,
+    TopicId,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::config::ModelConfig;
+
+/// The mirrored topic.
+pub const TOPIC: &str = "orders";
+/// Its topic id, the same on both clusters (mirroring keeps topic ids).
+pub const TOPIC_ID: TopicId = TopicId::from_u64(0x6f72_6465_7273);
+/// The partition modelled.
+pub const PARTITION: PartitionIndex = 0;
+
+/// One of the two clusters.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub enum ClusterId {
+    /// The original source.
+    A,
+    /// The original destination.
+    B,
+}
+
+impl ClusterId {
+    /// Both clusters.
+    pub const BOTH: [ClusterId; 2] = [ClusterId::A, ClusterId::B];
+
+    /// The other cluster.
+    pub fn other(self) -> ClusterId {
+        match self {
+            ClusterId::A => ClusterId::B,
+            ClusterId::B => ClusterId::A,
+        }
+    }
+
+    /// Index into [`World::clusters`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The name of the mirror through which *another* cluster mirrors from this one.
+    pub fn mirror_name(self) -> MirrorName {
+        let name = match self {
+            ClusterId::A => "from-a",
+            ClusterId::B => "from-b",
+        };
+        MirrorName::new(name).expect("a valid constant mirror name")
+    }
+}
+
+impl fmt::Display for ClusterId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ClusterId::A => "A",
+            ClusterId::B => "B",
+        })
+    }
+}
+
+/// A broker incarnation: replies to an earlier incarnation (before a crash) are lost.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub struct Addr {
+    /// The cluster.
+    pub cluster: ClusterId,
+    /// The broker (replica index).
+    pub broker: BrokerId,
+    /// How many times the broker crashed before sending.
+    pub incarnation: u8,
+}
+
+/// A request in flight, addressed to a cluster (its coordinator, controller or partition leader).
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub enum RequestBody {
+    /// `ReadMirrorStates` to the coordinator.
+    ReadState {
+        /// The key.
+        key: MirrorPartition,
+    },
+    /// `WriteMirrorStates` to the coordinator.
+    WriteState {
+        /// The key.
+        key: MirrorPartition,
+        /// The record.
+        value: MirrorPartitionStateValue,
+        /// The state epoch the writer read.
+        expected_state_epoch: Option<StateEpoch>,
+    },
+    /// The LME record, to the coordinator.
+    WriteLastMirroredEpoch {
+        /// The key.
+        key: MirrorPartition,
+        /// The record.
+        value: LastMirroredEpochsValue,
+    },
+    /// LME query, to the source cluster.
+    QueryLastMirroredEpoch,
+    /// Consumer Fetch, to the source cluster's partition leader.
+    Fetch {
+        /// Fetch offset.
+        fetch_offset: Offset,
+        /// Last fetched epoch.
+        last_fetched_epoch: Option<LeaderEpoch>,
+        /// Isolation level.
+        isolation: FetchIsolation,
+    },
+    /// Leader-epoch bump, to the requester's own controller.
+    BumpLeaderEpoch {
+        /// The smallest acceptable epoch.
+        at_least: LeaderEpoch,
+    },
+}
+
+impl RequestBody {
+    /// Whether the request is served by the cluster's `__mirror_state` coordinator.
+    pub fn is_coordinator_request(&self) -> bool {
+        matches!(
+            self,
+            RequestBody::ReadState { .. }
+                | RequestBody::WriteState { .. }
+                | RequestBody::WriteLastMirroredEpoch { .. }
+        )
+    }
+}
+
+/// A message in flight.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub enum Message {
+    /// A request from a broker's kernel.
+    Request {
+        /// The sender.
+        from: Addr,
+        /// The cluster serving it.
+        to: ClusterId,
+        /// The kernel's correlation id.
+        request: RequestId,
+        /// What is asked.
+        body: RequestBody,
+    },
+    /// A completion for a broker's kernel, with the batches of a fetch response.
+    Reply {
+        /// The receiver.
+        to: Addr,
+        /// The kernel input it becomes.
+        input: Input,
+        /// Fetched batches (empty unless a fetch response with records).
+        batches: Vec<BatchHeader>,
+    },
+}
+
+/// One replica of a cluster's partition on one broker.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub struct Replica {
+    /// The log (durable: survives crashes).
+    pub log: MemLog,
+    /// Whether the broker runs.
+    pub alive: bool,
+    /// How many times the broker crashed.
+    pub incarnation: u8,
+    /// The kernel state machine (in memory: lost on a crash).
+    pub mirror: Option<PartitionMirror>,
+    /// The broker's read-only flag as the kernel last set it (in memory).
+    pub writable: bool,
+    /// Whether the mirror fetcher exists (in memory).
+    pub fetcher: bool,
+    /// The attempt of a pending retry timer (in memory).
+    pub retry_timer: Option<u32>,
+}
+
+/// The producers writing to one cluster (one idempotent producer, one transactional one).
+#[derive(Clone, PartialEq, Eq, Hash, Debug, Default)]
+pub struct Producers {
+    /// Next sequence of the idempotent producer.
+    pub idempotent_sequence: i32,
+    /// Next sequence of the transactional producer.
+    pub transactional_sequence: i32,
+    /// Whether the transactional producer has a transaction open.
+    pub in_transaction: bool,
+}
+
+/// The idempotent producer's id, the same on both clusters: a collision after failover is
+/// exactly what `MIRROR_PID_RESET` must prevent.
+pub const IDEMPOTENT_PRODUCER_ID: i64 = 1;
+/// The transactional producer's id, also the same on both clusters.
+pub const TRANSACTIONAL_PRODUCER_ID: i64 = 2;
+
+/// One cluster.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub struct Cluster {
+    /// The replicas; broker id = index.
+    pub replicas: Vector<Replica>,
+    /// The partition leader, if one is elected.
+    pub leader: Option<BrokerId>,
+    /// The partition's leader epoch (the controller's counter).
+    pub leader_epoch: LeaderEpoch,
+    /// The in-sync replicas.
+    pub isr: OrdSet<BrokerId>,
+    /// The `__mirror_state` coordinator (durable).
+    pub coordinator: Coordinator,
+    /// The controller's topic catalogue (`mirror.name` lives here; durable).
+    pub catalogue: TopicCatalogue,
+    /// The local producers.
+    pub producers: Producers,
+}
+
+/// What remains of each bounded source of nondeterminism.
+#[derive(Clone, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+pub struct Budget {
+    /// Data batches producers may still append.
+    pub records: u8,
+    /// Transactions producers may still open.
+    pub transactions: u8,
+    /// Elections that replace a live leader (or unclean ones).
+    pub elections: u8,
+    /// Broker crashes.
+    pub crashes: u8,
+    /// Lost or duplicated messages.
+    pub network_faults: u8,
+    /// Coordinator moves.
+    pub coordinator_moves: u8,
+    /// ISR shrinks.
+    pub isr_shrinks: u8,
+    /// Accepted operator requests.
+    pub operator_steps: u8,
+}
+
+impl Budget {
+    /// Whether no fault can happen any more (the premise of the bounded liveness properties).
+    pub fn faults_exhausted(&self) -> bool {
+        self.elections == 0
+            && self.crashes == 0
+            && self.network_faults == 0
+            && self.coordinator_moves == 0
+            && self.isr_shrinks == 0
+    }
+}
+
+/// A safety violation observed by the executor while applying an effect (a property fails on
+/// the first state carrying one).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub enum Violation {
+    /// A side effect ran while the coordinator held another state than the one it belongs to.
+    ActedBeforePersisted,
+    /// Fetched batches were appended while the stored state was not MIRRORING.
+    FetchedOutsideMirroring,
+    /// The coordinator stored a transition its table refuses.
+    IllegalTransitionPersisted,
+    /// The coordinator accepted a write with a stale leader or state epoch.
+    FencedWriteAccepted,
+    /// A fresh local producer was refused because of producer state left by mirrored batches.
+    ProducerIdCollision,
+    /// A local write carried an epoch below one already in the log.
+    LocalWriteBelowMirroredEpoch,
+    /// A log effect the kernel asked for was refused by the log.
+    LogEffectRefused,
+    /// PREPARING handed over to MIRRORING with a log that is not a prefix of the source's.
+    DivergentAfterPreparing,
+}
+
+/// Observations that are history, not state, kept for the properties.
+#[derive(Clone, PartialEq, Eq, Hash, Debug, Default)]
+pub struct Ghosts {
+    /// The first violation seen.
+    pub violation: Option<Violation>,
+    /// Whether a produce to a read-only mirror was refused.
+    pub refused_produce: bool,
+}
+
+/// The whole world.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub struct World {
+    /// Cluster A, then B.
+    pub clusters: [Cluster; 2],
+    /// Messages in flight, with their multiplicity.
+    pub net: OrdMap<Message, u8>,
+    /// Remaining nondeterminism.
+    pub budget: Budget,
+    /// History kept for the properties.
+    pub ghosts: Ghosts,
+}
+
+impl World {
+    /// The initial world: both clusters up with replica 0 leading at epoch 1; A's topic is a
+    /// normal topic, B's is in mirror `from-a` (B mirrors A).
+    pub fn initial(config: &ModelConfig) -> World {
+        let cluster = |c: ClusterId| {
+            let desired = if c == ClusterId::B {
+                DesiredState::Mirror(ClusterId::A.mirror_name())
+            } else {
+                DesiredState::NotMirrored
+            };
+            let mut info = TopicInfo::new(TOPIC_ID, 1);
+            info.mirror_name = Some(desired.config_value()).filter(|v| !v.is_empty());
+            let catalogue = TopicCatalogue::new()
+                .with_topic(TOPIC, info)
+                .with_mirror(c.other().mirror_name());
+            Cluster {
+                replicas: (0..config.replicas)
+                    .map(|b| Replica {
+                        log: MemLog::new(),
+                        alive: true,
+                        incarnation: 0,
+                        mirror: Some(PartitionMirror::new(
+                            b.into(),
+                            TOPIC_ID,
+                            PARTITION,
+                            desired.clone(),
+                        )),
+                        writable: false,
+                        fetcher: false,
+                        retry_timer: None,
+                    })
+                    .collect(),
+                leader: None,
+                leader_epoch: 0,
+                isr: (0..config.replicas).map(BrokerId::from).collect(),
+                coordinator: Coordinator::new(config.kernel.transitions.clone())
+                    .with_mutant(config.kernel.mutant),
+                catalogue,
+                producers: Producers::default(),
+            }
+        };
+        let mut world = World {
+            clusters: [cluster(ClusterId::A), cluster(ClusterId::B)],
+            net: OrdMap::new(),
+            budget: Budget {
+                records: config.records,
+                transactions: config.transactions,
+                elections: config.elections,
+                crashes: config.crashes,
+                network_faults: config.network_faults,
+                coordinator_moves: config.coordinator_moves,
+                isr_shrinks: config.isr_shrinks,
+                operator_steps: config.operator_steps,
+            },
+            ghosts: Ghosts::default(),
+        };
+        for c in ClusterId::BOTH {
+            world.elect(config, c, 0, false);
+        }
+        world
+    }
+
+    /// Cluster `c`.
+    pub fn cluster(&self, c: ClusterId) -> &Cluster {
+        &self.clusters[c.index()]
+    }
+
+    /// Cluster `c`, mutably.
+    pub fn cluster_mut(&mut self, c: ClusterId) -> &mut Cluster {
+        &mut self.clusters[c.index()]
+    }
+
+    /// What the operator asked of cluster `c`'s topic.
+    pub fn desired(&self, c: ClusterId) -> DesiredState {
+        self.cluster(c)
+            .catalogue
+            .topic(TOPIC)
+            .and_then(|t| t.desired_state().ok())
+            .unwrap_or(DesiredState::NotMirrored)
+    }
+
+    /// Cluster `c`'s `__mirror_state` key for the topic, when it is in a mirror.
+    pub fn key(&self, c: ClusterId) -> Option<MirrorPartition> {
+        self.desired(c).mirror().map(|mirror| MirrorPartition {
+            mirror: mirror.clone(),
+            topic_id: TOPIC_ID,
+            partition: PARTITION,
+        })
+    }
+
+    /// The mirror state cluster `c`'s coordinator stores for its topic (UNKNOWN if none).
+    pub fn stored_state(&self, c: ClusterId) -> MirrorState {
+        self.key(c)
+            .and_then(|k| self.cluster(c).coordinator.read_state(&k).map(|v| v.state))
+            .unwrap_or(MirrorState::Unknown)
+    }
+
+    /// The leader replica of cluster `c`, if elected and alive.
+    pub fn leader(&self, c: ClusterId) -> Option<&Replica> {
+        let cluster = self.cluster(c);
+        cluster
+            .leader
+            .and_then(|b| cluster.replicas.get(b as usize))
+            .filter(|r| r.alive)
+    }
+
+    /// Adds one copy of `message` to the network.
+    pub fn send(&mut self, message: Message) {
+        *self.net.entry(message).or_insert(0) += 1;
+    }
+
+    /// Removes one copy of `message` from the network; false if there was none.
+    pub fn take(&mut self, message: &Message) -> bool {
+        match self.net.get(message).copied() {
+            Some(n) if n > 1 => {
+                self.net.insert(message.clone(), n - 1);
+                true
+            }
+            Some(_) => {
+                self.net.remove(message);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Records the first violation.
+    pub fn violate(&mut self, violation: Violation) {
+        self.ghosts.violation.get_or_insert(violation);
+    }
+}
