@@ -93,8 +93,10 @@ pub enum Input {
     LastMirroredEpochReceived {
         /// The request completed.
         request: RequestId,
-        /// The LME the source knows for us, `None` for Kafka's -1 (first-time mirroring).
-        lme: Option<LeaderEpoch>,
+        /// The LME the source recorded when it stopped mirroring from us, with the offset at
+        /// which its mirrored copy of that epoch ended; `None` for Kafka's -1 (first-time
+        /// mirroring).
+        lme: Option<EpochAndOffset>,
         /// The source's log start offset.
         source_log_start_offset: Offset,
     },

@@ -27,7 +27,9 @@ use crate::log::LogView;
 use crate::mutant::{self, Mutant};
 use crate::records::{LastMirroredEpochsValue, MirrorPartitionStateValue};
 use crate::state::MirrorState;
-use crate::types::{BrokerId, LeaderEpoch, MirrorPartition, Offset, PartitionIndex, TopicId};
+use crate::types::{
+    BrokerId, EpochAndOffset, LeaderEpoch, MirrorPartition, Offset, PartitionIndex, TopicId,
+};
 
 /// Why an input changed nothing. Stale and duplicate inputs are expected in a distributed
 /// system; they are reported, never a panic, and never change the partition.
@@ -649,10 +651,16 @@ impl PartitionMirror {
     }
 
     /// PREPARING: truncate by the LME rule, then wait for the replicas.
+    ///
+    /// The cut is the start of the first local epoch above the LME (`end_offset_for(LME)`),
+    /// and never above the offset at which the other cluster's mirrored copy of the LME ended:
+    /// with the epoch alone, data this cluster wrote in the LME epoch after the other side
+    /// stopped mirroring survives PREPARING (the model's counterexample; only the next fetch's
+    /// divergence check would remove it).
     fn on_lme(
         &mut self,
         config: &MirrorConfig,
-        lme: Option<LeaderEpoch>,
+        lme: Option<EpochAndOffset>,
         source_log_start_offset: Offset,
         log: &impl LogView,
         out: &mut Vec<Effect>,
@@ -666,12 +674,13 @@ impl PartitionMirror {
                 source_log_start_offset
             }
             Some(lme) => {
-                let answer = log.epoch_cache().end_offset_for(lme, leo);
-                let mut target = if answer.is_undefined() {
+                let answer = log.epoch_cache().end_offset_for(lme.epoch, leo);
+                let epoch_end = if answer.is_undefined() {
                     leo
                 } else {
-                    answer.end_offset.min(leo)
+                    answer.end_offset
                 };
+                let mut target = epoch_end.min(lme.end_offset).min(leo);
                 if mutant::active(config.mutant, Mutant::LmeOffByOne) {
                     target = (target + 1).min(leo);
                 }

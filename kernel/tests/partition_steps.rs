@@ -324,7 +324,10 @@ fn lme_truncation_cuts_at_the_start_of_the_first_epoch_above_the_lme() {
     // LME 3 is known locally: keep epoch 3, cut where epoch 5 starts.
     let effects = d.step(Input::LastMirroredEpochReceived {
         request: RequestId(3),
-        lme: Some(3),
+        lme: Some(EpochAndOffset {
+            epoch: 3,
+            end_offset: 100,
+        }),
         source_log_start_offset: 0,
     });
     assert_eq!(effects[0], Effect::Log(LogEffect::TruncateTo { offset: 6 }));
@@ -342,10 +345,35 @@ fn lme_between_local_epochs_keeps_the_floor_epoch() {
     d.ack_write(&w);
     let effects = d.step(Input::LastMirroredEpochReceived {
         request: RequestId(3),
-        lme: Some(2),
+        lme: Some(EpochAndOffset {
+            epoch: 2,
+            end_offset: 100,
+        }),
         source_log_start_offset: 0,
     });
     assert_eq!(effects[0], Effect::Log(LogEffect::TruncateTo { offset: 3 }));
+}
+
+#[test]
+fn lme_truncation_never_keeps_more_than_the_other_side_mirrored() {
+    // Epoch 3 runs to offset 10 here, but the other side's copy of epoch 3 ended at 7: what
+    // this side wrote in epoch 3 after the other side stopped mirroring is cut too.
+    let mut d = Driver::new(MirrorConfig::default());
+    d.log
+        .append_as_follower(&[data(0, 2, 1), data(3, 6, 3), data(7, 9, 3)])
+        .unwrap();
+    d.lead(1, &[ME]);
+    let w = d.read(1);
+    d.ack_write(&w);
+    let effects = d.step(Input::LastMirroredEpochReceived {
+        request: RequestId(3),
+        lme: Some(EpochAndOffset {
+            epoch: 3,
+            end_offset: 7,
+        }),
+        source_log_start_offset: 0,
+    });
+    assert_eq!(effects[0], Effect::Log(LogEffect::TruncateTo { offset: 7 }));
 }
 
 #[test]
@@ -360,7 +388,10 @@ fn lme_at_or_above_the_latest_local_epoch_truncates_nothing() {
         d.ack_write(&w);
         let effects = d.step(Input::LastMirroredEpochReceived {
             request: RequestId(3),
-            lme: Some(lme),
+            lme: Some(EpochAndOffset {
+                epoch: lme,
+                end_offset: 100,
+            }),
             source_log_start_offset: 0,
         });
         assert_eq!(

@@ -11,8 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::ModelConfig;
 use crate::world::{
-    ClusterId, Message, Violation, World, IDEMPOTENT_PRODUCER_ID, TOPIC,
-    TRANSACTIONAL_PRODUCER_ID,
+    ClusterId, Message, Violation, World, IDEMPOTENT_PRODUCER_ID, TOPIC, TRANSACTIONAL_PRODUCER_ID,
 };
 
 /// What a producer sends.
@@ -128,7 +127,9 @@ impl World {
                         actions.push(Action::Elect(c, b, true));
                     }
                 }
-                if self.budget.crashes > 0 {
+                // Crashes hit brokers that run a mirror (a pure source's crash is only its
+                // unavailability, which a lost message already covers).
+                if self.budget.crashes > 0 && self.desired(c) != DesiredState::NotMirrored {
                     actions.push(Action::Crash(c, b));
                 }
                 if replica.retry_timer.is_some() {
@@ -372,10 +373,11 @@ impl World {
         let coordinator = &cluster.coordinator;
         let lookup = |p: &MirrorPartition| coordinator.read_state(p).map(|v| v.state);
         let controller = kmirror_kernel::controller::ControllerConfig {
-            allow_stop_from_paused: config
-                .kernel
-                .transitions
-                .is_legal(MirrorState::Paused, MirrorState::Stopping, None),
+            allow_stop_from_paused: config.kernel.transitions.is_legal(
+                MirrorState::Paused,
+                MirrorState::Stopping,
+                None,
+            ),
         };
         let outcome = handle_mirror_request(&cluster.catalogue, &lookup, &controller, &request);
         if outcome.records.is_empty() {
@@ -386,7 +388,13 @@ impl World {
         self.cluster_mut(c).catalogue = catalogue;
         let desired = self.desired(c);
         for b in 0..self.cluster(c).replicas.len() as BrokerId {
-            self.feed(config, c, b, Input::DesiredStateChanged(desired.clone()), &[]);
+            self.feed(
+                config,
+                c,
+                b,
+                Input::DesiredStateChanged(desired.clone()),
+                &[],
+            );
         }
         Some(self)
     }

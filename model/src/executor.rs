@@ -12,7 +12,7 @@ use kmirror_kernel::fetch::serve_fetch;
 use kmirror_kernel::input::Input;
 use kmirror_kernel::log::LogView;
 use kmirror_kernel::state::MirrorState;
-use kmirror_kernel::types::{BrokerId, MirrorPartition};
+use kmirror_kernel::types::{BrokerId, EpochAndOffset, MirrorPartition};
 
 use crate::config::ModelConfig;
 use crate::world::{Addr, ClusterId, Message, RequestBody, Violation, World, TOPIC_ID};
@@ -54,13 +54,7 @@ impl World {
     }
 
     /// Applies one effect of broker `b` of cluster `c`.
-    fn execute(
-        &mut self,
-        c: ClusterId,
-        b: BrokerId,
-        effect: Effect,
-        fetched: &[BatchHeader],
-    ) {
+    fn execute(&mut self, c: ClusterId, b: BrokerId, effect: Effect, fetched: &[BatchHeader]) {
         let from = self.addr(c, b);
         let request = |world: &mut World, to: ClusterId, request: RequestId, body| {
             world.send(Message::Request {
@@ -246,7 +240,12 @@ impl World {
                     .coordinator
                     .last_mirrored_epochs()
                     .find(|(k, _)| k.topic_id == TOPIC_ID)
-                    .and_then(|(_, v)| v.last_mirrored_epoch);
+                    .and_then(|(_, v)| {
+                        v.last_mirrored_epoch.map(|epoch| EpochAndOffset {
+                            epoch,
+                            end_offset: v.last_mirrored_offset,
+                        })
+                    });
                 let source_log_start_offset =
                     self.leader(to).map_or(0, |l| l.log.log_start_offset());
                 Input::LastMirroredEpochReceived {
@@ -305,11 +304,10 @@ impl World {
         expected_state_epoch: Option<i32>,
     ) -> Input {
         let before = self.cluster(to).coordinator.read_state(&key).cloned();
-        let result = self.cluster_mut(to).coordinator.write_state(
-            &key,
-            value.clone(),
-            expected_state_epoch,
-        );
+        let result =
+            self.cluster_mut(to)
+                .coordinator
+                .write_state(&key, value.clone(), expected_state_epoch);
         match result {
             Ok(stored) => {
                 let stale = before.as_ref().is_some_and(|b| {
@@ -321,7 +319,11 @@ impl World {
                 }
                 let from = before.as_ref().map_or(MirrorState::Unknown, |b| b.state);
                 let retry = before.as_ref().and_then(|b| b.previous_state);
-                if !config.kernel.transitions.is_legal(from, stored.state, retry) {
+                if !config
+                    .kernel
+                    .transitions
+                    .is_legal(from, stored.state, retry)
+                {
                     self.violate(Violation::IllegalTransitionPersisted);
                 }
                 if from == MirrorState::Preparing

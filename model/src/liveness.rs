@@ -18,7 +18,10 @@ use crate::world::{ClusterId, World};
 /// Whether `action` is progress (not a fault, a produce or an operator request).
 fn is_progress(world: &World, action: &Action) -> bool {
     match action {
-        Action::Deliver(_) | Action::FollowerFetch(..) | Action::Restart(..) | Action::FireRetry(..) => true,
+        Action::Deliver(_)
+        | Action::FollowerFetch(..)
+        | Action::Restart(..)
+        | Action::FireRetry(..) => true,
         Action::Elect(c, _, unclean) => !unclean && world.leader(*c).is_none(),
         _ => false,
     }
@@ -69,7 +72,9 @@ pub fn mirror_reaches_mirroring(model: &MirrorModel, world: &World) -> bool {
         !faults_over(world)
             || !matches!(world.desired(c), DesiredState::Mirror(_))
             || world.stored_state(c) == MirrorState::Mirroring
-            || reaches(model, world, |w| w.stored_state(c) == MirrorState::Mirroring)
+            || reaches(model, world, |w| {
+                w.stored_state(c) == MirrorState::Mirroring
+            })
     })
 }
 

@@ -18,84 +18,133 @@ use crate::world::{ClusterId, Message, Violation, World};
 pub fn all() -> Vec<Property<MirrorModel>> {
     vec![
         Property::always("read_only_unless_stopped", |_: &MirrorModel, w: &World| {
-            ClusterId::BOTH.into_iter().all(|c| read_only_unless_stopped(w, c))
+            ClusterId::BOTH
+                .into_iter()
+                .all(|c| read_only_unless_stopped(w, c))
         }),
-        Property::always("mirror_is_prefix_of_source", |_: &MirrorModel, w: &World| {
-            ClusterId::BOTH.into_iter().all(|c| {
-                !matches!(w.stored_state(c), MirrorState::Mirroring | MirrorState::Paused)
-                    || w.mirror_is_prefix_of_source(c)
-            })
-        }),
-        Property::always("isr_agrees_below_high_watermark", |_: &MirrorModel, w: &World| {
-            ClusterId::BOTH.into_iter().all(|c| isr_agrees(w, c))
-        }),
-        Property::always("epoch_cache_strictly_increasing", |_: &MirrorModel, w: &World| {
-            replicas(w).all(|r| {
-                let e: Vec<_> = r.log.epoch_cache().entries().collect();
-                e.windows(2)
-                    .all(|p| p[0].epoch < p[1].epoch && p[0].start_offset < p[1].start_offset)
-            })
-        }),
-        Property::always("batch_epochs_never_decrease", |_: &MirrorModel, w: &World| {
-            replicas(w).all(|r| {
-                let b = r.log.batches();
-                b.iter()
-                    .zip(b.iter().skip(1))
-                    .all(|(x, y)| x.partition_leader_epoch <= y.partition_leader_epoch)
-            }) && no_violation(w, Violation::LocalWriteBelowMirroredEpoch)
-        }),
-        Property::always("local_writes_after_stop_above_lme", |_: &MirrorModel, w: &World| {
-            ClusterId::BOTH.into_iter().all(|c| local_writes_above_lme(w, c))
-        }),
-        Property::always("no_half_transaction_survives_stop", |_: &MirrorModel, w: &World| {
-            replicas(w).all(|r| no_transaction_open_at_pid_reset(r))
-        }),
-        Property::always("no_producer_id_collision_after_failover", |_: &MirrorModel, w: &World| {
-            no_violation(w, Violation::ProducerIdCollision)
-        }),
-        Property::always("state_persisted_before_acted_on", |_: &MirrorModel, w: &World| {
-            no_violation(w, Violation::ActedBeforePersisted)
-        }),
-        Property::always("only_legal_transitions_persisted", |_: &MirrorModel, w: &World| {
-            no_violation(w, Violation::IllegalTransitionPersisted)
-        }),
-        Property::always("fenced_writes_change_nothing", |_: &MirrorModel, w: &World| {
-            no_violation(w, Violation::FencedWriteAccepted)
-        }),
-        Property::always("fetcher_only_while_mirroring", |_: &MirrorModel, w: &World| {
-            no_violation(w, Violation::FetchedOutsideMirroring)
-                && ClusterId::BOTH.into_iter().all(|c| {
-                    w.stored_state(c) == MirrorState::Mirroring
-                        || w.cluster(c).replicas.iter().all(|r| !r.fetcher)
+        Property::always(
+            "mirror_is_prefix_of_source",
+            |_: &MirrorModel, w: &World| {
+                ClusterId::BOTH.into_iter().all(|c| {
+                    !matches!(
+                        w.stored_state(c),
+                        MirrorState::Mirroring | MirrorState::Paused
+                    ) || w.mirror_is_prefix_of_source(c)
                 })
+            },
+        ),
+        Property::always(
+            "isr_agrees_below_high_watermark",
+            |_: &MirrorModel, w: &World| ClusterId::BOTH.into_iter().all(|c| isr_agrees(w, c)),
+        ),
+        Property::always(
+            "epoch_cache_strictly_increasing",
+            |_: &MirrorModel, w: &World| {
+                replicas(w).all(|r| {
+                    let e: Vec<_> = r.log.epoch_cache().entries().collect();
+                    e.windows(2)
+                        .all(|p| p[0].epoch < p[1].epoch && p[0].start_offset < p[1].start_offset)
+                })
+            },
+        ),
+        Property::always(
+            "batch_epochs_never_decrease",
+            |_: &MirrorModel, w: &World| {
+                replicas(w).all(|r| {
+                    let b = r.log.batches();
+                    b.iter()
+                        .zip(b.iter().skip(1))
+                        .all(|(x, y)| x.partition_leader_epoch <= y.partition_leader_epoch)
+                }) && no_violation(w, Violation::LocalWriteBelowMirroredEpoch)
+            },
+        ),
+        Property::always(
+            "local_writes_after_stop_above_lme",
+            |_: &MirrorModel, w: &World| {
+                ClusterId::BOTH
+                    .into_iter()
+                    .all(|c| local_writes_above_lme(w, c))
+            },
+        ),
+        Property::always(
+            "no_half_transaction_survives_stop",
+            |_: &MirrorModel, w: &World| replicas(w).all(|r| no_transaction_open_at_pid_reset(r)),
+        ),
+        Property::always(
+            "no_producer_id_collision_after_failover",
+            |_: &MirrorModel, w: &World| no_violation(w, Violation::ProducerIdCollision),
+        ),
+        Property::always(
+            "state_persisted_before_acted_on",
+            |_: &MirrorModel, w: &World| no_violation(w, Violation::ActedBeforePersisted),
+        ),
+        Property::always(
+            "only_legal_transitions_persisted",
+            |_: &MirrorModel, w: &World| no_violation(w, Violation::IllegalTransitionPersisted),
+        ),
+        Property::always(
+            "fenced_writes_change_nothing",
+            |_: &MirrorModel, w: &World| no_violation(w, Violation::FencedWriteAccepted),
+        ),
+        Property::always(
+            "fetcher_only_while_mirroring",
+            |_: &MirrorModel, w: &World| {
+                no_violation(w, Violation::FetchedOutsideMirroring)
+                    && ClusterId::BOTH.into_iter().all(|c| {
+                        w.stored_state(c) == MirrorState::Mirroring
+                            || w.cluster(c).replicas.iter().all(|r| !r.fetcher)
+                    })
+            },
+        ),
+        Property::always(
+            "failback_keeps_only_source_data",
+            |_: &MirrorModel, w: &World| no_violation(w, Violation::DivergentAfterPreparing),
+        ),
+        Property::always(
+            "kernel_log_effects_succeed",
+            |_: &MirrorModel, w: &World| no_violation(w, Violation::LogEffectRefused),
+        ),
+        Property::always(
+            "stop_reaches_stopped_once_faults_stop",
+            |m: &MirrorModel, w: &World| crate::liveness::stop_reaches_stopped(m, w),
+        ),
+        Property::always(
+            "mirror_reaches_mirroring_once_faults_stop",
+            |m: &MirrorModel, w: &World| crate::liveness::mirror_reaches_mirroring(m, w),
+        ),
+        Property::always(
+            "failed_partition_retries_once_faults_stop",
+            |m: &MirrorModel, w: &World| crate::liveness::failed_retries(m, w),
+        ),
+        Property::sometimes("reaches_preparing", |_: &MirrorModel, w: &World| {
+            reached(w, MirrorState::Preparing)
         }),
-        Property::always("failback_keeps_only_source_data", |_: &MirrorModel, w: &World| {
-            no_violation(w, Violation::DivergentAfterPreparing)
+        Property::sometimes("reaches_mirroring", |_: &MirrorModel, w: &World| {
+            reached(w, MirrorState::Mirroring)
         }),
-        Property::always("kernel_log_effects_succeed", |_: &MirrorModel, w: &World| {
-            no_violation(w, Violation::LogEffectRefused)
+        Property::sometimes("reaches_stopping", |_: &MirrorModel, w: &World| {
+            reached(w, MirrorState::Stopping)
         }),
-        Property::always("stop_reaches_stopped_once_faults_stop", |m: &MirrorModel, w: &World| {
-            crate::liveness::stop_reaches_stopped(m, w)
+        Property::sometimes("reaches_stopped", |_: &MirrorModel, w: &World| {
+            reached(w, MirrorState::Stopped)
         }),
-        Property::always("mirror_reaches_mirroring_once_faults_stop", |m: &MirrorModel, w: &World| {
-            crate::liveness::mirror_reaches_mirroring(m, w)
+        Property::sometimes("reaches_failed", |_: &MirrorModel, w: &World| {
+            reached(w, MirrorState::Failed)
         }),
-        Property::always("failed_partition_retries_once_faults_stop", |m: &MirrorModel, w: &World| {
-            crate::liveness::failed_retries(m, w)
-        }),
-        Property::sometimes("reaches_preparing", |_: &MirrorModel, w: &World| reached(w, MirrorState::Preparing)),
-        Property::sometimes("reaches_mirroring", |_: &MirrorModel, w: &World| reached(w, MirrorState::Mirroring)),
-        Property::sometimes("reaches_stopping", |_: &MirrorModel, w: &World| reached(w, MirrorState::Stopping)),
-        Property::sometimes("reaches_stopped", |_: &MirrorModel, w: &World| reached(w, MirrorState::Stopped)),
-        Property::sometimes("reaches_failed", |_: &MirrorModel, w: &World| reached(w, MirrorState::Failed)),
-        Property::sometimes("failover_with_open_transaction", |_: &MirrorModel, w: &World| {
-            ClusterId::BOTH.into_iter().any(|c| {
-                w.stored_state(c) == MirrorState::Stopping
-                    && w.leader(c)
-                        .is_some_and(|l| l.log.producer_state().first_open_transaction_offset().is_some())
-            })
-        }),
+        Property::sometimes(
+            "failover_with_open_transaction",
+            |_: &MirrorModel, w: &World| {
+                ClusterId::BOTH.into_iter().any(|c| {
+                    w.stored_state(c) == MirrorState::Stopping
+                        && w.leader(c).is_some_and(|l| {
+                            l.log
+                                .producer_state()
+                                .first_open_transaction_offset()
+                                .is_some()
+                        })
+                })
+            },
+        ),
         Property::sometimes("failback_truncates", |_: &MirrorModel, w: &World| {
             // A is mirroring back from B with data B never had: LME truncation must cut it.
             w.stored_state(ClusterId::A) == MirrorState::Preparing
@@ -126,7 +175,9 @@ pub fn all() -> Vec<Property<MirrorModel>> {
                 )
             })
         }),
-        Property::sometimes("refused_produce", |_: &MirrorModel, w: &World| w.ghosts.refused_produce),
+        Property::sometimes("refused_produce", |_: &MirrorModel, w: &World| {
+            w.ghosts.refused_produce
+        }),
         Property::sometimes("failback_completes", |_: &MirrorModel, w: &World| {
             w.stored_state(ClusterId::A) == MirrorState::Mirroring
                 && w.stored_state(ClusterId::B) == MirrorState::Stopped
@@ -143,7 +194,9 @@ fn replicas(w: &World) -> impl Iterator<Item = &crate::world::Replica> {
 }
 
 fn reached(w: &World, state: MirrorState) -> bool {
-    ClusterId::BOTH.into_iter().any(|c| w.stored_state(c) == state)
+    ClusterId::BOTH
+        .into_iter()
+        .any(|c| w.stored_state(c) == state)
 }
 
 /// A broker of a mirrored topic accepts writes only while the stored state is STOPPED.

@@ -60,7 +60,11 @@ impl World {
             && cluster.leader != Some(b)
             && (follower.log.batches() != leader.log.batches()
                 || follower.log.log_start_offset() != leader.log.log_start_offset()
-                || follower.log.high_watermark() < leader.log.high_watermark().min(follower.log.log_end_offset())
+                || follower.log.high_watermark()
+                    < leader
+                        .log
+                        .high_watermark()
+                        .min(follower.log.log_end_offset())
                 || !cluster.isr.contains(&b))
     }
 
@@ -97,8 +101,7 @@ impl World {
         let follower_leo = log.log_end_offset();
         let cluster = self.cluster_mut(c);
         let leader_id = cluster.leader.unwrap_or_default();
-        let caught_up = follower_leo
-            == cluster.replicas[leader_id as usize].log.log_end_offset()
+        let caught_up = follower_leo == cluster.replicas[leader_id as usize].log.log_end_offset()
             && cluster.replicas[b as usize].log.batches()
                 == cluster.replicas[leader_id as usize].log.batches();
         let rejoins = caught_up && !cluster.isr.contains(&b);

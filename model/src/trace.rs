@@ -43,12 +43,12 @@ impl Trace {
         let mut worlds = vec![World::initial(&self.config)];
         for (i, action) in self.actions.iter().enumerate() {
             let last = worlds.last().expect("starts with the initial world");
-            let next = last
-                .apply(&self.config, action.clone())
-                .ok_or_else(|| ReplayError::Inapplicable {
+            let next = last.apply(&self.config, action.clone()).ok_or_else(|| {
+                ReplayError::Inapplicable {
                     step: i + 1,
                     action: describe(action),
-                })?;
+                }
+            })?;
             worlds.push(next);
         }
         Ok(worlds)
@@ -59,11 +59,21 @@ impl Trace {
         let worlds = self.worlds()?;
         let mut out = String::new();
         if let Some(p) = &self.property {
-            let _ = writeln!(out, "trace for property `{p}` ({} steps)", self.actions.len());
+            let _ = writeln!(
+                out,
+                "trace for property `{p}` ({} steps)",
+                self.actions.len()
+            );
         }
         let _ = writeln!(out, "  0. initial world\n{}", summarize(&worlds[0]));
         for (i, (action, world)) in self.actions.iter().zip(worlds.iter().skip(1)).enumerate() {
-            let _ = writeln!(out, "{:>3}. {}\n{}", i + 1, describe(action), summarize(world));
+            let _ = writeln!(
+                out,
+                "{:>3}. {}\n{}",
+                i + 1,
+                describe(action),
+                summarize(world)
+            );
         }
         Ok(out)
     }
@@ -92,9 +102,10 @@ pub fn describe(action: &Action) -> String {
 
 fn describe_message(m: &Message) -> String {
     match m {
-        Message::Request {
-            from, to, body, ..
-        } => format!("request {body:?} from {}/{} to {to}", from.cluster, from.broker),
+        Message::Request { from, to, body, .. } => format!(
+            "request {body:?} from {}/{} to {to}",
+            from.cluster, from.broker
+        ),
         Message::Reply { to, input, batches } => {
             let batches = if batches.is_empty() {
                 String::new()
@@ -128,10 +139,7 @@ pub fn summarize(w: &World) -> String {
             w.desired(c),
             stored.map_or("-".into(), |s| format!(
                 "{} (state epoch {}, leader epoch {}, from {:?})",
-                s.state,
-                s.state_epoch,
-                s.leader_epoch,
-                s.previous_state
+                s.state, s.state_epoch, s.leader_epoch, s.previous_state
             )),
             lme.map_or("-".into(), |l| format!(
                 "{:?}@{}",

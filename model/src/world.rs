@@ -9,7 +9,9 @@
 
 use std::fmt;
 
-use im::{OrdMap, OrdSet, Vector};
+use std::collections::BTreeMap;
+
+use im::OrdSet;
 use kmirror_kernel::batch::BatchHeader;
 use kmirror_kernel::config::FetchIsolation;
 use kmirror_kernel::controller::{TopicCatalogue, TopicInfo};
@@ -22,8 +24,7 @@ use kmirror_kernel::partition::PartitionMirror;
 use kmirror_kernel::records::{LastMirroredEpochsValue, MirrorPartitionStateValue};
 use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::{
-    BrokerId, LeaderEpoch, MirrorName, MirrorPartition, Offset, PartitionIndex, StateEpoch,
-    TopicId,
+    BrokerId, LeaderEpoch, MirrorName, MirrorPartition, Offset, PartitionIndex, StateEpoch, TopicId,
 };
 use serde::{Deserialize, Serialize};
 
@@ -210,8 +211,9 @@ pub const TRANSACTIONAL_PRODUCER_ID: i64 = 2;
 /// One cluster.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub struct Cluster {
-    /// The replicas; broker id = index.
-    pub replicas: Vector<Replica>,
+    /// The replicas; broker id = index. A `Vec`: an `im::Vector` of a large element allocates a
+    /// 64-element chunk per change, which dominated the checker's memory.
+    pub replicas: Vec<Replica>,
     /// The partition leader, if one is elected.
     pub leader: Option<BrokerId>,
     /// The partition's leader epoch (the controller's counter).
@@ -294,8 +296,10 @@ pub struct Ghosts {
 pub struct World {
     /// Cluster A, then B.
     pub clusters: [Cluster; 2],
-    /// Messages in flight, with their multiplicity.
-    pub net: OrdMap<Message, u8>,
+    /// Messages in flight, with their multiplicity. A `BTreeMap`, not an `im::OrdMap`: it
+    /// changes on almost every step and an `im` node is sized for 64 entries, which made it
+    /// the bulk of the checker's memory.
+    pub net: BTreeMap<Message, u8>,
     /// Remaining nondeterminism.
     pub budget: Budget,
     /// History kept for the properties.
@@ -345,7 +349,7 @@ impl World {
         };
         let mut world = World {
             clusters: [cluster(ClusterId::A), cluster(ClusterId::B)],
-            net: OrdMap::new(),
+            net: BTreeMap::new(),
             budget: Budget {
                 records: config.records,
                 transactions: config.transactions,
@@ -415,9 +419,9 @@ impl World {
 
     /// Removes one copy of `message` from the network; false if there was none.
     pub fn take(&mut self, message: &Message) -> bool {
-        match self.net.get(message).copied() {
-            Some(n) if n > 1 => {
-                self.net.insert(message.clone(), n - 1);
+        match self.net.get_mut(message) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
                 true
             }
             Some(_) => {
