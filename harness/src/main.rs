@@ -1,3 +1,45 @@
-//! The `kmirror` binary.
+//! `kmirror`: model-check, simulate and explore the KIP-1279 mirroring design, and run the
+//! kernel on real on-disk Kafka logs.
 
-fn main() {}
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod model_cli;
+
+/// Kafka cluster mirroring (KIP-1279): a pure kernel, its exhaustive model, and real logs.
+#[derive(Parser)]
+#[command(name = "kmirror", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Exhaustively model-check the mirroring design (BFS over every interleaving).
+    Check(model_cli::CheckArgs),
+    /// Random walks through configurations too big to exhaust.
+    Simulate(model_cli::SimulateArgs),
+    /// Serve stateright's Explorer to step through the model in a browser.
+    Explore(model_cli::ExploreArgs),
+    /// Print a saved trace (a counterexample or example) as a numbered story.
+    Show(model_cli::ShowArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Check(args) => model_cli::check(args),
+        Command::Simulate(args) => model_cli::simulate(args),
+        Command::Explore(args) => model_cli::explore(args),
+        Command::Show(args) => model_cli::show(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("kmirror: {message}");
+            ExitCode::from(2)
+        }
+    }
+}

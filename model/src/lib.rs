@@ -12,6 +12,7 @@ pub mod liveness;
 pub mod model;
 pub mod properties;
 pub mod replication;
+pub mod runner;
 pub mod trace;
 pub mod world;
 

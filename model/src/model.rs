@@ -11,12 +11,20 @@ use crate::world::World;
 pub struct MirrorModel {
     /// The bounds and the kernel variant.
     pub config: ModelConfig,
+    /// Check only this property (for a short counterexample search).
+    pub only: Option<&'static str>,
 }
 
 impl MirrorModel {
     /// A model of `config`.
     pub fn new(config: ModelConfig) -> Self {
-        MirrorModel { config }
+        MirrorModel { config, only: None }
+    }
+
+    /// This model checking property `name` alone.
+    pub fn only(mut self, name: &'static str) -> Self {
+        self.only = Some(name);
+        self
     }
 }
 
@@ -39,6 +47,10 @@ impl Model for MirrorModel {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        crate::properties::all()
+        let mut all = crate::properties::all();
+        if let Some(name) = self.only {
+            all.retain(|p| p.name == name);
+        }
+        all
     }
 }

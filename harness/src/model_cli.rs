@@ -1,0 +1,291 @@
+//! The model subcommands of `kmirror`: `check`, `simulate`, `explore`, `show`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use kmirror_kernel::config::{FetchIsolation, StopStrategy, TruncationQuorum};
+use kmirror_kernel::mutant::Mutant;
+use kmirror_model::runner::{self, CheckReport, RunOptions};
+use kmirror_model::trace::Trace;
+use kmirror_model::ModelConfig;
+
+/// The world's bounds and the kernel variant (defaults: the default check configuration).
+#[derive(Args, Debug, Clone)]
+pub struct ModelArgs {
+    /// Replicas per cluster.
+    #[arg(long, default_value_t = ModelConfig::default_check().replicas, value_parser = clap::value_parser!(u8).range(1..=5))]
+    replicas: u8,
+    /// Data batches producers may append in all.
+    #[arg(long, default_value_t = ModelConfig::default_check().records)]
+    records: u8,
+    /// Transactions producers may open.
+    #[arg(long, default_value_t = ModelConfig::default_check().transactions)]
+    transactions: u8,
+    /// Leader elections that replace a live leader.
+    #[arg(long, default_value_t = ModelConfig::default_check().elections)]
+    elections: u8,
+    /// Broker crashes.
+    #[arg(long, default_value_t = ModelConfig::default_check().crashes)]
+    crashes: u8,
+    /// Lost or duplicated messages.
+    #[arg(long, default_value_t = ModelConfig::default_check().network_faults)]
+    network_faults: u8,
+    /// Moves of a __mirror_state coordinator.
+    #[arg(long, default_value_t = ModelConfig::default_check().coordinator_moves)]
+    coordinator_moves: u8,
+    /// ISR shrinks of a lagging follower.
+    #[arg(long, default_value_t = ModelConfig::default_check().isr_shrinks)]
+    isr_shrinks: u8,
+    /// Accepted operator requests (stop, failback, pause, resume).
+    #[arg(long, default_value_t = ModelConfig::default_check().operator_steps)]
+    operator_steps: u8,
+    /// Let the operator pause and resume.
+    #[arg(long)]
+    pause_resume: bool,
+    /// Let a mirror destination elect a replica outside its ISR.
+    #[arg(long)]
+    unclean: bool,
+    /// How STOPPING removes half transactions.
+    #[arg(long, value_enum, default_value_t = StopArg::Lso)]
+    stop_strategy: StopArg,
+    /// Who must truncate before MIRRORING (`all` = mirror.support.unclean.leader.election).
+    #[arg(long, value_enum, default_value_t = QuorumArg::Isr)]
+    quorum: QuorumArg,
+    /// Isolation level of the mirror fetcher.
+    #[arg(long, value_enum, default_value_t = IsolationArg::Uncommitted)]
+    fetch_isolation: IsolationArg,
+    /// Refuse to stop a PAUSED partition (the KIP prototypes disagree).
+    #[arg(long)]
+    refuse_stop_from_paused: bool,
+    /// Steps the fault-free scheduler may take in the bounded liveness properties.
+    #[arg(long, default_value_t = ModelConfig::default_check().liveness_bound)]
+    liveness_bound: u16,
+    /// Check a deliberately broken kernel (see `kmirror check --help`).
+    #[arg(long, value_enum)]
+    mutant: Option<MutantArg>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum StopArg {
+    /// Truncate to the LSO (the seed).
+    Lso,
+    /// Append ABORT markers for open transactions (the KIP's later prototype).
+    Abort,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum QuorumArg {
+    /// Every ISR member.
+    Isr,
+    /// Every assigned replica.
+    All,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum IsolationArg {
+    /// read_committed: up to the source LSO (SPEC 6.3).
+    Committed,
+    /// read_uncommitted: up to the source HW (what the seed's LSO truncation implies).
+    Uncommitted,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum MutantArg {
+    SkipIsrWait,
+    ActBeforePersist,
+    SkipEpochBump,
+    SkipLsoTruncation,
+    SkipPidReset,
+    WritableBeforeStopped,
+    LmeOffByOne,
+    AcceptFencedWrite,
+    FetcherRunsInStopping,
+}
+
+impl ModelArgs {
+    /// The model configuration these arguments describe.
+    pub fn config(&self) -> ModelConfig {
+        let mut config = ModelConfig {
+            replicas: self.replicas,
+            records: self.records,
+            transactions: self.transactions,
+            elections: self.elections,
+            crashes: self.crashes,
+            network_faults: self.network_faults,
+            coordinator_moves: self.coordinator_moves,
+            isr_shrinks: self.isr_shrinks,
+            operator_steps: self.operator_steps,
+            pause_resume: self.pause_resume,
+            unclean_elections: self.unclean,
+            liveness_bound: self.liveness_bound,
+            ..ModelConfig::default_check()
+        }
+        .with_stop_strategy(match self.stop_strategy {
+            StopArg::Lso => StopStrategy::TruncateToLso,
+            StopArg::Abort => StopStrategy::AbortOpenTransactions,
+        })
+        .with_quorum(match self.quorum {
+            QuorumArg::Isr => TruncationQuorum::Isr,
+            QuorumArg::All => TruncationQuorum::AllReplicas,
+        })
+        .with_fetch_isolation(match self.fetch_isolation {
+            IsolationArg::Committed => FetchIsolation::ReadCommitted,
+            IsolationArg::Uncommitted => FetchIsolation::ReadUncommitted,
+        })
+        .with_stop_from_paused(!self.refuse_stop_from_paused);
+        config.kernel.mutant = self.mutant.map(|m| match m {
+            MutantArg::SkipIsrWait => Mutant::SkipIsrWait,
+            MutantArg::ActBeforePersist => Mutant::ActBeforePersist,
+            MutantArg::SkipEpochBump => Mutant::SkipEpochBump,
+            MutantArg::SkipLsoTruncation => Mutant::SkipLsoTruncation,
+            MutantArg::SkipPidReset => Mutant::SkipPidReset,
+            MutantArg::WritableBeforeStopped => Mutant::WritableBeforeStopped,
+            MutantArg::LmeOffByOne => Mutant::LmeOffByOne,
+            MutantArg::AcceptFencedWrite => Mutant::AcceptFencedWrite,
+            MutantArg::FetcherRunsInStopping => Mutant::FetcherRunsInStopping,
+        });
+        config
+    }
+}
+
+/// `kmirror check`.
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Worker threads.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Stop after this many generated states (the check is then not exhaustive).
+    #[arg(long)]
+    max_states: Option<usize>,
+    /// Directory where counterexamples are saved as JSON traces.
+    #[arg(long, default_value = "kmirror-traces")]
+    save_dir: PathBuf,
+    /// Print the report as JSON on stdout instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// No progress line.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// `kmirror simulate`.
+#[derive(Args, Debug)]
+pub struct SimulateArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Random seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Number of walks.
+    #[arg(long, default_value_t = 10_000)]
+    walks: usize,
+    /// Steps per walk.
+    #[arg(long, default_value_t = 200)]
+    depth: usize,
+    /// Directory where counterexamples are saved as JSON traces.
+    #[arg(long, default_value = "kmirror-traces")]
+    save_dir: PathBuf,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `kmirror explore`.
+#[derive(Args, Debug)]
+pub struct ExploreArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Address to serve on (loopback only by default).
+    #[arg(long, default_value = "127.0.0.1:3000")]
+    address: String,
+}
+
+/// `kmirror show`.
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    /// A trace saved by `check` or `simulate`.
+    trace: PathBuf,
+}
+
+pub fn check(args: CheckArgs) -> Result<ExitCode, String> {
+    let config = args.model.config();
+    let options = RunOptions {
+        threads: args.threads,
+        state_limit: args.max_states,
+        progress: (!args.quiet && !args.json).then_some(Duration::from_secs(2)),
+        shorten: true,
+    };
+    let report = runner::check(&config, &options);
+    finish(&report, &args.save_dir, args.json)
+}
+
+pub fn simulate(args: SimulateArgs) -> Result<ExitCode, String> {
+    let config = args.model.config();
+    let report = runner::simulate(&config, args.seed, args.walks, args.depth);
+    finish(&report, &args.save_dir, args.json)
+}
+
+pub fn explore(args: ExploreArgs) -> Result<ExitCode, String> {
+    eprintln!("kmirror: serving the Explorer on http://{}", args.address);
+    runner::explore(&args.model.config(), &args.address);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn show(args: ShowArgs) -> Result<ExitCode, String> {
+    let text = std::fs::read_to_string(&args.trace)
+        .map_err(|e| format!("cannot read {}: {e}", args.trace.display()))?;
+    let trace: Trace = serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not a kmirror trace: {e}", args.trace.display()))?;
+    let story = trace
+        .render()
+        .map_err(|e| format!("{}: {e}", args.trace.display()))?;
+    print!("{story}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints the report, saves and prints counterexamples; exit 1 on a violation.
+fn finish(
+    report: &CheckReport,
+    save_dir: &std::path::Path,
+    json: bool,
+) -> Result<ExitCode, String> {
+    let mut saved = Vec::new();
+    for p in report.properties.iter().filter(|p| p.verdict.is_failure()) {
+        if let Some(trace) = &p.trace {
+            std::fs::create_dir_all(save_dir)
+                .map_err(|e| format!("cannot create {}: {e}", save_dir.display()))?;
+            let path = save_dir.join(format!("{}.json", p.name));
+            let text = serde_json::to_string_pretty(trace).map_err(|e| e.to_string())?;
+            std::fs::write(&path, text)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            saved.push((p.name.clone(), path, trace));
+        }
+    }
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(report).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!("{}", report.table());
+        for (name, path, trace) in &saved {
+            println!(
+                "\ncounterexample for `{name}` (saved to {}):",
+                path.display()
+            );
+            match trace.render() {
+                Ok(story) => print!("{story}"),
+                Err(e) => println!("  (cannot render: {e})"),
+            }
+        }
+    }
+    Ok(if report.all_hold() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

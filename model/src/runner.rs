@@ -1,0 +1,268 @@
+//! Running the checker: exhaustive BFS with progress, random-walk simulation, and a report of
+//! every property (holds, counterexample, example found, not reached).
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+use stateright::{Checker, HasDiscoveries, Model, Path, UniformChooser};
+
+use crate::actions::Action;
+use crate::config::ModelConfig;
+use crate::model::MirrorModel;
+use crate::trace::Trace;
+use crate::world::World;
+
+/// How a property fared.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum Verdict {
+    /// An `always` property held in every state explored.
+    Holds,
+    /// An `always` property failed: a counterexample exists.
+    Counterexample,
+    /// A `sometimes` property was reached.
+    ExampleFound,
+    /// A `sometimes` property was never reached (the situation it names was not exercised).
+    NotReached,
+}
+
+impl Verdict {
+    /// Whether the verdict is a failure of the check.
+    pub fn is_failure(self) -> bool {
+        matches!(self, Verdict::Counterexample)
+    }
+}
+
+/// One property's outcome, with its trace when there is one.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PropertyReport {
+    /// The property's name.
+    pub name: String,
+    /// `always` or `sometimes`.
+    pub kind: String,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// The counterexample or example, when found.
+    pub trace: Option<Trace>,
+}
+
+/// The figures and verdicts of one run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CheckReport {
+    /// States generated, repeats included.
+    pub states: usize,
+    /// Unique states.
+    pub unique: usize,
+    /// Greatest depth reached.
+    pub depth: usize,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+    /// Whether the search covered every reachable state (false for simulation or a state
+    /// limit).
+    pub exhaustive: bool,
+    /// Every property.
+    pub properties: Vec<PropertyReport>,
+}
+
+impl CheckReport {
+    /// Unique states per second.
+    pub fn unique_per_second(&self) -> f64 {
+        self.unique as f64 / self.seconds.max(1e-9)
+    }
+
+    /// Whether every `always` property held.
+    pub fn all_hold(&self) -> bool {
+        self.properties.iter().all(|p| !p.verdict.is_failure())
+    }
+
+    /// The report as the table `kmirror check` prints.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        out.push_str(&format!(
+            "states generated {}  unique {}  depth {}  seconds {:.1}  unique/s {:.0}{}\n",
+            self.states,
+            self.unique,
+            self.depth,
+            self.seconds,
+            self.unique_per_second(),
+            if self.exhaustive {
+                ""
+            } else {
+                "  (not exhaustive)"
+            }
+        ));
+        let width = self
+            .properties
+            .iter()
+            .map(|p| p.name.len())
+            .max()
+            .unwrap_or(8);
+        for p in &self.properties {
+            let verdict = match p.verdict {
+                Verdict::Holds => "holds",
+                Verdict::Counterexample => "COUNTEREXAMPLE",
+                Verdict::ExampleFound => "example found",
+                Verdict::NotReached => "not reached",
+            };
+            let steps = p
+                .trace
+                .as_ref()
+                .map_or(String::new(), |t| format!(" ({} steps)", t.actions.len()));
+            out.push_str(&format!(
+                "  {:<9} {:<width$}  {verdict}{steps}\n",
+                p.kind, p.name
+            ));
+        }
+        out
+    }
+}
+
+/// How to search.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Worker threads.
+    pub threads: usize,
+    /// Stop after this many generated states (`None`: exhaust).
+    pub state_limit: Option<usize>,
+    /// Print a progress line to stderr every this often (`None`: quiet).
+    pub progress: Option<Duration>,
+    /// Re-run a short search per failed property for a short counterexample.
+    pub shorten: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            threads: 1,
+            state_limit: None,
+            progress: None,
+            shorten: true,
+        }
+    }
+}
+
+/// Exhaustive BFS of `config`.
+pub fn check(config: &ModelConfig, options: &RunOptions) -> CheckReport {
+    let model = MirrorModel::new(config.clone());
+    let start = Instant::now();
+    let mut builder = model.clone().checker().threads(options.threads.max(1));
+    if let Some(limit) = options.state_limit {
+        builder = builder.target_state_count(limit);
+    }
+    let checker = builder.spawn_bfs();
+    if let Some(every) = options.progress {
+        while !checker.is_done() {
+            std::thread::sleep(every.min(Duration::from_millis(200)));
+            if start.elapsed().as_millis() % every.as_millis().max(1) < 200 {
+                eprint!(
+                    "\r  {:>10} states  {:>10} unique  depth {:>3}  {:>6.0}s",
+                    checker.state_count(),
+                    checker.unique_state_count(),
+                    checker.max_depth(),
+                    start.elapsed().as_secs_f64()
+                );
+                let _ = std::io::stderr().flush();
+            }
+        }
+        eprintln!();
+    }
+    let checker = checker.join();
+    let seconds = start.elapsed().as_secs_f64();
+    let exhaustive = options
+        .state_limit
+        .is_none_or(|limit| checker.state_count() < limit);
+    let shorten = options.shorten.then_some(options.threads);
+    let properties = property_reports(&model, checker.discoveries(), shorten);
+    CheckReport {
+        states: checker.state_count(),
+        unique: checker.unique_state_count(),
+        depth: checker.max_depth(),
+        seconds,
+        exhaustive,
+        properties,
+    }
+}
+
+/// The verdict of every property of `model` given the checker's `discoveries`; with
+/// `shorten = Some(threads)`, each counterexample is replaced by a short one.
+fn property_reports(
+    model: &MirrorModel,
+    mut discoveries: HashMap<&'static str, Path<World, Action>>,
+    shorten: Option<usize>,
+) -> Vec<PropertyReport> {
+    model
+        .properties()
+        .into_iter()
+        .map(|p| {
+            let always = p.expectation.discovery_is_failure();
+            let found = discoveries.remove(p.name).map(|path| path.into_actions());
+            let verdict = match (always, found.is_some()) {
+                (true, true) => Verdict::Counterexample,
+                (true, false) => Verdict::Holds,
+                (false, true) => Verdict::ExampleFound,
+                (false, false) => Verdict::NotReached,
+            };
+            let actions = match shorten {
+                Some(threads) if verdict == Verdict::Counterexample => {
+                    shortest(&model.config, p.name, threads).or(found)
+                }
+                _ => found,
+            };
+            PropertyReport {
+                name: p.name.to_string(),
+                kind: if always { "always" } else { "sometimes" }.to_string(),
+                verdict,
+                trace: actions.map(|actions| Trace {
+                    property: Some(p.name.to_string()),
+                    config: model.config.clone(),
+                    actions,
+                }),
+            }
+        })
+        .collect()
+}
+
+/// A short path to a state violating `property`: a BFS over that property alone that stops at
+/// its first discovery (stateright keeps the last discovery it sees, which a full run makes
+/// long).
+fn shortest(config: &ModelConfig, property: &'static str, threads: usize) -> Option<Vec<Action>> {
+    let model = MirrorModel::new(config.clone()).only(property);
+    let checker = model
+        .checker()
+        .threads(threads.max(1))
+        .finish_when(HasDiscoveries::Any)
+        .spawn_bfs()
+        .join();
+    checker.discovery(property).map(|p| p.into_actions())
+}
+
+/// `walks` random walks of at most `depth` steps from seed `seed`: for configurations too big
+/// to exhaust.
+pub fn simulate(config: &ModelConfig, seed: u64, walks: usize, depth: usize) -> CheckReport {
+    let model = MirrorModel::new(config.clone());
+    let start = Instant::now();
+    let checker = model
+        .clone()
+        .checker()
+        .target_max_depth(depth)
+        .target_state_count(walks.saturating_mul(depth).max(1))
+        .spawn_simulation(seed, UniformChooser)
+        .join();
+    let seconds = start.elapsed().as_secs_f64();
+    let properties = property_reports(&model, checker.discoveries(), None);
+    CheckReport {
+        states: checker.state_count(),
+        unique: checker.unique_state_count(),
+        depth: checker.max_depth(),
+        seconds,
+        exhaustive: false,
+        properties,
+    }
+}
+
+/// Serves stateright's Explorer for `config` on `address` (blocks).
+pub fn explore(config: &ModelConfig, address: &str) {
+    MirrorModel::new(config.clone()).checker().serve(address);
+}
