@@ -91,17 +91,35 @@ enum IsolationArg {
     Uncommitted,
 }
 
+/// The named mutants of `kmirror_kernel::mutant::Mutant`.
 #[derive(ValueEnum, Clone, Copy, Debug)]
 enum MutantArg {
+    /// PREPARING does not wait for the replicas to truncate.
     SkipIsrWait,
+    /// STOPPED is made writable before the coordinator acknowledged it.
     ActBeforePersist,
+    /// STOPPING does not bump the leader epoch.
     SkipEpochBump,
+    /// STOPPING neither truncates to the LSO nor aborts open transactions.
     SkipLsoTruncation,
+    /// STOPPING does not append MIRROR_PID_RESET.
     SkipPidReset,
+    /// Writable as soon as STOPPING starts.
     WritableBeforeStopped,
+    /// LME truncation keeps one offset too many.
     LmeOffByOne,
+    /// The coordinator accepts stale leader or state epochs.
     AcceptFencedWrite,
+    /// The fetcher keeps running (and appending) in STOPPING.
     FetcherRunsInStopping,
+    /// Failback goes from STOPPED straight to MIRRORING.
+    FailbackWithoutPreparing,
+    /// FAILED never schedules a retry.
+    NeverRetry,
+    /// Followers' truncation reports are ignored.
+    IgnoreReplicaReports,
+    /// The epoch bump's completion is dropped.
+    StallAfterEpochBump,
 }
 
 impl ModelArgs {
@@ -145,6 +163,10 @@ impl ModelArgs {
             MutantArg::LmeOffByOne => Mutant::LmeOffByOne,
             MutantArg::AcceptFencedWrite => Mutant::AcceptFencedWrite,
             MutantArg::FetcherRunsInStopping => Mutant::FetcherRunsInStopping,
+            MutantArg::FailbackWithoutPreparing => Mutant::FailbackWithoutPreparing,
+            MutantArg::NeverRetry => Mutant::NeverRetry,
+            MutantArg::IgnoreReplicaReports => Mutant::IgnoreReplicaReports,
+            MutantArg::StallAfterEpochBump => Mutant::StallAfterEpochBump,
         });
         config
     }

@@ -259,7 +259,13 @@ mod tests {
     #[test]
     fn fetch_without_epoch_returns_whole_batches_from_the_offset() {
         let log = source();
-        let r = records_of(serve_fetch(&log, 0, None, FetchIsolation::ReadCommitted, 10));
+        let r = records_of(serve_fetch(
+            &log,
+            0,
+            None,
+            FetchIsolation::ReadCommitted,
+            10,
+        ));
         assert_eq!(r.batches.len(), 4);
         assert_eq!((r.next_offset, r.last_epoch), (10, Some(4)));
         // From inside a batch: the whole batch holding the offset.
@@ -270,7 +276,13 @@ mod tests {
         );
         assert_eq!((r.next_offset, r.last_epoch), (8, Some(3)));
         // At LEO: nothing, next offset unchanged.
-        let r = records_of(serve_fetch(&log, 10, Some(4), FetchIsolation::ReadCommitted, 5));
+        let r = records_of(serve_fetch(
+            &log,
+            10,
+            Some(4),
+            FetchIsolation::ReadCommitted,
+            5,
+        ));
         assert!(r.batches.is_empty());
         assert_eq!((r.next_offset, r.last_epoch), (10, None));
         assert_eq!(
@@ -281,7 +293,11 @@ mod tests {
             }
         );
         // max_batches = 0 returns nothing.
-        assert!(records_of(serve_fetch(&log, 0, None, FetchIsolation::ReadCommitted, 0)).batches.is_empty());
+        assert!(
+            records_of(serve_fetch(&log, 0, None, FetchIsolation::ReadCommitted, 0))
+                .batches
+                .is_empty()
+        );
     }
 
     #[test]
@@ -304,7 +320,13 @@ mod tests {
         log.append_as_leader(4, records(1)).expect("plain");
         log.advance_high_watermark(13).expect("hw");
         assert_eq!(log.last_stable_offset(), 10);
-        let r = records_of(serve_fetch(&log, 8, Some(4), FetchIsolation::ReadCommitted, 10));
+        let r = records_of(serve_fetch(
+            &log,
+            8,
+            Some(4),
+            FetchIsolation::ReadCommitted,
+            10,
+        ));
         assert_eq!(r.batches.len(), 1);
         assert_eq!(
             (r.next_offset, r.last_stable_offset, r.high_watermark),
@@ -319,10 +341,22 @@ mod tests {
         )
         .expect("commit");
         // HW 13 is below LEO 14: the marker is not yet readable.
-        let r = records_of(serve_fetch(&log, 10, Some(4), FetchIsolation::ReadCommitted, 10));
+        let r = records_of(serve_fetch(
+            &log,
+            10,
+            Some(4),
+            FetchIsolation::ReadCommitted,
+            10,
+        ));
         assert_eq!(r.next_offset, 13);
         log.advance_high_watermark(14).expect("hw");
-        let r = records_of(serve_fetch(&log, 10, Some(4), FetchIsolation::ReadCommitted, 10));
+        let r = records_of(serve_fetch(
+            &log,
+            10,
+            Some(4),
+            FetchIsolation::ReadCommitted,
+            10,
+        ));
         assert_eq!((r.batches.len(), r.next_offset), (3, 14));
     }
 
@@ -331,7 +365,13 @@ mod tests {
         let mut log = source();
         log.append_as_leader(4, records(4)).expect("append");
         log.advance_high_watermark(12).expect("hw inside the batch");
-        let r = records_of(serve_fetch(&log, 10, Some(4), FetchIsolation::ReadCommitted, 10));
+        let r = records_of(serve_fetch(
+            &log,
+            10,
+            Some(4),
+            FetchIsolation::ReadCommitted,
+            10,
+        ));
         assert!(r.batches.is_empty());
         assert_eq!(r.next_offset, 10);
     }
@@ -386,10 +426,19 @@ mod tests {
             log_start_offset: 5,
             log_end_offset: 10,
         };
-        assert_eq!(serve_fetch(&log, 4, None, FetchIsolation::ReadCommitted, 1).outcome(), oor);
-        assert_eq!(serve_fetch(&log, 11, None, FetchIsolation::ReadCommitted, 1).outcome(), oor);
+        assert_eq!(
+            serve_fetch(&log, 4, None, FetchIsolation::ReadCommitted, 1).outcome(),
+            oor
+        );
+        assert_eq!(
+            serve_fetch(&log, 11, None, FetchIsolation::ReadCommitted, 1).outcome(),
+            oor
+        );
         // Below the log start even with a matching epoch.
-        assert_eq!(serve_fetch(&log, 4, Some(2), FetchIsolation::ReadCommitted, 1).outcome(), oor);
+        assert_eq!(
+            serve_fetch(&log, 4, Some(2), FetchIsolation::ReadCommitted, 1).outcome(),
+            oor
+        );
         // An epoch below the first entry: (requested, first start) = (1, 5), not diverging at 5.
         assert!(matches!(
             serve_fetch(&log, 5, Some(1), FetchIsolation::ReadCommitted, 1),
@@ -402,15 +451,22 @@ mod tests {
                 end_offset: 5
             })
         );
-        let (outcome, batches) = serve_fetch(&log, 11, None, FetchIsolation::ReadCommitted, 1).into_parts();
+        let (outcome, batches) =
+            serve_fetch(&log, 11, None, FetchIsolation::ReadCommitted, 1).into_parts();
         assert_eq!((outcome, batches.len()), (oor, 0));
         // An empty source with an epoch asked: out of range.
         let empty = MemLog::new();
         assert!(matches!(
-            serve_fetch(&empty, 0, Some(0), 1),
+            serve_fetch(&empty, 0, Some(0), FetchIsolation::ReadCommitted, 1),
             FetchResponse::OffsetOutOfRange { .. }
         ));
-        let r = records_of(serve_fetch(&empty, 0, None, 1));
+        let r = records_of(serve_fetch(
+            &empty,
+            0,
+            None,
+            FetchIsolation::ReadCommitted,
+            1,
+        ));
         assert_eq!((r.batches.len(), r.next_offset), (0, 0));
     }
 
@@ -500,7 +556,13 @@ mod tests {
         let mut dst = MemLog::new();
         dst.append_as_follower(&old.read(0, 9)).expect("mirror");
         let last_epoch = dst.last_batch().map(|b| b.partition_leader_epoch);
-        let resp = serve_fetch(&src, dst.log_end_offset(), last_epoch, 10);
+        let resp = serve_fetch(
+            &src,
+            dst.log_end_offset(),
+            last_epoch,
+            FetchIsolation::ReadCommitted,
+            10,
+        );
         let FetchOutcome::Diverging(d) = resp.outcome() else {
             panic!("expected divergence, got {resp:?}");
         };
@@ -515,8 +577,14 @@ mod tests {
         assert_eq!(to, 5);
         dst.truncate_to(to).expect("truncate");
         let last_epoch = dst.last_batch().map(|b| b.partition_leader_epoch);
-        let (outcome, batches) =
-            serve_fetch(&src, dst.log_end_offset(), last_epoch, 10).into_parts();
+        let (outcome, batches) = serve_fetch(
+            &src,
+            dst.log_end_offset(),
+            last_epoch,
+            FetchIsolation::ReadCommitted,
+            10,
+        )
+        .into_parts();
         assert_eq!(
             outcome,
             FetchOutcome::Records {
@@ -543,5 +611,41 @@ mod tests {
             resolve_out_of_range(10, 5, 20),
             OutOfRangeResolution::FetchFrom(10)
         );
+    }
+
+    #[test]
+    fn each_isolation_level_reads_up_to_its_bound() {
+        // Offsets 0..3 committed and replicated, 3..5 an open transaction, HW at 4, LEO 5.
+        let mut log = MemLog::new();
+        log.append_as_leader(1, records(3)).expect("plain");
+        let txn = LeaderBatch::Records {
+            record_count: 1,
+            producer: Some(ProducerBatchInfo {
+                producer_id: 7,
+                producer_epoch: 0,
+                base_sequence: 0,
+            }),
+            transactional: true,
+        };
+        log.append_as_leader(1, txn).expect("txn");
+        let txn2 = LeaderBatch::Records {
+            record_count: 1,
+            producer: Some(ProducerBatchInfo {
+                producer_id: 7,
+                producer_epoch: 0,
+                base_sequence: 1,
+            }),
+            transactional: true,
+        };
+        log.append_as_leader(1, txn2).expect("txn");
+        log.advance_high_watermark(4).expect("hw");
+        let next = |isolation| records_of(serve_fetch(&log, 0, None, isolation, 10)).next_offset;
+        assert_eq!(
+            next(FetchIsolation::ReadCommitted),
+            3,
+            "LSO: the open transaction"
+        );
+        assert_eq!(next(FetchIsolation::ReadUncommitted), 4, "HW");
+        assert_eq!(next(FetchIsolation::Follower), 5, "LEO");
     }
 }

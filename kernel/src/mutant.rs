@@ -27,11 +27,20 @@ pub enum Mutant {
     AcceptFencedWrite,
     /// The fetcher is left running (and its responses appended) in STOPPING.
     FetcherRunsInStopping,
+    /// Failback goes from STOPPED straight to MIRRORING, skipping PREPARING (no LME truncation).
+    FailbackWithoutPreparing,
+    /// A FAILED partition never schedules its retry.
+    NeverRetry,
+    /// The leader ignores followers' truncation reports, so PREPARING waits forever with
+    /// more than one replica.
+    IgnoreReplicaReports,
+    /// The completion of the epoch bump is dropped, so STOPPING stalls.
+    StallAfterEpochBump,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 9] = [
+    pub const ALL: [Mutant; 13] = [
         Mutant::SkipIsrWait,
         Mutant::ActBeforePersist,
         Mutant::SkipEpochBump,
@@ -41,6 +50,10 @@ impl Mutant {
         Mutant::LmeOffByOne,
         Mutant::AcceptFencedWrite,
         Mutant::FetcherRunsInStopping,
+        Mutant::FailbackWithoutPreparing,
+        Mutant::NeverRetry,
+        Mutant::IgnoreReplicaReports,
+        Mutant::StallAfterEpochBump,
     ];
 }
 

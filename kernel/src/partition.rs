@@ -267,7 +267,9 @@ impl PartitionMirror {
                         ),
                     });
                 }
-                done.insert(replica);
+                if !mutant::active(config.mutant, Mutant::IgnoreReplicaReports) {
+                    done.insert(replica);
+                }
                 self.check_replicas_done(config, &mut out);
             }
             Input::FetchCompleted { request, outcome } => {
@@ -285,6 +287,9 @@ impl PartitionMirror {
                 leader_epoch,
             } => {
                 self.expect(Step::AwaitingEpochBump(request), request)?;
+                if mutant::active(config.mutant, Mutant::StallAfterEpochBump) {
+                    return Ok(out);
+                }
                 if let Some(l) = self.leadership.as_mut() {
                     l.leader_epoch = l.leader_epoch.max(leader_epoch);
                 }
@@ -443,6 +448,11 @@ impl PartitionMirror {
     ) -> Option<MirrorState> {
         use MirrorState::*;
         let to = match (&self.desired, from) {
+            (DesiredState::Mirror(_), Stopped)
+                if mutant::active(config.mutant, Mutant::FailbackWithoutPreparing) =>
+            {
+                return Some(Mirroring);
+            }
             (DesiredState::Mirror(_) | DesiredState::Pause(_), Unknown | Stopped) => Preparing,
             (DesiredState::Mirror(_), Paused) => Mirroring,
             (DesiredState::Pause(_), Mirroring) => Paused,
@@ -613,7 +623,9 @@ impl PartitionMirror {
             MirrorState::Failed => {
                 self.stop_fetcher(out);
                 let attempt = self.stored_value().map_or(1, |v| v.retry_attempt);
-                if config.retry.allows(attempt) {
+                if config.retry.allows(attempt)
+                    && !mutant::active(config.mutant, Mutant::NeverRetry)
+                {
                     self.step = Step::AwaitingRetry { attempt };
                     out.push(Effect::ScheduleRetry {
                         attempt,
@@ -895,6 +907,11 @@ impl PartitionMirror {
                 if r == request =>
             {
                 let attempt = self.stored_value().map_or(0, |v| v.retry_attempt) + 1;
+                if matches!(self.step, Step::Reading(_) | Step::Writing { .. }) {
+                    // Whether the write landed is unknown: act on nothing until re-read.
+                    self.stored = None;
+                    self.asserted = false;
+                }
                 self.step = Step::AwaitingRetry { attempt };
                 out.push(Effect::ScheduleRetry {
                     attempt,

@@ -23,15 +23,30 @@ fn main() {
         }
     }
     let t = std::time::Instant::now();
-    let c = MirrorModel::new(cfg.clone()).checker().threads(2).target_state_count(limit).spawn_bfs().join();
-    println!("states {} unique {} depth {} secs {:.1}", c.state_count(), c.unique_state_count(), c.max_depth(), t.elapsed().as_secs_f64());
+    let c = MirrorModel::new(cfg.clone())
+        .checker()
+        .threads(2)
+        .target_state_count(limit)
+        .spawn_bfs()
+        .join();
+    println!(
+        "states {} unique {} depth {} secs {:.1}",
+        c.state_count(),
+        c.unique_state_count(),
+        c.max_depth(),
+        t.elapsed().as_secs_f64()
+    );
     let mut d: Vec<_> = c.discoveries().into_iter().collect();
     d.sort_by_key(|(k, _)| *k);
     for (k, p) in d {
         let actions = p.into_actions();
         println!("  {k}: path {}", actions.len());
         if show.as_deref() == Some(k) {
-            let t = Trace { property: Some(k.into()), config: cfg.clone(), actions };
+            let t = Trace {
+                property: Some(k.into()),
+                config: cfg.clone(),
+                actions,
+            };
             println!("{}", t.render().unwrap());
         }
     }

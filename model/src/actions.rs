@@ -319,10 +319,16 @@ impl World {
             },
         };
         let epoch = cluster.leader_epoch;
+        let log_end = cluster.replicas[leader].log.log_end_offset();
         let result = self.cluster_mut(c).replicas[leader]
             .log
             .append_as_leader(epoch, batch);
         match result {
+            // A fresh producer's batch taken for a retry of an older one: silently dropped.
+            Ok(header) if header.base_offset < log_end => {
+                self.violate(Violation::ProducerIdCollision);
+                return Some(self);
+            }
             Ok(_) => {}
             Err(LogError::EpochGoesBackwards { .. }) => {
                 self.violate(Violation::LocalWriteBelowMirroredEpoch);

@@ -304,26 +304,29 @@ impl World {
         expected_state_epoch: Option<i32>,
     ) -> Input {
         let before = self.cluster(to).coordinator.read_state(&key).cloned();
+        let from = before.as_ref().map_or(MirrorState::Unknown, |b| b.state);
+        let retry = before.as_ref().and_then(|b| b.previous_state);
+        let stale = match &before {
+            Some(b) => {
+                value.leader_epoch < b.leader_epoch || expected_state_epoch != Some(b.state_epoch)
+            }
+            None => expected_state_epoch.is_some(),
+        };
+        let legal = |to| config.kernel.transitions.is_legal(from, to, retry);
+        if !stale && !legal(value.state) {
+            // A writer that knows the stored record asked for a transition the table refuses.
+            self.violate(Violation::IllegalTransitionPersisted);
+        }
         let result =
             self.cluster_mut(to)
                 .coordinator
                 .write_state(&key, value.clone(), expected_state_epoch);
         match result {
             Ok(stored) => {
-                let stale = before.as_ref().is_some_and(|b| {
-                    value.leader_epoch < b.leader_epoch
-                        || expected_state_epoch != Some(b.state_epoch)
-                }) || (before.is_none() && expected_state_epoch.is_some());
                 if stale {
                     self.violate(Violation::FencedWriteAccepted);
                 }
-                let from = before.as_ref().map_or(MirrorState::Unknown, |b| b.state);
-                let retry = before.as_ref().and_then(|b| b.previous_state);
-                if !config
-                    .kernel
-                    .transitions
-                    .is_legal(from, stored.state, retry)
-                {
+                if !legal(stored.state) {
                     self.violate(Violation::IllegalTransitionPersisted);
                 }
                 if from == MirrorState::Preparing

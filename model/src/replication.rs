@@ -10,7 +10,7 @@ use kmirror_kernel::fetch::{
 };
 use kmirror_kernel::input::Input;
 use kmirror_kernel::log::{LogView, PartitionLog};
-use kmirror_kernel::partition::PartitionMirror;
+use kmirror_kernel::partition::{PartitionMirror, Step};
 use kmirror_kernel::types::BrokerId;
 
 use crate::config::ModelConfig;
@@ -49,16 +49,22 @@ impl World {
         }
     }
 
-    /// Whether follower `b` of cluster `c` has something to fetch (a fetch would change it).
+    /// Whether follower `b` of cluster `c` has a reason to fetch: something to copy or truncate,
+    /// or a leader waiting for its report (Kafka followers fetch continuously; the model lets
+    /// them fetch only when it can change something).
     pub fn follower_behind(&self, c: ClusterId, b: BrokerId) -> bool {
         let cluster = self.cluster(c);
         let (Some(leader), Some(follower)) = (self.leader(c), cluster.replicas.get(b as usize))
         else {
             return false;
         };
+        let awaited = leader.mirror.as_ref().is_some_and(
+            |m| matches!(m.step(), Step::AwaitingReplicas { done, .. } if !done.contains(&b)),
+        );
         follower.alive
             && cluster.leader != Some(b)
-            && (follower.log.batches() != leader.log.batches()
+            && (awaited
+                || follower.log.batches() != leader.log.batches()
                 || follower.log.log_start_offset() != leader.log.log_start_offset()
                 || follower.log.high_watermark()
                     < leader

@@ -268,7 +268,7 @@ pub enum Violation {
     ActedBeforePersisted,
     /// Fetched batches were appended while the stored state was not MIRRORING.
     FetchedOutsideMirroring,
-    /// The coordinator stored a transition its table refuses.
+    /// A transition the table refuses was requested by an up-to-date writer, or stored.
     IllegalTransitionPersisted,
     /// The coordinator accepted a write with a stale leader or state epoch.
     FencedWriteAccepted,
@@ -362,6 +362,9 @@ impl World {
             },
             ghosts: Ghosts::default(),
         };
+        // The clusters' epochs are independent; A starts one ahead so that mirrored batches
+        // carry epochs the destination has not reached (the reason STOPPING bumps the epoch).
+        world.cluster_mut(ClusterId::A).leader_epoch = 1;
         for c in ClusterId::BOTH {
             world.elect(config, c, 0, false);
         }
