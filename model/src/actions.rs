@@ -10,6 +10,7 @@ use kmirror_kernel::types::{BrokerId, MirrorPartition};
 use serde::{Deserialize, Serialize};
 
 use crate::config::ModelConfig;
+use crate::journal::{self, Event, LogOp};
 use crate::world::{
     ClusterId, Message, Violation, World, IDEMPOTENT_PRODUCER_ID, TOPIC, TRANSACTIONAL_PRODUCER_ID,
 };
@@ -320,6 +321,11 @@ impl World {
         };
         let epoch = cluster.leader_epoch;
         let log_end = cluster.replicas[leader].log.log_end_offset();
+        journal::record(|| Event::Log {
+            cluster: c,
+            broker: leader as BrokerId,
+            op: LogOp::AppendAsLeader { epoch, batch },
+        });
         let result = self.cluster_mut(c).replicas[leader]
             .log
             .append_as_leader(epoch, batch);
@@ -391,6 +397,11 @@ impl World {
         }
         let catalogue = apply_config_records(&cluster.catalogue, &outcome.records);
         self.budget.operator_steps -= 1;
+        if matches!(request, MirrorRequest::RemoveTopics { .. }) {
+            // Writers after a failover are new producer sessions: sequence 0, and the same
+            // producer ids the source's producers used (the collision MIRROR_PID_RESET prevents).
+            self.cluster_mut(c).producers = Default::default();
+        }
         self.cluster_mut(c).catalogue = catalogue;
         let desired = self.desired(c);
         for b in 0..self.cluster(c).replicas.len() as BrokerId {

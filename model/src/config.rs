@@ -48,7 +48,7 @@ impl ModelConfig {
             transactions: 1,
             elections: 0,
             crashes: 1,
-            network_faults: 1,
+            network_faults: 0,
             coordinator_moves: 0,
             isr_shrinks: 0,
             operator_steps: 2,
@@ -69,7 +69,6 @@ impl ModelConfig {
         ModelConfig {
             records: 1,
             crashes: 0,
-            network_faults: 0,
             ..Self::default_check()
         }
     }

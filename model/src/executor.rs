@@ -15,6 +15,7 @@ use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::{BrokerId, EpochAndOffset, MirrorPartition};
 
 use crate::config::ModelConfig;
+use crate::journal::{self, Event, LogOp};
 use crate::world::{Addr, ClusterId, Message, RequestBody, Violation, World, TOPIC_ID};
 
 /// Most batches one fetch returns (small: every batch boundary is an interleaving point).
@@ -44,8 +45,14 @@ impl World {
         let Some(mut mirror) = replica.mirror.take() else {
             return;
         };
-        let result = mirror.handle(&config.kernel, input, &replica.log);
+        let result = mirror.handle(&config.kernel, input.clone(), &replica.log);
         replica.mirror = Some(mirror);
+        journal::record(|| Event::Kernel {
+            cluster: c,
+            broker: b,
+            input,
+            effects: result.clone().unwrap_or_default(),
+        });
         if let Ok(effects) = result {
             for effect in effects {
                 self.execute(c, b, effect, batches);
@@ -107,6 +114,14 @@ impl World {
                 if log_effect != LogEffect::AppendFetched {
                     self.expect_stored(c, allowed);
                 }
+                journal::record(|| Event::Log {
+                    cluster: c,
+                    broker: b,
+                    op: LogOp::Effect {
+                        effect: log_effect.clone(),
+                        fetched: fetched.to_vec(),
+                    },
+                });
                 let log = &mut self.cluster_mut(c).replicas[b as usize].log;
                 if apply_log_effect(log, &log_effect, fetched).is_err() {
                     self.violate(Violation::LogEffectRefused);
@@ -160,12 +175,7 @@ impl World {
                 if writable {
                     self.expect_stored(c, &[MirrorState::Stopped]);
                 }
-                let cluster = self.cluster_mut(c);
-                if writable && !cluster.replicas[b as usize].writable {
-                    // New writers after a failover are new producer sessions.
-                    cluster.producers = Default::default();
-                }
-                cluster.replicas[b as usize].writable = writable;
+                self.cluster_mut(c).replicas[b as usize].writable = writable;
             }
             Effect::ScheduleRetry { attempt, .. } => {
                 self.cluster_mut(c).replicas[b as usize].retry_timer = Some(attempt)

@@ -8,6 +8,7 @@
 pub mod actions;
 pub mod config;
 pub mod executor;
+pub mod journal;
 pub mod liveness;
 pub mod model;
 pub mod properties;

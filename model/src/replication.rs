@@ -15,6 +15,7 @@ use kmirror_kernel::types::BrokerId;
 
 use crate::config::ModelConfig;
 use crate::executor::MAX_FETCH_BATCHES;
+use crate::journal::{self, Event, LogOp};
 use crate::world::{ClusterId, World, PARTITION, TOPIC_ID};
 
 impl World {
@@ -34,6 +35,7 @@ impl World {
         let leader_log = &mut cluster.replicas[leader as usize].log;
         if let Some(hw) = isr_min {
             if hw > leader_log.high_watermark() {
+                journal::record(|| advanced(c, leader, hw));
                 let _ = leader_log.advance_high_watermark(hw);
             }
         }
@@ -44,6 +46,7 @@ impl World {
             }
             let hw = leader_hw.min(replica.log.log_end_offset());
             if hw > replica.log.high_watermark() {
+                journal::record(|| advanced(c, b as BrokerId, hw));
                 let _ = replica.log.advance_high_watermark(hw);
             }
         }
@@ -87,23 +90,42 @@ impl World {
         );
         let log = &mut self.cluster_mut(c).replicas[b as usize].log;
         let leo = log.log_end_offset();
-        let _ = match response {
-            FetchResponse::Records(records) => log.append_as_follower(&records.batches),
-            FetchResponse::Diverging(diverging) => {
-                let offset = divergence_truncation_offset(log.epoch_cache(), leo, diverging);
-                log.truncate_to(offset)
+        let op = match response {
+            FetchResponse::Records(records) if !records.batches.is_empty() => {
+                Some(LogOp::AppendAsFollower {
+                    batches: records.batches,
+                })
             }
+            FetchResponse::Records(_) => None,
+            FetchResponse::Diverging(diverging) => Some(LogOp::TruncateTo {
+                offset: divergence_truncation_offset(log.epoch_cache(), leo, diverging),
+            }),
             FetchResponse::OffsetOutOfRange {
                 log_start_offset,
                 log_end_offset,
             } => match resolve_out_of_range(leo, log_start_offset, log_end_offset) {
-                OutOfRangeResolution::TruncateTo(offset) => log.truncate_to(offset),
+                OutOfRangeResolution::TruncateTo(offset) => Some(LogOp::TruncateTo { offset }),
                 OutOfRangeResolution::TruncateFullyAndStartAt(offset) => {
-                    log.truncate_fully_and_start_at(offset)
+                    Some(LogOp::TruncateFullyAndStartAt { offset })
                 }
-                OutOfRangeResolution::FetchFrom(_) => Ok(()),
+                OutOfRangeResolution::FetchFrom(_) => None,
             },
         };
+        if let Some(op) = op {
+            journal::record(|| Event::Log {
+                cluster: c,
+                broker: b,
+                op: op.clone(),
+            });
+            let _ = match op {
+                LogOp::AppendAsFollower { batches } => log.append_as_follower(&batches),
+                LogOp::TruncateTo { offset } => log.truncate_to(offset),
+                LogOp::TruncateFullyAndStartAt { offset } => {
+                    log.truncate_fully_and_start_at(offset)
+                }
+                _ => Ok(()),
+            };
+        }
         let follower_leo = log.log_end_offset();
         let cluster = self.cluster_mut(c);
         let leader_id = cluster.leader.unwrap_or_default();
@@ -193,5 +215,14 @@ impl World {
         let replica = &mut self.cluster_mut(c).replicas[b as usize];
         replica.alive = true;
         replica.mirror = Some(PartitionMirror::new(b, TOPIC_ID, PARTITION, desired));
+    }
+}
+
+/// The journal entry of an HW advance.
+fn advanced(cluster: ClusterId, broker: BrokerId, offset: kmirror_kernel::types::Offset) -> Event {
+    Event::Log {
+        cluster,
+        broker,
+        op: LogOp::AdvanceHighWatermark { offset },
     }
 }

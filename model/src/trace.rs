@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::actions::Action;
 use crate::config::ModelConfig;
+use crate::journal;
 use crate::world::{ClusterId, Message, World};
 
 /// A path through the model, reproducible from its configuration.
@@ -22,6 +23,17 @@ pub struct Trace {
     pub config: ModelConfig,
     /// The actions taken from the initial world.
     pub actions: Vec<Action>,
+}
+
+/// One step of a trace with its journal.
+#[derive(Clone, Debug)]
+pub struct JournalStep {
+    /// The action (`None` for the initial world).
+    pub action: Option<Action>,
+    /// What the step did, in order.
+    pub events: Vec<journal::Event>,
+    /// The world after the step.
+    pub world: World,
 }
 
 /// Why a trace does not replay.
@@ -52,6 +64,32 @@ impl Trace {
             worlds.push(next);
         }
         Ok(worlds)
+    }
+
+    /// Every step with what it did: the action, the journal of kernel inputs and log
+    /// operations it caused, and the world after it (the first entry is the initial world,
+    /// with the journal of the initial leader elections and no action).
+    pub fn journal(&self) -> Result<Vec<JournalStep>, ReplayError> {
+        let (initial, events) = journal::capture(|| World::initial(&self.config));
+        let mut steps = vec![JournalStep {
+            action: None,
+            events,
+            world: initial,
+        }];
+        for (i, action) in self.actions.iter().enumerate() {
+            let last = &steps.last().expect("starts with the initial world").world;
+            let (next, events) = journal::capture(|| last.apply(&self.config, action.clone()));
+            let world = next.ok_or_else(|| ReplayError::Inapplicable {
+                step: i + 1,
+                action: describe(action),
+            })?;
+            steps.push(JournalStep {
+                action: Some(action.clone()),
+                events,
+                world,
+            });
+        }
+        Ok(steps)
     }
 
     /// The trace as a numbered story: each action, then the key state after it.
