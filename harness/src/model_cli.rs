@@ -183,6 +183,9 @@ pub struct CheckArgs {
     /// Stop after this many generated states (the check is then not exhaustive).
     #[arg(long)]
     max_states: Option<usize>,
+    /// Reduce by replica symmetry (replicas of a cluster are interchangeable).
+    #[arg(long)]
+    symmetry: bool,
     /// Directory where counterexamples are saved as JSON traces.
     #[arg(long, default_value = "kmirror-traces")]
     save_dir: PathBuf,
@@ -240,6 +243,7 @@ pub fn check(args: CheckArgs) -> Result<ExitCode, String> {
         state_limit: args.max_states,
         progress: (!args.quiet && !args.json).then_some(Duration::from_secs(2)),
         shorten: true,
+        symmetry: args.symmetry,
     };
     let report = runner::check(&config, &options);
     finish(&report, &args.save_dir, args.json)

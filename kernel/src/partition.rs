@@ -182,6 +182,23 @@ impl PartitionMirror {
         self.leadership.as_ref()
     }
 
+    /// This state machine with every broker id renamed by `rename` (its own id, the replica
+    /// sets, the followers known to have truncated): for model checkers that reduce by replica
+    /// symmetry. `rename` must be a permutation.
+    pub fn renumbered(&self, rename: impl Fn(BrokerId) -> BrokerId) -> Self {
+        let mut renamed = self.clone();
+        renamed.broker = rename(self.broker);
+        let rename_set = |set: &OrdSet<BrokerId>| set.iter().map(|&b| rename(b)).collect();
+        if let Some(l) = renamed.leadership.as_mut() {
+            l.replicas = rename_set(&l.replicas);
+            l.isr = rename_set(&l.isr);
+        }
+        if let Step::AwaitingReplicas { done, .. } = &mut renamed.step {
+            *done = rename_set(done);
+        }
+        renamed
+    }
+
     /// What the partition is doing.
     pub fn step(&self) -> &Step {
         &self.step

@@ -130,6 +130,9 @@ pub struct RunOptions {
     pub progress: Option<Duration>,
     /// Re-run a short search per failed property for a short counterexample.
     pub shorten: bool,
+    /// Explore one world per class of worlds equal up to a renaming of replicas (depth-first:
+    /// stateright applies symmetry only there).
+    pub symmetry: bool,
 }
 
 impl Default for RunOptions {
@@ -139,6 +142,7 @@ impl Default for RunOptions {
             state_limit: None,
             progress: None,
             shorten: true,
+            symmetry: false,
         }
     }
 }
@@ -151,7 +155,12 @@ pub fn check(config: &ModelConfig, options: &RunOptions) -> CheckReport {
     if let Some(limit) = options.state_limit {
         builder = builder.target_state_count(limit);
     }
-    let checker = builder.spawn_bfs();
+    // Stateright reduces by symmetry only in its depth-first search.
+    let checker: Box<dyn Checker<MirrorModel>> = if options.symmetry {
+        Box::new(builder.symmetry().spawn_dfs())
+    } else {
+        Box::new(builder.spawn_bfs())
+    };
     if let Some(every) = options.progress {
         while !checker.is_done() {
             std::thread::sleep(every.min(Duration::from_millis(200)));
@@ -168,7 +177,12 @@ pub fn check(config: &ModelConfig, options: &RunOptions) -> CheckReport {
         }
         eprintln!();
     }
-    let checker = checker.join();
+    let mut checker = checker;
+    for handle in checker.handles() {
+        if handle.join().is_err() {
+            eprintln!("kmirror: a checker thread panicked; the report is incomplete");
+        }
+    }
     let seconds = start.elapsed().as_secs_f64();
     let exhaustive = options
         .state_limit

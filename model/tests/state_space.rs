@@ -34,10 +34,16 @@ fn tiny_configuration_state_count_is_pinned() {
 /// The default `kmirror check` configuration (about a minute and a half and 3 GB in release
 /// mode on two cores; far slower unoptimised, hence ignored in debug builds).
 #[test]
-#[cfg_attr(debug_assertions, ignore = "exhaustive default check: run with --release")]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "exhaustive default check: run with --release"
+)]
 fn default_configuration_state_count_is_pinned() {
     let report = exhaust(&ModelConfig::default_check(), 2);
-    assert_eq!(report.unique, DEFAULT_UNIQUE, "the default state space changed");
+    assert_eq!(
+        report.unique, DEFAULT_UNIQUE,
+        "the default state space changed"
+    );
     let reached: Vec<_> = report
         .properties
         .iter()
@@ -45,7 +51,11 @@ fn default_configuration_state_count_is_pinned() {
         .map(|p| p.name.as_str())
         .collect();
     // FAILED needs a lost message; the network-fault run covers it (see README).
-    assert_eq!(reached, ["reaches_failed"], "sometimes-properties not reached");
+    assert_eq!(
+        reached,
+        ["reaches_failed"],
+        "sometimes-properties not reached"
+    );
 }
 
 const TINY_UNIQUE: usize = 0;
