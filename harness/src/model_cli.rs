@@ -269,7 +269,7 @@ pub fn show(args: ShowArgs) -> Result<ExitCode, String> {
     let story = trace
         .render()
         .map_err(|e| format!("{}: {e}", args.trace.display()))?;
-    print!("{story}");
+    print_out(&story);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -291,27 +291,32 @@ fn finish(
             saved.push((p.name.clone(), path, trace));
         }
     }
+    let mut text = String::new();
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(report).map_err(|e| e.to_string())?
-        );
+        text = serde_json::to_string_pretty(report).map_err(|e| e.to_string())? + "\n";
     } else {
-        print!("{}", report.table());
+        text.push_str(&report.table());
         for (name, path, trace) in &saved {
-            println!(
-                "\ncounterexample for `{name}` (saved to {}):",
+            text.push_str(&format!(
+                "\ncounterexample for `{name}` (saved to {}):\n",
                 path.display()
-            );
+            ));
             match trace.render() {
-                Ok(story) => print!("{story}"),
-                Err(e) => println!("  (cannot render: {e})"),
+                Ok(story) => text.push_str(&story),
+                Err(e) => text.push_str(&format!("  (cannot render: {e})\n")),
             }
         }
     }
+    print_out(&text);
     Ok(if report.all_hold() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Writes `text` to stdout; a closed pipe (`kmirror check | head`) is not an error.
+fn print_out(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }
