@@ -1,4 +1,120 @@
 //! kmirror-kernel: the pure per-partition state machine of Kafka cluster mirroring (KIP-1279).
+//!
+//! # The contract
+//!
+//! - **Pure and deterministic.** No files, sockets, clocks, threads or randomness: the same
+//!   inputs against the same log give the same effects, always. Time never enters the kernel; a
+//!   delay is an effect ([`effect::Effect::ScheduleRetry`]) and its expiry an input.
+//! - **Inputs in, effects out.** [`partition::PartitionMirror::handle`] takes one
+//!   [`input::Input`] (leadership, a `mirror.name` change, a coordinator or source answer, a
+//!   fetch response, a timer) and a read-only view of the partition's log
+//!   ([`log::LogView`]), and returns the [`effect::Effect`]s to execute, in order.
+//! - **Log effects are applied at once**, with [`apply::apply_log_effect`] on any
+//!   [`log::PartitionLog`]; every other effect is a request whose completion comes back as an
+//!   input carrying the same [`effect::RequestId`]. A completion the partition is not waiting
+//!   for is reported as [`partition::Ignored`] and changes nothing.
+//! - **Persist first, act after; revoke early.** A state's side effect runs only once the
+//!   `__mirror_state` coordinator ([`coordinator::Coordinator`]) acknowledged it; permissions
+//!   (writes by local producers, the fetcher) are taken away before the write that leaves a
+//!   state. Nothing that matters is held only in memory: a new leader re-reads the state,
+//!   re-asserts it and re-runs its side effect, which is idempotent.
+//!
+//! The log operations are Kafka's, as value types on persistent [`im`] collections:
+//! [`epoch_cache::EpochCache`] (`LeaderEpochFileCache`), [`producer_state::ProducerStateTable`],
+//! [`mem_log::MemLog`], the KIP-320 fetch rules in [`fetch`], the `leader-epoch-checkpoint`
+//! format in [`checkpoint`]. Around the state machine: the desired state from `mirror.name`
+//! ([`desired`]), the controller's requests and produce gate ([`controller`]), the
+//! `__mirror_state` records and partitioner ([`records`], [`partitioner`]).
+//!
+//! # Example: one partition from UNKNOWN to STOPPED
+//!
+//! The executor below is the smallest possible: the coordinator is local, the source has
+//! nothing to mirror, and every request is answered at once.
+//!
+//! ```
+//! use kmirror_kernel::apply::apply_log_effect;
+//! use kmirror_kernel::config::MirrorConfig;
+//! use kmirror_kernel::coordinator::Coordinator;
+//! use kmirror_kernel::desired::DesiredState;
+//! use kmirror_kernel::effect::Effect;
+//! use kmirror_kernel::input::{FetchOutcome, Input};
+//! use kmirror_kernel::mem_log::MemLog;
+//! use kmirror_kernel::partition::PartitionMirror;
+//! use kmirror_kernel::state::MirrorState;
+//! use kmirror_kernel::types::{MirrorName, TopicId};
+//!
+//! let config = MirrorConfig::default();
+//! let mirror = MirrorName::new("east").unwrap();
+//! let mut partition =
+//!     PartitionMirror::new(1, TopicId::from_u64(7), 0, DesiredState::Mirror(mirror.clone()));
+//! let mut log = MemLog::new();
+//! let mut coordinator = Coordinator::new(config.transitions.clone());
+//!
+//! // The executor: apply log effects, answer requests, return the completions.
+//! let mut execute = |effects: Vec<Effect>, log: &mut MemLog| -> Vec<Input> {
+//!     let mut completions = Vec::new();
+//!     for effect in effects {
+//!         match effect {
+//!             Effect::Log(e) => apply_log_effect(log, &e, &[]).unwrap(),
+//!             Effect::ReadState { request, key } => completions.push(Input::StateRead {
+//!                 request,
+//!                 value: coordinator.read_state(&key).cloned(),
+//!             }),
+//!             Effect::WriteState { request, key, value, expected_state_epoch } => {
+//!                 let value = coordinator.write_state(&key, value, expected_state_epoch).unwrap();
+//!                 completions.push(Input::StateWritten { request, value });
+//!             }
+//!             Effect::QueryLastMirroredEpoch { request, .. } => {
+//!                 completions.push(Input::LastMirroredEpochReceived {
+//!                     request,
+//!                     lme: None, // first-time mirroring: Kafka's -1
+//!                     source_log_start_offset: 0,
+//!                 })
+//!             }
+//!             Effect::Fetch { request, fetch_offset, .. } => {
+//!                 let outcome = FetchOutcome::Records { next_offset: fetch_offset, last_epoch: None };
+//!                 completions.push(Input::FetchCompleted { request, outcome })
+//!             }
+//!             Effect::BumpLeaderEpoch { request, at_least } => {
+//!                 completions.push(Input::LeaderEpochBumped { request, leader_epoch: at_least })
+//!             }
+//!             Effect::WriteLastMirroredEpoch { request, key, value } => {
+//!                 coordinator.write_last_mirrored_epoch(&key, value);
+//!                 completions.push(Input::LastMirroredEpochWritten { request });
+//!             }
+//!             Effect::StartFetcher | Effect::StopFetcher | Effect::SetWritable(_) => {}
+//!             Effect::ScheduleRetry { .. } => unreachable!("nothing fails here"),
+//!         }
+//!     }
+//!     completions
+//! };
+//!
+//! // Drives `input` and every completion it causes, except fetches (the fetcher loops).
+//! let mut drive = |input: Input, partition: &mut PartitionMirror, log: &mut MemLog| {
+//!     let mut pending = vec![input];
+//!     while let Some(input) = pending.pop() {
+//!         if matches!(input, Input::FetchCompleted { .. }) {
+//!             continue;
+//!         }
+//!         let effects = partition.handle(&config, input, &*log).unwrap();
+//!         pending.extend(execute(effects, log));
+//!     }
+//! };
+//!
+//! let leader = Input::BecameLeader {
+//!     leader_epoch: 1,
+//!     replicas: im::ordset![1],
+//!     isr: im::ordset![1],
+//! };
+//! drive(leader, &mut partition, &mut log);
+//! assert_eq!(partition.state(), MirrorState::Mirroring);
+//!
+//! drive(Input::DesiredStateChanged(DesiredState::Stop(mirror)), &mut partition, &mut log);
+//! assert_eq!(partition.state(), MirrorState::Stopped);
+//! assert!(partition.is_writable());
+//! assert_eq!(log.log_end_offset(), 1, "the MIRROR_PID_RESET batch");
+//! # use kmirror_kernel::log::LogView;
+//! ```
 #![forbid(unsafe_code)]
 
 pub mod apply;

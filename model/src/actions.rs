@@ -184,13 +184,19 @@ impl World {
     }
 
     /// Whether the operator sends `request` to cluster `c` in the scenario: a failback (mirror
-    /// request) only once the other side is writable, i.e. after it failed over.
+    /// request) only once the other side is writable and not asked to mirror itself, i.e. after
+    /// it failed over. Nothing in KIP-1279 stops an operator from making two clusters mirror
+    /// each other (each controller validates only its own topics); the model found that such a
+    /// cycle destroys data on both sides, so the scenario excludes it (see FINDINGS.md).
     fn operator_enabled(&self, c: ClusterId, request: OperatorRequest) -> bool {
         match request {
             OperatorRequest::Mirror => {
                 let other = c.other();
-                let other_writable = self.desired(other) == DesiredState::NotMirrored
-                    || self.stored_state(other) == MirrorState::Stopped;
+                let other_writable = match self.desired(other) {
+                    DesiredState::NotMirrored => true,
+                    DesiredState::Stop(_) => self.stored_state(other) == MirrorState::Stopped,
+                    DesiredState::Mirror(_) | DesiredState::Pause(_) => false,
+                };
                 other_writable && !matches!(self.desired(c), DesiredState::Mirror(_))
             }
             _ => self.desired(c) != DesiredState::NotMirrored,
