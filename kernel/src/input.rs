@@ -121,6 +121,8 @@ pub enum Input {
         /// The new leader epoch.
         leader_epoch: LeaderEpoch,
     },
+    /// The leader's high watermark moved forward (followers copied more, or the ISR shrank).
+    HighWatermarkAdvanced,
     /// Completion of `WriteLastMirroredEpoch`.
     LastMirroredEpochWritten {
         /// The request completed.

@@ -38,6 +38,7 @@
 //! use kmirror_kernel::desired::DesiredState;
 //! use kmirror_kernel::effect::Effect;
 //! use kmirror_kernel::input::{FetchOutcome, Input};
+//! use kmirror_kernel::log::{LogView, PartitionLog};
 //! use kmirror_kernel::mem_log::MemLog;
 //! use kmirror_kernel::partition::PartitionMirror;
 //! use kmirror_kernel::state::MirrorState;
@@ -55,7 +56,14 @@
 //!     let mut completions = Vec::new();
 //!     for effect in effects {
 //!         match effect {
-//!             Effect::Log(e) => apply_log_effect(log, &e, &[]).unwrap(),
+//!             Effect::Log(e) => {
+//!                 apply_log_effect(log, &e, &[]).unwrap();
+//!                 // A single replica: everything appended is committed at once.
+//!                 if log.high_watermark() < log.log_end_offset() {
+//!                     log.advance_high_watermark(log.log_end_offset()).unwrap();
+//!                     completions.push(Input::HighWatermarkAdvanced);
+//!                 }
+//!             }
 //!             Effect::ReadState { request, key } => completions.push(Input::StateRead {
 //!                 request,
 //!                 value: coordinator.read_state(&key).cloned(),
@@ -113,7 +121,6 @@
 //! assert_eq!(partition.state(), MirrorState::Stopped);
 //! assert!(partition.is_writable());
 //! assert_eq!(log.log_end_offset(), 1, "the MIRROR_PID_RESET batch");
-//! # use kmirror_kernel::log::LogView;
 //! ```
 #![forbid(unsafe_code)]
 

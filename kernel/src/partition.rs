@@ -90,6 +90,8 @@ pub enum Step {
     AwaitingEpochBump(RequestId),
     /// STOPPING: waiting for the LME record to be stored.
     AwaitingLmeWrite(RequestId),
+    /// STOPPING: waiting for the high watermark to reach the `MIRROR_PID_RESET` batch.
+    AwaitingPidResetCommit,
     /// FAILED: waiting for the retry timer of `attempt`.
     AwaitingRetry {
         /// The attempt the timer is for.
@@ -313,6 +315,12 @@ impl PartitionMirror {
                 // Persist the new epoch with the STOPPING record before writing anything at it:
                 // the record's `previous_state == STOPPING` marks "epoch bumped".
                 self.write_state(config, MirrorState::Stopping, None, &mut out);
+            }
+            Input::HighWatermarkAdvanced => {
+                if self.step != Step::AwaitingPidResetCommit {
+                    return Err(self.not_applicable("HighWatermarkAdvanced"));
+                }
+                self.write_stopped_once_committed(config, log, &mut out);
             }
             Input::LastMirroredEpochWritten { request } => {
                 self.expect(Step::AwaitingLmeWrite(request), request)?;
@@ -803,7 +811,7 @@ impl PartitionMirror {
 
     /// STOPPING, re-entrant: 1 remove the fetcher, 2 bump the leader epoch (persisted with a
     /// re-asserted STOPPING record), 3 truncate to LSO or abort open transactions, 4 record the
-    /// LME, 5 append `MIRROR_PID_RESET`, then STOPPED.
+    /// LME, 5 append `MIRROR_PID_RESET`, then STOPPED once that batch is committed.
     fn run_stop_sequence(
         &mut self,
         config: &MirrorConfig,
@@ -891,6 +899,10 @@ impl PartitionMirror {
         let Some(leadership) = &self.leadership else {
             return;
         };
+        if mutant::active(config.mutant, Mutant::SkipPidReset) {
+            self.write_state(config, MirrorState::Stopped, None, out);
+            return;
+        }
         let stop_epoch = self
             .stored_value()
             .map_or(leadership.leader_epoch, |v| v.leader_epoch);
@@ -898,12 +910,31 @@ impl PartitionMirror {
             b.control == Some(crate::batch::ControlType::MirrorPidReset)
                 && b.partition_leader_epoch >= stop_epoch
         });
-        if !already_reset && !mutant::active(config.mutant, Mutant::SkipPidReset) {
+        if !already_reset {
             out.push(Effect::Log(LogEffect::AppendPidReset {
                 leader_epoch: leadership.leader_epoch,
             }));
+            self.step = Step::AwaitingPidResetCommit;
+        } else {
+            self.write_stopped_once_committed(config, log, out);
         }
-        self.write_state(config, MirrorState::Stopped, None, out);
+    }
+
+    /// STOPPED is persisted only once the stop's writes are committed (HW at LEO): a follower
+    /// elected before it copied the `MIRROR_PID_RESET` batch would otherwise open a STOPPED
+    /// partition to producers whose ids collide with mirrored ones (the model's counterexample
+    /// with two replicas).
+    fn write_stopped_once_committed(
+        &mut self,
+        config: &MirrorConfig,
+        log: &impl LogView,
+        out: &mut Vec<Effect>,
+    ) {
+        if log.high_watermark() >= log.log_end_offset() {
+            self.write_state(config, MirrorState::Stopped, None, out);
+        } else {
+            self.step = Step::AwaitingPidResetCommit;
+        }
     }
 
     fn on_failure(

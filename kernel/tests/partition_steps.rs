@@ -576,20 +576,28 @@ fn stop_runs_the_seed_sequence_in_order() {
             }
         }]
     );
-    // 5. MIRROR_PID_RESET at the new epoch, then persist STOPPED.
+    // 5. MIRROR_PID_RESET at the new epoch; STOPPED waits until it is committed.
     let w = d.step(Input::LastMirroredEpochWritten {
         request: RequestId(8),
     });
     assert_eq!(
         w,
-        vec![
-            Effect::Log(LogEffect::AppendPidReset { leader_epoch: 5 }),
-            write(
-                9,
-                value(MirrorState::Stopped, 5, 4, MirrorState::Stopping),
-                Some(3)
-            )
-        ]
+        vec![Effect::Log(LogEffect::AppendPidReset { leader_epoch: 5 })]
+    );
+    assert_eq!(d.mirror.step(), &Step::AwaitingPidResetCommit);
+    let early = d
+        .mirror
+        .handle(&d.config, Input::HighWatermarkAdvanced, &d.log);
+    assert_eq!(early, Ok(vec![]), "HW still below the reset batch");
+    d.log.advance_high_watermark(8).unwrap();
+    let w = d.step(Input::HighWatermarkAdvanced);
+    assert_eq!(
+        w,
+        vec![write(
+            9,
+            value(MirrorState::Stopped, 5, 4, MirrorState::Stopping),
+            Some(3)
+        )]
     );
     assert!(
         !d.mirror.is_writable(),

@@ -217,7 +217,7 @@ impl World {
                 w.budget.network_faults -= 1;
                 w.send(message);
             }
-            Action::Produce(c, kind) => return w.produce(c, kind),
+            Action::Produce(c, kind) => return w.produce(config, c, kind),
             Action::FollowerFetch(c, b) => w.follower_fetch(config, c, b),
             Action::ShrinkIsr(c, b) => {
                 w.budget.isr_shrinks -= 1;
@@ -279,7 +279,7 @@ impl World {
     }
 
     /// A local producer writes to cluster `c`, through the broker's read-only gate.
-    fn produce(mut self, c: ClusterId, kind: ProduceKind) -> Option<World> {
+    fn produce(mut self, config: &ModelConfig, c: ClusterId, kind: ProduceKind) -> Option<World> {
         let cluster = self.cluster(c);
         let leader = cluster.leader? as usize;
         let mirrored = self.desired(c) != DesiredState::NotMirrored;
@@ -368,7 +368,7 @@ impl World {
             }
             ProduceKind::Commit | ProduceKind::Abort => producers.in_transaction = false,
         }
-        self.update_high_watermarks(c);
+        self.update_high_watermarks(config, c);
         Some(self)
     }
 

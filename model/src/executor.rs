@@ -55,13 +55,20 @@ impl World {
         });
         if let Ok(effects) = result {
             for effect in effects {
-                self.execute(c, b, effect, batches);
+                self.execute(config, c, b, effect, batches);
             }
         }
     }
 
     /// Applies one effect of broker `b` of cluster `c`.
-    fn execute(&mut self, c: ClusterId, b: BrokerId, effect: Effect, fetched: &[BatchHeader]) {
+    fn execute(
+        &mut self,
+        config: &ModelConfig,
+        c: ClusterId,
+        b: BrokerId,
+        effect: Effect,
+        fetched: &[BatchHeader],
+    ) {
         let from = self.addr(c, b);
         let request = |world: &mut World, to: ClusterId, request: RequestId, body| {
             world.send(Message::Request {
@@ -126,7 +133,7 @@ impl World {
                 if apply_log_effect(log, &log_effect, fetched).is_err() {
                     self.violate(Violation::LogEffectRefused);
                 }
-                self.update_high_watermarks(c);
+                self.update_high_watermarks(config, c);
             }
             Effect::StartFetcher => {
                 self.expect_stored(c, &[MirrorState::Mirroring]);

@@ -22,7 +22,9 @@ impl World {
     /// Kafka's high-watermark rule: the leader's HW is the smallest LEO in the ISR; a follower's
     /// HW is the leader's, capped by its own LEO. HWs only move forward here (truncation moves
     /// them back).
-    pub fn update_high_watermarks(&mut self, c: ClusterId) {
+    ///
+    /// When the leader's HW moves, its kernel is told (`Input::HighWatermarkAdvanced`).
+    pub fn update_high_watermarks(&mut self, config: &ModelConfig, c: ClusterId) {
         let cluster = self.cluster_mut(c);
         let Some(leader) = cluster.leader else { return };
         let isr_min = cluster
@@ -33,10 +35,11 @@ impl World {
             .map(|r| r.log.log_end_offset())
             .min();
         let leader_log = &mut cluster.replicas[leader as usize].log;
+        let mut leader_advanced = false;
         if let Some(hw) = isr_min {
             if hw > leader_log.high_watermark() {
                 journal::record(|| advanced(c, leader, hw));
-                let _ = leader_log.advance_high_watermark(hw);
+                leader_advanced = leader_log.advance_high_watermark(hw).is_ok();
             }
         }
         let leader_hw = leader_log.high_watermark();
@@ -49,6 +52,9 @@ impl World {
                 journal::record(|| advanced(c, b as BrokerId, hw));
                 let _ = replica.log.advance_high_watermark(hw);
             }
+        }
+        if leader_advanced {
+            self.feed(config, c, leader, Input::HighWatermarkAdvanced, &[]);
         }
     }
 
@@ -136,7 +142,7 @@ impl World {
         if rejoins {
             cluster.isr.insert(b);
         }
-        self.update_high_watermarks(c);
+        self.update_high_watermarks(config, c);
         let input = Input::ReplicaFetched {
             replica: b,
             log_end_offset: follower_leo,
@@ -161,7 +167,7 @@ impl World {
     /// Removes lagging follower `b` from cluster `c`'s ISR.
     pub fn shrink_isr(&mut self, config: &ModelConfig, c: ClusterId, b: BrokerId) {
         self.cluster_mut(c).isr.remove(&b);
-        self.update_high_watermarks(c);
+        self.update_high_watermarks(config, c);
         self.notify_isr(config, c);
     }
 
@@ -183,7 +189,7 @@ impl World {
             replicas: (0..cluster.replicas.len() as BrokerId).collect(),
             isr: cluster.isr.clone(),
         };
-        self.update_high_watermarks(c);
+        self.update_high_watermarks(config, c);
         self.feed(config, c, b, input, &[]);
     }
 
@@ -204,7 +210,7 @@ impl World {
         if cluster.leader == Some(b) {
             cluster.leader = None;
         } else {
-            self.update_high_watermarks(c);
+            self.update_high_watermarks(config, c);
             self.notify_isr(config, c);
         }
     }
