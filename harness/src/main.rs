@@ -25,6 +25,10 @@ enum Command {
     Explore(model_cli::ExploreArgs),
     /// Print a saved trace (a counterexample or example) as a numbered story.
     Show(model_cli::ShowArgs),
+    /// Replay a model trace on real on-disk Kafka logs, comparing after every step.
+    Replay(kmirror_harness::replay::ReplayArgs),
+    #[command(flatten)]
+    Harness(kmirror_harness::cli::HarnessCommand),
 }
 
 fn main() -> ExitCode {
@@ -34,6 +38,8 @@ fn main() -> ExitCode {
         Command::Simulate(args) => model_cli::simulate(args),
         Command::Explore(args) => model_cli::explore(args),
         Command::Show(args) => model_cli::show(args),
+        Command::Replay(args) => kmirror_harness::replay::run(args),
+        Command::Harness(cmd) => kmirror_harness::cli::run(cmd),
     };
     match result {
         Ok(code) => code,

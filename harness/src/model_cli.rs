@@ -54,7 +54,7 @@ pub struct ModelArgs {
     #[arg(long, value_enum, default_value_t = QuorumArg::Isr)]
     quorum: QuorumArg,
     /// Isolation level of the mirror fetcher.
-    #[arg(long, value_enum, default_value_t = IsolationArg::Uncommitted)]
+    #[arg(long, value_enum, default_value_t = IsolationArg::Committed)]
     fetch_isolation: IsolationArg,
     /// Refuse to stop a PAUSED partition (the KIP prototypes disagree).
     #[arg(long)]

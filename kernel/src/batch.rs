@@ -115,7 +115,7 @@ impl BatchHeader {
         if self.base_sequence == NO_SEQUENCE {
             return NO_SEQUENCE;
         }
-        let delta = (self.last_offset - self.base_offset) as i64;
+        let delta = self.last_offset - self.base_offset;
         ((self.base_sequence as i64 + delta) % (i32::MAX as i64 + 1)) as Sequence
     }
 }

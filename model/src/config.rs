@@ -55,12 +55,9 @@ impl ModelConfig {
             pause_resume: false,
             unclean_elections: false,
             liveness_bound: 200,
-            // The seed truncates to the LSO at stop, which only matters if the mirror holds
-            // uncommitted data: the fetcher reads up to the source HW (see FINDINGS.md).
-            kernel: MirrorConfig {
-                fetch_isolation: FetchIsolation::ReadUncommitted,
-                ..MirrorConfig::default()
-            },
+            // SPEC 6.3: read-committed fetches. A stop can still cut a transaction in half: the
+            // fetcher copies it batch by batch (see FINDINGS.md).
+            kernel: MirrorConfig::default(),
         }
     }
 

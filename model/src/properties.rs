@@ -68,7 +68,7 @@ pub fn all() -> Vec<Property<MirrorModel>> {
         ),
         Property::always(
             "no_half_transaction_survives_stop",
-            |_: &MirrorModel, w: &World| replicas(w).all(|r| no_transaction_open_at_pid_reset(r)),
+            |_: &MirrorModel, w: &World| replicas(w).all(no_transaction_open_at_pid_reset),
         ),
         Property::always(
             "no_producer_id_collision_after_failover",
