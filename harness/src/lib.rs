@@ -9,3 +9,11 @@ pub mod file_log;
 pub mod record_batch;
 pub mod recovery;
 pub mod segment;
+
+pub mod cli;
+pub mod demo;
+pub mod driver;
+pub mod mirror_state_log;
+pub mod producer;
+pub mod replay;
+pub mod source;

@@ -853,7 +853,16 @@ impl PartitionMirror {
         }
         // Every write of this stop carries at least `stop_epoch`; mirrored epochs are below it.
         let stop_epoch = stored.leader_epoch;
+        // A batch written at the stop epoch means step 3 already ran (it precedes every local
+        // write): truncating again would cut this stop's own MIRROR_PID_RESET below the HW and
+        // write a second one at the same offset that followers holding the first do not share.
+        let stop_writes_start = log
+            .epoch_cache()
+            .entries()
+            .find(|e| e.epoch >= stop_epoch)
+            .map(|e| e.start_offset);
         let truncate_to_lso = config.stop_strategy == StopStrategy::TruncateToLso
+            && stop_writes_start.is_none()
             && !mutant::active(config.mutant, Mutant::SkipLsoTruncation);
         let end_after_step3 = if truncate_to_lso {
             let lso = log.last_stable_offset();
@@ -877,10 +886,8 @@ impl PartitionMirror {
         }
         // The LME ends where the first batch written at the stop epoch (or later) begins.
         let cache = log.epoch_cache();
-        let last_mirrored_offset = cache
-            .entries()
-            .find(|e| e.epoch >= stop_epoch)
-            .map_or(end_after_step3, |e| e.start_offset.min(end_after_step3));
+        let last_mirrored_offset =
+            stop_writes_start.map_or(end_after_step3, |s| s.min(end_after_step3));
         let last_mirrored_epoch = cache.epoch_for_offset(last_mirrored_offset - 1);
         let request = self.request();
         self.step = Step::AwaitingLmeWrite(request);

@@ -1004,3 +1004,37 @@ fn a_topic_that_is_not_mirrored_needs_nothing() {
     d.mirror = PartitionMirror::new(ME, key().topic_id, 0, DesiredState::NotMirrored);
     assert_eq!(d.lead(1, &[ME]), vec![]);
 }
+
+#[test]
+fn a_resumed_stop_never_truncates_its_own_pid_reset() {
+    let mut d = mirroring(MirrorConfig::default());
+    d.log.append_as_follower(&[data(0, 4, 3)]).unwrap();
+    d.log.advance_high_watermark(5).unwrap();
+    let w = d.step(Input::DesiredStateChanged(DesiredState::Stop(mirror())));
+    d.ack_write(&w);
+    let w = d.step(Input::LeaderEpochBumped {
+        request: RequestId(6),
+        leader_epoch: 4,
+    });
+    d.ack_write(&w);
+    d.step(Input::LastMirroredEpochWritten {
+        request: RequestId(8),
+    });
+    // Crash before the reset batch (offset 5) is committed: HW 5 is below it, so LSO = 5.
+    assert_eq!(d.log.last_stable_offset(), 5);
+    d.mirror = PartitionMirror::new(ME, key().topic_id, 0, DesiredState::Stop(mirror()));
+    d.lead(5, &[ME]);
+    let w = d.read(1);
+    let effects = d.ack_write(&w);
+    assert!(
+        effects
+            .iter()
+            .all(|e| !matches!(e, Effect::Log(LogEffect::TruncateTo { .. }))),
+        "step 3 already ran: {effects:?}"
+    );
+    let effects = d.step(Input::LastMirroredEpochWritten {
+        request: RequestId(3),
+    });
+    assert_eq!(effects, vec![], "the reset is there: wait for its commit");
+    assert_eq!(d.log.log_end_offset(), 6);
+}

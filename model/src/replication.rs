@@ -27,12 +27,23 @@ impl World {
     pub fn update_high_watermarks(&mut self, config: &ModelConfig, c: ClusterId) {
         let cluster = self.cluster_mut(c);
         let Some(leader) = cluster.leader else { return };
+        let leader_end = cluster.replicas[leader as usize].log.log_end_offset();
+        // A leader that truncates (a mirror does) forgets what followers copied past the cut.
+        for r in cluster.replicas.iter_mut() {
+            r.fetched_up_to = r.fetched_up_to.min(leader_end);
+        }
         let isr_min = cluster
             .isr
             .iter()
-            .filter_map(|&b| cluster.replicas.get(b as usize))
-            .filter(|r| r.alive)
-            .map(|r| r.log.log_end_offset())
+            .filter_map(|&b| cluster.replicas.get(b as usize).map(|r| (b, r)))
+            .filter(|(_, r)| r.alive)
+            .map(|(b, r)| {
+                if b == leader {
+                    leader_end
+                } else {
+                    r.fetched_up_to
+                }
+            })
             .min();
         let leader_log = &mut cluster.replicas[leader as usize].log;
         let mut leader_advanced = false;
@@ -73,6 +84,7 @@ impl World {
         follower.alive
             && cluster.leader != Some(b)
             && (awaited
+                || follower.fetched_up_to < follower.log.log_end_offset()
                 || follower.log.batches() != leader.log.batches()
                 || follower.log.log_start_offset() != leader.log.log_start_offset()
                 || follower.log.high_watermark()
@@ -96,6 +108,7 @@ impl World {
         );
         let log = &mut self.cluster_mut(c).replicas[b as usize].log;
         let leo = log.log_end_offset();
+        let fetched_records = matches!(response, FetchResponse::Records(_));
         let op = match response {
             FetchResponse::Records(records) if !records.batches.is_empty() => {
                 Some(LogOp::AppendAsFollower {
@@ -134,6 +147,9 @@ impl World {
         }
         let follower_leo = log.log_end_offset();
         let cluster = self.cluster_mut(c);
+        if fetched_records {
+            cluster.replicas[b as usize].fetched_up_to = follower_leo;
+        }
         let leader_id = cluster.leader.unwrap_or_default();
         let caught_up = follower_leo == cluster.replicas[leader_id as usize].log.log_end_offset()
             && cluster.replicas[b as usize].log.batches()
@@ -181,6 +197,10 @@ impl World {
         let cluster = self.cluster_mut(c);
         cluster.leader = Some(b);
         cluster.leader_epoch += 1;
+        // A new leader knows nothing of its followers until they fetch.
+        for r in cluster.replicas.iter_mut() {
+            r.fetched_up_to = 0;
+        }
         if unclean {
             cluster.isr = std::iter::once(b).collect();
         }

@@ -189,6 +189,10 @@ pub struct Replica {
     pub fetcher: bool,
     /// The attempt of a pending retry timer (in memory).
     pub retry_timer: Option<u32>,
+    /// The leader's record of this follower's LEO, from its last fetch that returned records
+    /// (Kafka's follower state on the leader): the HW counts this, not the follower's current
+    /// LEO, so data a follower holds past a divergence never counts as replicated.
+    pub fetched_up_to: Offset,
 }
 
 /// The producers writing to one cluster (one idempotent producer, one transactional one).
@@ -336,6 +340,7 @@ impl World {
                         writable: false,
                         fetcher: false,
                         retry_timer: None,
+                        fetched_up_to: 0,
                     })
                     .collect(),
                 leader: None,

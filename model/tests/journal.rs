@@ -13,7 +13,11 @@ use kmirror_model::ModelConfig;
 fn replaying_the_journal_reproduces_every_log() {
     let report = check(&ModelConfig::tiny(), &RunOptions::default());
     let mut replayed = 0;
-    for property in ["failback_completes", "divergence_truncation", "failover_with_open_transaction"] {
+    for property in [
+        "failback_completes",
+        "divergence_truncation",
+        "failover_with_open_transaction",
+    ] {
         let trace = report
             .properties
             .iter()
@@ -25,7 +29,12 @@ fn replaying_the_journal_reproduces_every_log() {
         let mut logs = vec![vec![MemLog::new(); replicas]; 2];
         for step in &steps {
             for event in &step.events {
-                let Event::Log { cluster, broker, op } = event else {
+                let Event::Log {
+                    cluster,
+                    broker,
+                    op,
+                } = event
+                else {
                     continue;
                 };
                 let log = &mut logs[cluster.index()][*broker as usize];

@@ -1,0 +1,926 @@
+//! The `kmirror` commands that run the kernel on real logs: `mirror`, `stop`, `start`, `pause`,
+//! `resume`, `status`, `produce` and `demo`.
+//!
+//! Every command works on cluster directories (see [`cluster`](crate::driver::cluster) for the
+//! layout and the `cluster.properties` format). Mirror requests (`start`, `stop`, `pause`,
+//! `resume`) go through the kernel's controller functions, which answer per topic with Kafka's
+//! error codes; the new `mirror.name` is persisted, then the partition's kernel is driven until
+//! it settles. Errors are typed ([`DriverError`]) and reported by the binary as
+//! `kmirror: <message>` with exit code 2.
+//!
+//! This module is the binary's side of the library: it is the only place that reads the clock
+//! ([`SystemClock`]) or sleeps.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::{Args, Subcommand, ValueEnum};
+use kmirror_kernel::config::{MirrorConfig, RetryPolicy, StopStrategy};
+use kmirror_kernel::controller::MirrorRequest;
+use kmirror_kernel::desired::DesiredState;
+use kmirror_kernel::state::MirrorState;
+use kmirror_kernel::types::{MirrorName, TopicId};
+
+use crate::demo;
+use crate::driver::cluster::{parse_topic_id, topic_id_hex, ClusterConfig, ClusterDir};
+use crate::driver::{
+    Clock, Cluster, ClusterStatus, Driver, DriverError, DriverOptions, Event, RunEnd, Until,
+    DEFAULT_MAX_FETCH_BATCHES,
+};
+use crate::producer::{self, ProduceOp};
+use crate::source::{LocalSource, Source};
+
+/// The commands of the harness (flattened into the `kmirror` binary's commands).
+#[derive(Subcommand, Debug)]
+pub enum HarnessCommand {
+    /// Mirror a source cluster directory into a destination (created if missing).
+    ///
+    /// The destination gets --replicas replicas (default 3) and mirror.name=<the source's
+    /// cluster.name> when it is created. Without --once or --until-caught-up it keeps following the source, printing a progress
+    /// line every second; interrupting it is safe (everything acknowledged is on disk, and the
+    /// next run resumes from the persisted state).
+    Mirror(MirrorArgs),
+    /// Fail over: remove the topic from its mirror and drive it to STOPPED.
+    ///
+    /// RemoveTopicsFromMirror sets mirror.name=MIRROR.removed; the kernel then removes the
+    /// fetcher, bumps the leader epoch, truncates the log to its LSO, records the LME, appends
+    /// MIRROR_PID_RESET and makes the partition writable. Re-running it after a crash finishes
+    /// the same stop.
+    Stop(StopArgs),
+    /// Add a topic to a mirror (first time, or failback), then mirror.
+    ///
+    /// AddTopicsToMirror on the destination, with the mirror named after the source (created on
+    /// the destination if needed): a topic that is not mirrored, or a STOPPED one (failback:
+    /// the old source mirrors from the new one). Then runs like `kmirror mirror`.
+    Start(StartArgs),
+    /// Pause mirroring and drive the partition to PAUSED.
+    ///
+    /// PauseMirrorTopics sets mirror.name=MIRROR.paused; the fetcher is removed and the
+    /// partition stays read-only.
+    Pause(PauseArgs),
+    /// Resume a paused mirror, then mirror.
+    ///
+    /// ResumeMirrorTopics sets mirror.name=MIRROR again; then runs like `kmirror mirror`.
+    Resume(ResumeArgs),
+    /// Show a cluster directory: state, LEO, HW, LSO, epochs, coordinator records.
+    ///
+    /// Prints mirror.name, the persisted mirror state record, the leader epoch and ISR, for
+    /// every replica its log start, LEO, HW, LSO, epoch cache and open transactions, and the
+    /// LastMirroredEpochs records the cluster's __mirror_state holds. Reads only.
+    Status(StatusArgs),
+    /// Write batches to a cluster directory as local producers (creating it with --topic).
+    ///
+    /// Every batch passes the produce gate: a mirrored topic is writable only once STOPPED
+    /// (READ_ONLY_TOPIC otherwise). The followers replicate each batch before the next.
+    ///
+    /// Operations: plain:N, idem:PID:N, txn:PID:N, commit:PID, abort:PID, bump-epoch,
+    /// unclean:OFFSET (PID may be PID/EPOCH). Example:
+    /// `kmirror produce --dir east --topic orders plain:3 idem:1:2 txn:7:2 commit:7`
+    Produce(ProduceArgs),
+    /// Mirror, fail over with an open transaction, produce, fail back: step by step.
+    ///
+    /// Builds a source cluster, mirrors it to a 3-replica destination, fails over while a
+    /// transaction is half mirrored, produces locally on the destination, fails back (the old
+    /// source mirrors from the new one), and prints each step as a table.
+    Demo(DemoArgs),
+}
+
+/// How long to drive the kernel.
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Stop after the first fetch from the source has been applied.
+    #[arg(long, conflicts_with_all = ["until_caught_up", "max_fetches"])]
+    pub once: bool,
+    /// Stop once the destination caught up with the source and its followers with it.
+    #[arg(long, conflicts_with = "max_fetches")]
+    pub until_caught_up: bool,
+    /// Stop after this many fetches from the source.
+    #[arg(long, value_name = "N")]
+    pub max_fetches: Option<u64>,
+    /// Most record batches one fetch returns.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_FETCH_BATCHES)]
+    pub max_batches: usize,
+    /// When following the source: how often to poll it for new data (milliseconds).
+    #[arg(long, value_name = "MS", default_value_t = 500)]
+    pub poll_ms: u64,
+    /// Give up after this many failed retries of a FAILED partition (default: retry forever).
+    #[arg(long, value_name = "N")]
+    pub max_retries: Option<u32>,
+    /// No progress line.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Fault injection for crash tests: halt right after the N-th effect and wait to be killed.
+    #[arg(long, value_name = "N", hide = true)]
+    pub halt_after_effects: Option<u64>,
+}
+
+/// `kmirror mirror`.
+#[derive(Args, Debug)]
+pub struct MirrorArgs {
+    /// The source cluster directory.
+    #[arg(long, value_name = "DIR")]
+    pub source: PathBuf,
+    /// The destination cluster directory (created if it does not exist or is empty).
+    #[arg(long, value_name = "DIR")]
+    pub dest: PathBuf,
+    /// Number of replicas of a new destination (1 leader + N-1 followers); checked against an
+    /// existing one.
+    #[arg(long, value_name = "N")]
+    pub replicas: Option<u32>,
+    /// The mirror name of a new destination (default: the source's cluster.name).
+    #[arg(long, value_name = "NAME")]
+    pub mirror_name: Option<String>,
+    /// The cluster.name of a new destination (default: the directory's name).
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// How long to run.
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// `kmirror stop`.
+#[derive(Args, Debug)]
+pub struct StopArgs {
+    /// The destination cluster directory.
+    #[arg(long, value_name = "DIR")]
+    pub dest: PathBuf,
+    /// The mirror to remove the topic from (default: the one mirror.name names).
+    #[arg(long, value_name = "NAME")]
+    pub mirror: Option<String>,
+    /// How STOPPING removes half-mirrored transactions.
+    #[arg(long, value_enum, default_value_t = StopStrategyArg::TruncateToLso)]
+    pub stop_strategy: StopStrategyArg,
+    /// No progress line.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Fault injection for crash tests: halt right after the N-th effect and wait to be killed.
+    #[arg(long, value_name = "N", hide = true)]
+    pub halt_after_effects: Option<u64>,
+}
+
+/// `--stop-strategy`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopStrategyArg {
+    /// Truncate the log to its last stable offset (the seed's design).
+    TruncateToLso,
+    /// Append an ABORT marker for every open transaction (the KIP's later prototype).
+    AbortOpenTransactions,
+}
+
+/// `kmirror start`.
+#[derive(Args, Debug)]
+pub struct StartArgs {
+    /// The cluster directory to add to the mirror (it must exist).
+    #[arg(long, value_name = "DIR")]
+    pub dest: PathBuf,
+    /// The cluster directory to mirror from.
+    #[arg(long, value_name = "DIR")]
+    pub source: PathBuf,
+    /// The name of the mirror (default: the source's cluster.name); created on the destination
+    /// if it does not exist there yet.
+    #[arg(long, value_name = "NAME")]
+    pub mirror_name: Option<String>,
+    /// How long to run.
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// `kmirror pause`.
+#[derive(Args, Debug)]
+pub struct PauseArgs {
+    /// The destination cluster directory.
+    #[arg(long, value_name = "DIR")]
+    pub dest: PathBuf,
+    /// No progress line.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// `kmirror resume`.
+#[derive(Args, Debug)]
+pub struct ResumeArgs {
+    /// The destination cluster directory.
+    #[arg(long, value_name = "DIR")]
+    pub dest: PathBuf,
+    /// The source cluster directory (default: the remembered source.dir).
+    #[arg(long, value_name = "DIR")]
+    pub source: Option<PathBuf>,
+    /// How long to run.
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// `kmirror status`.
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// The cluster directory.
+    #[arg(long, visible_alias = "dir", value_name = "DIR")]
+    pub dest: PathBuf,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `kmirror produce`.
+#[derive(Args, Debug)]
+pub struct ProduceArgs {
+    /// The cluster directory to write to.
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Create the cluster with this topic if DIR does not exist (or is empty).
+    #[arg(long, value_name = "NAME")]
+    pub topic: Option<String>,
+    /// cluster.name of a new cluster (default: the directory's name).
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Replicas of a new cluster.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub replicas: u32,
+    /// Topic id of a new cluster, 32 hex digits (default: a fresh one).
+    #[arg(long, value_name = "HEX")]
+    pub topic_id: Option<String>,
+    /// segment.bytes of a new cluster.
+    #[arg(long, value_name = "BYTES")]
+    pub segment_bytes: Option<u64>,
+    /// Timestamp of the records, ms since the epoch (default: now).
+    #[arg(long, value_name = "MS")]
+    pub timestamp: Option<i64>,
+    /// Run the operations this many times.
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    pub repeat: u32,
+    /// Print what was appended as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// The operations, in order (see the command's description).
+    #[arg(value_name = "OP")]
+    pub ops: Vec<ProduceOp>,
+}
+
+/// `kmirror demo`.
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Build the clusters in DIR and keep them (default: a temporary directory, removed).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Print the steps as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The system clock: the binary's only source of time.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&mut self) -> i64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    }
+
+    fn sleep_until(&mut self, deadline_ms: i64) {
+        let now = self.now_ms();
+        if deadline_ms > now {
+            std::thread::sleep(Duration::from_millis((deadline_ms - now).unsigned_abs()));
+        }
+    }
+}
+
+/// Runs a harness command; `Err` is the message for `kmirror: <message>` (exit code 2).
+pub fn run(command: HarnessCommand) -> Result<ExitCode, String> {
+    let result = match command {
+        HarnessCommand::Mirror(args) => mirror(args),
+        HarnessCommand::Stop(args) => stop(args),
+        HarnessCommand::Start(args) => start(args),
+        HarnessCommand::Pause(args) => pause(args),
+        HarnessCommand::Resume(args) => resume(args),
+        HarnessCommand::Status(args) => status(args),
+        HarnessCommand::Produce(args) => produce(args),
+        HarnessCommand::Demo(args) => demo_command(args),
+    };
+    match result {
+        Err(DriverError::Halted { effects }) => {
+            // A crash test asked for this point: say so, then wait for its SIGKILL.
+            eprintln!("kmirror: halted after {effects} effects; waiting to be killed");
+            std::thread::sleep(Duration::from_secs(60));
+            Err(format!("halted after {effects} effects and was not killed"))
+        }
+        other => other.map_err(|e| e.to_string()),
+    }
+}
+
+/// How long a command waits for a directory another kmirror process holds.
+const BUSY_WAIT_MS: i64 = 10_000;
+/// The status snapshot a following `mirror` keeps in the destination directory, shown by
+/// `kmirror status` while that process holds the directory.
+pub const STATUS_SNAPSHOT_FILE: &str = "status.json";
+
+/// Runs `open` until it does not fail with [`DriverError::Busy`], for at most
+/// [`BUSY_WAIT_MS`] (another command may hold the directory briefly, e.g. a following mirror
+/// between two polls of its source).
+fn retry_busy<T>(
+    clock: &mut SystemClock,
+    mut open: impl FnMut() -> Result<T, DriverError>,
+) -> Result<T, DriverError> {
+    let deadline = clock.now_ms() + BUSY_WAIT_MS;
+    loop {
+        match open() {
+            Err(DriverError::Busy { .. }) if clock.now_ms() < deadline => {
+                let now = clock.now_ms();
+                clock.sleep_until(now + 20);
+            }
+            other => return other,
+        }
+    }
+}
+
+fn open_cluster(clock: &mut SystemClock, dir: &Path) -> Result<Cluster, DriverError> {
+    retry_busy(clock, || Cluster::open(dir))
+}
+
+fn open_source(clock: &mut SystemClock, dir: &Path) -> Result<LocalSource, DriverError> {
+    retry_busy(clock, || LocalSource::open(dir))
+}
+
+fn options(run: &RunArgs) -> DriverOptions {
+    DriverOptions {
+        mirror: MirrorConfig {
+            retry: RetryPolicy {
+                max_attempts: run.max_retries,
+                ..RetryPolicy::default()
+            },
+            ..MirrorConfig::default()
+        },
+        max_fetch_batches: run.max_batches.max(1),
+        max_follower_batches: run.max_batches.max(1),
+        halt_after_effects: run.halt_after_effects,
+    }
+}
+
+fn until(run: &RunArgs) -> Until {
+    if run.once {
+        Until::Fetches(1)
+    } else if let Some(n) = run.max_fetches {
+        Until::Fetches(n)
+    } else if run.until_caught_up {
+        Until::Idle
+    } else {
+        Until::Forever {
+            poll_ms: i64::try_from(run.poll_ms).unwrap_or(i64::MAX),
+        }
+    }
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+fn dir_name(path: &Path) -> Result<MirrorName, DriverError> {
+    let name = absolute(path)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("")
+        .to_owned();
+    MirrorName::new(name.clone()).map_err(|e| {
+        DriverError::Invalid(format!(
+            "the directory name {name:?} cannot be a cluster name ({e}); pass --name"
+        ))
+    })
+}
+
+fn mirror_name_arg(name: &str) -> Result<MirrorName, DriverError> {
+    MirrorName::new(name)
+        .map_err(|e| DriverError::Invalid(format!("invalid mirror name {name:?}: {e}")))
+}
+
+fn is_empty_or_missing(path: &Path) -> bool {
+    !path.exists()
+        || (path.is_dir()
+            && std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_none()))
+}
+
+fn check_same_topic(source: &mut LocalSource, dest: &Cluster) -> Result<(), DriverError> {
+    let (topic, id) = source.topic()?;
+    let config = dest.dir.config();
+    if topic != config.topic || id != config.topic_id {
+        return Err(DriverError::TopicMismatch {
+            source_topic: format!(
+                "{}: {topic} (id {})",
+                source.root().display(),
+                topic_id_hex(id)
+            ),
+            dest_topic: format!(
+                "{}: {} (id {})",
+                dest.dir.root().display(),
+                config.topic,
+                topic_id_hex(config.topic_id)
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Drives `driver` until `until`, with a progress line on stderr at most once a second.
+fn drive(
+    driver: &mut Driver,
+    clock: &mut SystemClock,
+    until: Until,
+    quiet: bool,
+) -> Result<RunEnd, DriverError> {
+    let name = driver.cluster().dir.config().name.to_string();
+    let follow = matches!(until, Until::Forever { .. });
+    let mut last_print = clock.now_ms();
+    let mut on_step = |d: &Driver, now: i64| {
+        if now - last_print < 1_000 {
+            return;
+        }
+        last_print = now;
+        if follow {
+            write_status_snapshot(d);
+        }
+        if quiet {
+            return;
+        }
+        let p = d.progress();
+        let target = p
+            .source_last_stable_offset
+            .map(|s| {
+                let pct = if s > 0 {
+                    (p.log_end_offset as f64 / s as f64 * 100.0).min(100.0)
+                } else {
+                    100.0
+                };
+                format!(" / source LSO {s} ({pct:.0}%)")
+            })
+            .unwrap_or_default();
+        eprintln!(
+            "kmirror: {name} {}  LEO {}{target}  HW {}  LSO {}  {} fetches, {} batches, {} bytes",
+            p.state,
+            p.log_end_offset,
+            p.high_watermark,
+            p.last_stable_offset,
+            p.stats.fetches,
+            p.stats.batches,
+            p.stats.bytes
+        );
+    };
+    driver.run(clock, until, &mut on_step)
+}
+
+/// Writes the status snapshot `kmirror status` shows while this process holds the directory
+/// (best effort: a status file that cannot be written only makes `status` wait).
+fn write_status_snapshot(driver: &Driver) {
+    let status = ClusterStatus::of(driver.cluster());
+    if let Ok(text) = serde_json::to_string_pretty(&status) {
+        let _ = crate::segment::write_atomically(
+            driver.cluster().dir.root(),
+            STATUS_SNAPSHOT_FILE,
+            text.as_bytes(),
+        );
+    }
+}
+
+/// One line per notable event of a run.
+fn print_events(events: &[Event]) {
+    for e in events {
+        let line = match e {
+            Event::StateWritten {
+                state,
+                leader_epoch,
+                state_epoch,
+                error,
+            } => format!(
+                "state {state} persisted (leader epoch {leader_epoch}, state epoch \
+                 {state_epoch}){}",
+                error
+                    .as_deref()
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default()
+            ),
+            Event::LeaderTruncated { from, to, cause } => {
+                format!("leader log truncated from {from} to {to} ({cause})")
+            }
+            Event::LeaderTruncatedFully { from, start, cause } => {
+                format!("leader log emptied (LEO was {from}), restarted at {start} ({cause})")
+            }
+            Event::FollowerTruncated { replica, from, to } => {
+                format!("follower {replica} truncated from {from} to {to}")
+            }
+            Event::EpochBumped { leader_epoch } => format!("leader epoch bumped to {leader_epoch}"),
+            Event::LastMirroredEpochWritten { epoch, offset } => format!(
+                "last mirrored epoch recorded: epoch {}, ends at offset {offset}",
+                epoch.map_or("-1".to_owned(), |e| e.to_string())
+            ),
+            Event::PidResetAppended {
+                offset,
+                leader_epoch,
+            } => format!(
+                "MIRROR_PID_RESET appended at offset {offset} (leader epoch {leader_epoch})"
+            ),
+            Event::AbortMarkerAppended {
+                offset,
+                producer_id,
+            } => format!("ABORT marker for producer {producer_id} appended at offset {offset}"),
+            Event::WritableChanged { writable } => {
+                format!(
+                    "local producers {}",
+                    if *writable { "allowed" } else { "refused" }
+                )
+            }
+            Event::RetryScheduled { attempt, delay_ms } => {
+                format!("retry {attempt} scheduled in {delay_ms} ms")
+            }
+            Event::RequestFailed { error } => format!("request failed: {error}"),
+            Event::WriteFenced { reason } => format!("state write fenced: {reason}"),
+            Event::FetcherStarted | Event::FetcherStopped => continue,
+        };
+        println!("  {line}");
+    }
+}
+
+fn summary(driver: &Driver, end: RunEnd) -> String {
+    let p = driver.progress();
+    let how = match end {
+        RunEnd::CaughtUp => "caught up with the source",
+        RunEnd::Settled => "settled",
+        RunEnd::FetchesDone => "fetch budget spent",
+        RunEnd::NeedsSource => "waiting for a source",
+    };
+    format!(
+        "{}: {} ({how}); LEO {}, HW {}, LSO {}, leader epoch {}; {} fetches, {} batches mirrored",
+        driver.cluster().dir.config().name,
+        p.state,
+        p.log_end_offset,
+        p.high_watermark,
+        p.last_stable_offset,
+        driver.cluster().dir.controller().leader_epoch,
+        p.stats.fetches,
+        p.stats.batches
+    )
+}
+
+/// Prints the end of a run and picks the exit code: 1 when the partition is FAILED for good.
+fn finish(mut driver: Driver, end: RunEnd) -> Result<ExitCode, DriverError> {
+    print_events(&driver.take_events());
+    println!("{}", summary(&driver, end));
+    let failed = driver.state() == MirrorState::Failed;
+    if end == RunEnd::NeedsSource {
+        driver.close()?;
+        return Err(DriverError::Invalid(
+            "the partition needs its source to go on; run `kmirror mirror --source DIR --dest \
+             DIR`"
+                .to_owned(),
+        ));
+    }
+    driver.close()?;
+    Ok(if failed {
+        eprintln!("kmirror: the partition is FAILED and will not be retried (see --max-retries)");
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn mirror(args: MirrorArgs) -> Result<ExitCode, DriverError> {
+    let mut clock = SystemClock;
+    if absolute(&args.source) == absolute(&args.dest) {
+        return Err(DriverError::Invalid(
+            "the source and the destination are the same directory".to_owned(),
+        ));
+    }
+    let mut source = open_source(&mut clock, &args.source)?;
+    let cluster = if is_empty_or_missing(&args.dest) {
+        let (topic, topic_id) = source.topic()?;
+        let name = match &args.name {
+            Some(n) => mirror_name_arg(n)?,
+            None => dir_name(&args.dest)?,
+        };
+        let mirror = match &args.mirror_name {
+            Some(m) => mirror_name_arg(m)?,
+            None => source.cluster_name()?,
+        };
+        let mut config = ClusterConfig::new(name, topic, topic_id);
+        config.mirror_name = Some(mirror.to_string());
+        config.mirrors.insert(mirror);
+        config.source_dir = Some(absolute(&args.source));
+        config.segment_bytes = source.config()?.segment_bytes;
+        let dir = ClusterDir::create(&args.dest, config, args.replicas.unwrap_or(3))?;
+        Cluster::open_dir(dir, true)?
+    } else {
+        let mut cluster = open_cluster(&mut clock, &args.dest)?;
+        check_same_topic(&mut source, &cluster)?;
+        let count = cluster.dir.controller().replicas.len() as u32;
+        if let Some(n) = args.replicas.filter(|n| *n != count) {
+            return Err(DriverError::Invalid(format!(
+                "{} has {count} replicas, not {n}; the replica count of an existing cluster \
+                 cannot change",
+                args.dest.display()
+            )));
+        }
+        if let Some(m) = &args.mirror_name {
+            let current = cluster.dir.desired_state()?;
+            if current.mirror().map(MirrorName::as_str) != Some(m.as_str()) {
+                return Err(DriverError::Invalid(format!(
+                    "{} is not in mirror {m:?} ({}); use `kmirror start` to add it to a mirror",
+                    args.dest.display(),
+                    current
+                )));
+            }
+        }
+        let mut config = cluster.dir.config().clone();
+        if config.source_dir.as_deref() != Some(&absolute(&args.source)) {
+            config.source_dir = Some(absolute(&args.source));
+            cluster.dir.set_config(config)?;
+        }
+        cluster
+    };
+    match cluster.dir.desired_state()? {
+        DesiredState::Mirror(_) => {}
+        other => eprintln!(
+            "kmirror: {} has {other}: the topic is not being mirrored (use `kmirror start` to \
+             add it to a mirror); driving it to its current state",
+            args.dest.display()
+        ),
+    }
+    let mut driver = Driver::from_cluster(cluster, Some(Box::new(source)), options(&args.run))?;
+    let end = drive(&mut driver, &mut clock, until(&args.run), args.run.quiet)?;
+    finish(driver, end)
+}
+
+fn stop(args: StopArgs) -> Result<ExitCode, DriverError> {
+    let mut clock = SystemClock;
+    let cluster = open_cluster(&mut clock, &args.dest)?;
+    let topic = cluster.dir.config().topic.clone();
+    let mirror = match &args.mirror {
+        Some(m) => m.clone(),
+        None => match cluster.dir.desired_state()?.mirror() {
+            Some(m) => m.to_string(),
+            None => {
+                return Err(DriverError::Invalid(format!(
+                    "topic {topic} of {} is not in a mirror (mirror.name is empty); there is \
+                     nothing to stop",
+                    args.dest.display()
+                )))
+            }
+        },
+    };
+    let stop_strategy = match args.stop_strategy {
+        StopStrategyArg::TruncateToLso => StopStrategy::TruncateToLso,
+        StopStrategyArg::AbortOpenTransactions => StopStrategy::AbortOpenTransactions,
+    };
+    let options = DriverOptions {
+        mirror: MirrorConfig {
+            stop_strategy,
+            ..MirrorConfig::default()
+        },
+        halt_after_effects: args.halt_after_effects,
+        ..DriverOptions::default()
+    };
+    let mut driver = Driver::from_cluster(cluster, None, options)?;
+    let now = clock.now_ms();
+    driver.start(now)?;
+    driver.request(
+        &MirrorRequest::RemoveTopics {
+            mirror,
+            topics: vec![topic],
+        },
+        now,
+    )?;
+    let end = drive(&mut driver, &mut clock, Until::Idle, args.quiet)?;
+    let state = driver.state();
+    let code = finish(driver, end)?;
+    if state != MirrorState::Stopped {
+        return Err(DriverError::Invalid(format!(
+            "the partition settled in {state}, not STOPPED; see `kmirror status --dest {}`",
+            args.dest.display()
+        )));
+    }
+    Ok(code)
+}
+
+fn start(args: StartArgs) -> Result<ExitCode, DriverError> {
+    let mut clock = SystemClock;
+    if absolute(&args.source) == absolute(&args.dest) {
+        return Err(DriverError::Invalid(
+            "the source and the destination are the same directory".to_owned(),
+        ));
+    }
+    let mut source = open_source(&mut clock, &args.source)?;
+    let cluster = open_cluster(&mut clock, &args.dest)?;
+    check_same_topic(&mut source, &cluster)?;
+    let mirror = match &args.mirror_name {
+        Some(m) => mirror_name_arg(m)?,
+        None => source.cluster_name()?,
+    };
+    let topic = cluster.dir.config().topic.clone();
+    let mut driver = Driver::from_cluster(cluster, Some(Box::new(source)), options(&args.run))?;
+    let now = clock.now_ms();
+    // Refused requests change nothing: check before creating the mirror.
+    let request = MirrorRequest::AddTopics {
+        mirror: mirror.to_string(),
+        topics: vec![topic],
+    };
+    driver.check_request(&request, Some(&mirror))?;
+    driver.create_mirror(mirror, Some(absolute(&args.source)), now)?;
+    driver.request(&request, now)?;
+    let end = drive(&mut driver, &mut clock, until(&args.run), args.run.quiet)?;
+    finish(driver, end)
+}
+
+fn pause(args: PauseArgs) -> Result<ExitCode, DriverError> {
+    let mut clock = SystemClock;
+    let cluster = open_cluster(&mut clock, &args.dest)?;
+    let topic = cluster.dir.config().topic.clone();
+    let Some(mirror) = cluster.dir.desired_state()?.mirror().cloned() else {
+        return Err(DriverError::Invalid(format!(
+            "topic {topic} is not in a mirror; there is nothing to pause"
+        )));
+    };
+    let mut driver = Driver::from_cluster(cluster, None, DriverOptions::default())?;
+    let now = clock.now_ms();
+    driver.start(now)?;
+    driver.request(
+        &MirrorRequest::PauseTopics {
+            mirror: mirror.to_string(),
+            topics: vec![topic],
+        },
+        now,
+    )?;
+    let end = drive(&mut driver, &mut clock, Until::Idle, args.quiet)?;
+    finish(driver, end)
+}
+
+fn resume(args: ResumeArgs) -> Result<ExitCode, DriverError> {
+    let mut clock = SystemClock;
+    let cluster = open_cluster(&mut clock, &args.dest)?;
+    let config = cluster.dir.config().clone();
+    let source_dir = args
+        .source
+        .clone()
+        .or_else(|| config.source_dir.clone())
+        .ok_or_else(|| {
+            DriverError::Invalid("no source.dir is remembered; pass --source DIR".to_owned())
+        })?;
+    let mut source = open_source(&mut clock, &source_dir)?;
+    check_same_topic(&mut source, &cluster)?;
+    let Some(mirror) = cluster.dir.desired_state()?.mirror().cloned() else {
+        return Err(DriverError::Invalid(format!(
+            "topic {} is not in a mirror; there is nothing to resume",
+            config.topic
+        )));
+    };
+    let mut driver = Driver::from_cluster(cluster, Some(Box::new(source)), options(&args.run))?;
+    let now = clock.now_ms();
+    driver.start(now)?;
+    driver.request(
+        &MirrorRequest::ResumeTopics {
+            mirror: mirror.to_string(),
+            topics: vec![config.topic.clone()],
+        },
+        now,
+    )?;
+    let end = drive(&mut driver, &mut clock, until(&args.run), args.run.quiet)?;
+    finish(driver, end)
+}
+
+fn status(args: StatusArgs) -> Result<ExitCode, DriverError> {
+    let cluster = match Cluster::open(&args.dest) {
+        Err(DriverError::Busy { dir }) => {
+            // A following mirror holds the directory: show its latest snapshot.
+            let path = dir.join(STATUS_SNAPSHOT_FILE);
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                return Err(DriverError::Busy { dir });
+            };
+            if args.json {
+                println!("{}", text.trim_end());
+            } else {
+                let status: ClusterStatus = serde_json::from_str(&text).map_err(|e| {
+                    DriverError::Invalid(format!(
+                        "{} is not a status snapshot: {e}",
+                        path.display()
+                    ))
+                })?;
+                print!("{}", status.render());
+                eprintln!(
+                    "kmirror: note: {} is held by a running kmirror; this is the snapshot it \
+                     wrote to {}",
+                    dir.display(),
+                    path.display()
+                );
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        other => other?,
+    };
+    let status = ClusterStatus::of(&cluster);
+    if args.json {
+        let text = serde_json::to_string_pretty(&status)
+            .map_err(|e| DriverError::Invalid(format!("cannot encode the status: {e}")))?;
+        println!("{text}");
+    } else {
+        print!("{}", status.render());
+        for (dir, report) in &cluster.repaired {
+            eprintln!(
+                "kmirror: note: {} was repaired when opened (an earlier crash): {:?}",
+                dir.display(),
+                report
+            );
+        }
+    }
+    // Read only: the logs are dropped without a flush.
+    drop(cluster);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A fresh topic id from the clock and the process id (binary-side randomness).
+fn fresh_topic_id(clock: &mut SystemClock, topic: &str) -> TopicId {
+    let seed = format!("{}:{}:{topic}", clock.now_ms(), std::process::id());
+    let mut id = [0u8; 16];
+    for (i, chunk) in id.chunks_mut(4).enumerate() {
+        let h = kmirror_kernel::partitioner::murmur2(format!("{i}:{seed}").as_bytes());
+        chunk.copy_from_slice(&h.to_be_bytes());
+    }
+    TopicId(id)
+}
+
+fn produce(args: ProduceArgs) -> Result<ExitCode, DriverError> {
+    let mut clock = SystemClock;
+    let mut cluster = if is_empty_or_missing(&args.dir) {
+        let Some(topic) = &args.topic else {
+            return Err(DriverError::Missing {
+                path: args.dir.clone(),
+                hint: "; pass --topic NAME to create a cluster there".to_owned(),
+            });
+        };
+        let name = match &args.name {
+            Some(n) => mirror_name_arg(n)?,
+            None => dir_name(&args.dir)?,
+        };
+        let topic_id = match &args.topic_id {
+            Some(hex) => parse_topic_id(hex).map_err(DriverError::Invalid)?,
+            None => fresh_topic_id(&mut clock, topic),
+        };
+        let mut config = ClusterConfig::new(name, topic.clone(), topic_id);
+        config.segment_bytes = args.segment_bytes;
+        Cluster::open_dir(ClusterDir::create(&args.dir, config, args.replicas)?, true)?
+    } else {
+        let cluster = open_cluster(&mut clock, &args.dir)?;
+        if let Some(t) = args
+            .topic
+            .as_ref()
+            .filter(|t| **t != cluster.dir.config().topic)
+        {
+            return Err(DriverError::Invalid(format!(
+                "{} hosts topic {}, not {t}",
+                args.dir.display(),
+                cluster.dir.config().topic
+            )));
+        }
+        cluster
+    };
+    let timestamp = args.timestamp.unwrap_or_else(|| clock.now_ms());
+    let ops: Vec<ProduceOp> = (0..args.repeat)
+        .flat_map(|_| args.ops.iter().copied())
+        .collect();
+    let report = producer::produce(&mut cluster, &ops, timestamp);
+    // Flush what was appended even when an operation was refused part-way.
+    cluster.close()?;
+    let report = report?;
+    if args.json {
+        let text = serde_json::to_string_pretty(&report)
+            .map_err(|e| DriverError::Invalid(format!("cannot encode the report: {e}")))?;
+        println!("{text}");
+    } else {
+        let range = match (report.appended.first(), report.appended.last()) {
+            (Some(f), Some(l)) => format!(" at offsets {}..={}", f.base_offset, l.last_offset),
+            _ => String::new(),
+        };
+        println!(
+            "appended {} batches{range}; LEO {}, HW {}, LSO {}, leader epoch {}",
+            report.appended.len(),
+            report.log_end_offset,
+            report.high_watermark,
+            report.last_stable_offset,
+            report.leader_epoch
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn demo_command(args: DemoArgs) -> Result<ExitCode, DriverError> {
+    let mut clock = SystemClock;
+    let report = demo::run(args.dir.as_deref(), &mut clock)?;
+    if args.json {
+        let text = serde_json::to_string_pretty(&report)
+            .map_err(|e| DriverError::Invalid(format!("cannot encode the demo: {e}")))?;
+        println!("{text}");
+    } else {
+        print!("{}", report.render());
+    }
+    Ok(if report.verified {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

@@ -1,0 +1,1437 @@
+//! The driver: runs the kernel's [`PartitionMirror`] for the partition of a destination cluster
+//! directory against real logs.
+//!
+//! **The kernel decides, the driver does.** The driver feeds kernel inputs
+//! ([`PartitionMirror::handle`]), executes every [`Effect`] it returns in one `match`
+//! ([`Driver`]'s `execute`), and feeds each completion back as the next input. It never decides
+//! anything about mirroring itself; the log rules it needs are the kernel's
+//! ([`apply_log_effect`], [`serve_fetch`](kmirror_kernel::fetch::serve_fetch) through the
+//! [`Source`], the follower rules in [`cluster`]).
+//!
+//! | effect | executed as |
+//! |---|---|
+//! | `ReadState` | read from the coordinator rebuilt from `__mirror_state` |
+//! | `WriteState` | fenced by the coordinator, appended to `__mirror_state` and fsynced, then acknowledged |
+//! | `WriteLastMirroredEpoch` | appended to `__mirror_state` and fsynced, then acknowledged |
+//! | `QueryLastMirroredEpoch` | the source answers from its own `__mirror_state` |
+//! | `Fetch` | the source serves it ([`Source::fetch`]); an empty answer is held (long poll) |
+//! | `Log(_)` | [`apply_log_effect`] on the leader's [`FileLog`](crate::file_log::FileLog), with the fetched [`RawBatch`]es byte for byte |
+//! | `BumpLeaderEpoch` | the controller state file gets the new epoch (atomically) |
+//! | `SetWritable` | the `produce-gate` file the producer checks |
+//! | `ScheduleRetry` | a timer fired by [`Driver::step`] once the caller's clock passes it |
+//! | `StartFetcher` / `StopFetcher` | the fetch slot is opened / emptied |
+//!
+//! Completions are queued and fed one per [`Driver::step`], in order. Between them the followers
+//! replicate from the leader (Kafka follower semantics, [`Cluster::replicate_round`]), report
+//! `ReplicaFetched` to the kernel, and the kernel hears `HighWatermarkAdvanced` whenever the
+//! leader's high watermark moves.
+//!
+//! **Nothing the kernel needs is held only in memory**: every write is on disk before its
+//! completion is fed. A restarted driver re-opens everything and feeds `BecameLeader`; the
+//! kernel re-reads its state and re-runs that state's side effect.
+//!
+//! **No clock**: every call takes `now_ms` from the caller; [`Driver::run`] takes a [`Clock`].
+
+pub mod cluster;
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+
+use kmirror_kernel::apply::apply_log_effect;
+use kmirror_kernel::config::{FetchIsolation, MirrorConfig};
+use kmirror_kernel::controller::{
+    apply_config_record, handle_mirror_request, ConfigRecord, ControllerConfig, MirrorRequest,
+    MirrorRequestError, ProduceError,
+};
+use kmirror_kernel::desired::DesiredState;
+use kmirror_kernel::effect::{Effect, LogEffect, RequestId};
+use kmirror_kernel::fetch::FetchResponse;
+use kmirror_kernel::input::{FetchOutcome, Input};
+use kmirror_kernel::log::LogView;
+use kmirror_kernel::partition::{PartitionMirror, Step};
+use kmirror_kernel::state::MirrorState;
+use kmirror_kernel::types::{
+    BrokerId, InvalidMirrorName, LeaderEpoch, MirrorName, MirrorPartition, Offset,
+};
+use serde::Serialize;
+
+use crate::error::FileLogError;
+use crate::mirror_state_log::MirrorStateLogError;
+use crate::record_batch::RawBatch;
+use crate::source::{Source, SourceError, SourcePosition};
+
+pub use cluster::{Cluster, ClusterConfig, ClusterDir, ControllerState, PARTITION};
+
+/// Most batches one mirror fetch returns, by default.
+pub const DEFAULT_MAX_FETCH_BATCHES: usize = 100;
+/// How long [`Driver::run`] waits before polling a busy source again (ms).
+pub const BUSY_POLL_MS: i64 = 50;
+
+/// Everything the driver (and the commands around it) can fail with. Each message says what is
+/// wrong and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    /// A directory or file that must exist does not.
+    #[error("{} does not exist{hint}", path.display())]
+    Missing {
+        /// The missing path.
+        path: PathBuf,
+        /// What to do (starts with `; ` when present).
+        hint: String,
+    },
+    /// A directory that is not a cluster directory.
+    #[error(
+        "{} is not a kmirror cluster directory ({reason}); point at a directory made by \
+         `kmirror produce --topic ...` or `kmirror mirror`",
+        path.display()
+    )]
+    NotACluster {
+        /// The directory.
+        path: PathBuf,
+        /// What is missing.
+        reason: String,
+    },
+    /// A cluster cannot be created in a directory holding files.
+    #[error(
+        "{} is not empty; give a new directory (or an empty one) to create a cluster in",
+        path.display()
+    )]
+    NotEmpty {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// A config or state file that does not parse.
+    #[error(
+        "{}{}: {reason}; fix the file or restore it from a backup",
+        file.display(),
+        if *line > 0 { format!(", line {line}") } else { String::new() }
+    )]
+    BadFile {
+        /// The file.
+        file: PathBuf,
+        /// The 1-based line (0: the file as a whole).
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Another process holds the directory's lock.
+    #[error(
+        "{} is in use by another kmirror process; wait for it to finish (or stop it)",
+        dir.display()
+    )]
+    Busy {
+        /// The directory.
+        dir: PathBuf,
+    },
+    /// An I/O error on a file the driver owns.
+    #[error("cannot {action} {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A partition log failed (I/O, corruption, a bad checkpoint...).
+    #[error("{}: {source}", dir.display())]
+    Log {
+        /// The partition directory (or file).
+        dir: PathBuf,
+        /// What failed.
+        source: Box<FileLogError>,
+    },
+    /// The `__mirror_state` log failed.
+    #[error(transparent)]
+    MirrorState(#[from] MirrorStateLogError),
+    /// `mirror.name` does not parse.
+    #[error(
+        "{}: mirror.name={value:?} is invalid: {source}; the value is <mirror>, \
+         <mirror>.removed (stop) or <mirror>.paused (pause)",
+        file.display()
+    )]
+    InvalidMirrorName {
+        /// The config file.
+        file: PathBuf,
+        /// The value.
+        value: String,
+        /// Why it is invalid.
+        source: InvalidMirrorName,
+    },
+    /// `mirror.name` names a mirror this cluster does not have (usually a misspelt suffix).
+    #[error(
+        "{}: mirror.name={value:?} names cluster mirror {mirror:?}, which does not exist on \
+         this cluster (known: {known}); the only suffixes are .removed (stop) and .paused \
+         (pause)",
+        file.display()
+    )]
+    UnknownMirror {
+        /// The config file.
+        file: PathBuf,
+        /// The value.
+        value: String,
+        /// The mirror it names.
+        mirror: String,
+        /// The mirrors that exist.
+        known: String,
+    },
+    /// The source hosts another topic than the destination.
+    #[error(
+        "the source hosts {source_topic} but the destination hosts {dest_topic}; a mirror \
+         copies one topic, same name and id, on both sides"
+    )]
+    TopicMismatch {
+        /// The source's topic: `<dir>: <topic> (id <hex>)`.
+        source_topic: String,
+        /// The destination's topic, likewise.
+        dest_topic: String,
+    },
+    /// The controller refused a mirror request for the topic.
+    #[error("the controller refused the request: {0}")]
+    Refused(#[from] MirrorRequestError),
+    /// The produce gate refused a local write.
+    #[error("produce refused: {0}")]
+    ProduceRefused(#[from] ProduceError),
+    /// A log effect of the kernel could not be applied to the leader's log.
+    #[error(
+        "applying the kernel's {effect} to {} failed: {source}",
+        dir.display()
+    )]
+    LogEffect {
+        /// The leader's partition directory.
+        dir: PathBuf,
+        /// The effect.
+        effect: String,
+        /// Why.
+        source: Box<FileLogError>,
+    },
+    /// The source failed at a point where the driver cannot hand the failure to the kernel.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// A request that cannot be carried out as given.
+    #[error("{0}")]
+    Invalid(String),
+    /// Fault injection: the driver stopped right after its `effects`-th effect
+    /// ([`DriverOptions::halt_after_effects`]).
+    #[error("halted after {effects} effects (fault injection)")]
+    Halted {
+        /// Effects executed.
+        effects: u64,
+    },
+}
+
+/// How the driver runs the kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DriverOptions {
+    /// The kernel's configuration.
+    pub mirror: MirrorConfig,
+    /// Most batches one mirror fetch returns.
+    pub max_fetch_batches: usize,
+    /// Most batches one follower fetch returns.
+    pub max_follower_batches: usize,
+    /// Fault injection: return [`DriverError::Halted`] right after this many effects were
+    /// executed, leaving the files as a crash at that point would (crash tests kill the
+    /// process there).
+    pub halt_after_effects: Option<u64>,
+}
+
+impl Default for DriverOptions {
+    fn default() -> Self {
+        DriverOptions {
+            mirror: MirrorConfig::default(),
+            max_fetch_batches: DEFAULT_MAX_FETCH_BATCHES,
+            max_follower_batches: DEFAULT_MAX_FETCH_BATCHES,
+            halt_after_effects: None,
+        }
+    }
+}
+
+/// Where time comes from for [`Driver::run`] (the library never reads a clock itself).
+pub trait Clock {
+    /// The current time in milliseconds.
+    fn now_ms(&mut self) -> i64;
+    /// Waits until `deadline_ms` (a test clock jumps there).
+    fn sleep_until(&mut self, deadline_ms: i64);
+}
+
+/// A clock that only moves when told to: [`Clock::sleep_until`] jumps to the deadline.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ManualClock {
+    /// The current time.
+    pub now_ms: i64,
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&mut self) -> i64 {
+        self.now_ms
+    }
+
+    fn sleep_until(&mut self, deadline_ms: i64) {
+        self.now_ms = self.now_ms.max(deadline_ms);
+    }
+}
+
+/// Something that happened while the driver executed effects (for reports and the demo).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// The coordinator stored a state.
+    StateWritten {
+        /// The state.
+        state: String,
+        /// Its leader epoch.
+        leader_epoch: LeaderEpoch,
+        /// The state epoch the coordinator assigned.
+        state_epoch: i32,
+        /// The error message of a FAILED state.
+        error: Option<String>,
+    },
+    /// The coordinator refused a state write.
+    WriteFenced {
+        /// The Kafka error.
+        reason: String,
+    },
+    /// The leader's log was truncated.
+    LeaderTruncated {
+        /// LEO before.
+        from: Offset,
+        /// LEO after.
+        to: Offset,
+        /// Why (which kernel rule).
+        cause: String,
+    },
+    /// The leader's log was emptied and restarted at `start`.
+    LeaderTruncatedFully {
+        /// LEO before.
+        from: Offset,
+        /// The new log start offset.
+        start: Offset,
+        /// Why.
+        cause: String,
+    },
+    /// A follower truncated while replicating.
+    FollowerTruncated {
+        /// The follower.
+        replica: BrokerId,
+        /// LEO before.
+        from: Offset,
+        /// LEO after.
+        to: Offset,
+    },
+    /// The controller bumped the leader epoch.
+    EpochBumped {
+        /// The new epoch.
+        leader_epoch: LeaderEpoch,
+    },
+    /// The LME was recorded.
+    LastMirroredEpochWritten {
+        /// The epoch (`None`: -1).
+        epoch: Option<LeaderEpoch>,
+        /// The end offset of the mirrored copy.
+        offset: Offset,
+    },
+    /// A `MIRROR_PID_RESET` batch was appended.
+    PidResetAppended {
+        /// Its offset.
+        offset: Offset,
+        /// Its leader epoch.
+        leader_epoch: LeaderEpoch,
+    },
+    /// An ABORT marker was appended (stop strategy `AbortOpenTransactions`).
+    AbortMarkerAppended {
+        /// Its offset.
+        offset: Offset,
+        /// The producer.
+        producer_id: i64,
+    },
+    /// Local producers were allowed or refused.
+    WritableChanged {
+        /// Whether they may write.
+        writable: bool,
+    },
+    /// The mirror fetcher was created.
+    FetcherStarted,
+    /// The mirror fetcher was removed.
+    FetcherStopped,
+    /// A retry timer was set.
+    RetryScheduled {
+        /// The attempt.
+        attempt: u32,
+        /// Its delay.
+        delay_ms: u64,
+    },
+    /// A request to the source failed.
+    RequestFailed {
+        /// What went wrong.
+        error: String,
+    },
+}
+
+/// Why [`Driver::step`] has nothing to do right now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Idle {
+    /// The fetcher is waiting for new data at the source (the fetch is held), followers in sync.
+    CaughtUp,
+    /// The partition needs nothing more (PAUSED, STOPPED, not mirrored, FAILED for good...).
+    Settled,
+    /// Waiting for a retry timer.
+    WaitingForRetry {
+        /// When it fires.
+        due_ms: i64,
+    },
+    /// The source is held by another process.
+    SourceBusy,
+    /// The kernel needs the source but the driver has none.
+    NeedsSource,
+    /// The kernel waits for followers (their truncation, or the high watermark) that make no
+    /// progress.
+    WaitingForReplicas,
+}
+
+/// How long [`Driver::run`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Until {
+    /// Until the first idle point that is not a wait (caught up, settled).
+    Idle,
+    /// Until `n` fetch responses have been handled (or an idle point).
+    Fetches(u64),
+    /// Forever, polling the source and the config every `poll_ms` when idle.
+    Forever {
+        /// The poll interval.
+        poll_ms: i64,
+    },
+}
+
+/// How [`Driver::run`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum RunEnd {
+    /// Caught up with the source.
+    CaughtUp,
+    /// Settled in a state that needs nothing more.
+    Settled,
+    /// The requested number of fetches was handled.
+    FetchesDone,
+    /// The kernel needs a source and none was given.
+    NeedsSource,
+}
+
+/// Counters of the driver's work.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Stats {
+    /// Fetch responses handed to the kernel.
+    pub fetches: u64,
+    /// Batches appended from the source.
+    pub batches: u64,
+    /// Bytes appended from the source.
+    pub bytes: u64,
+    /// Inputs the kernel ignored as stale or not applicable.
+    pub ignored: u64,
+}
+
+/// A snapshot for progress lines.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Progress {
+    /// The persisted state.
+    pub state: String,
+    /// The leader's log end offset.
+    pub log_end_offset: Offset,
+    /// The leader's high watermark.
+    pub high_watermark: Offset,
+    /// The leader's last stable offset.
+    pub last_stable_offset: Offset,
+    /// The source's position, when known.
+    pub source_last_stable_offset: Option<Offset>,
+    /// Work counters.
+    pub stats: Stats,
+}
+
+#[derive(Clone, Debug)]
+struct Completion {
+    input: Input,
+    batches: Vec<RawBatch>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct PendingFetch {
+    request: RequestId,
+    fetch_offset: Offset,
+    last_fetched_epoch: Option<LeaderEpoch>,
+    isolation: FetchIsolation,
+    held: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Timer {
+    attempt: u32,
+    due_ms: i64,
+}
+
+/// The kernel of one destination partition and the world it acts on. See the [module
+/// documentation](self).
+pub struct Driver {
+    cluster: Cluster,
+    source: Option<Box<dyn Source>>,
+    kernel: PartitionMirror,
+    options: DriverOptions,
+    completions: VecDeque<Completion>,
+    pending_fetch: Option<PendingFetch>,
+    pending_lme: Option<(RequestId, MirrorPartition)>,
+    timer: Option<Timer>,
+    fetcher_running: bool,
+    now_ms: i64,
+    cause: &'static str,
+    started: bool,
+    events: Vec<Event>,
+    stats: Stats,
+    effects: u64,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("dir", &self.cluster.dir.root())
+            .field("kernel", &self.kernel)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Driver {
+    /// Opens the destination cluster directory `root` (every log and file is read and checked
+    /// first; nothing is written) with the source it mirrors from, if any.
+    pub fn open(
+        root: &std::path::Path,
+        source: Option<Box<dyn Source>>,
+        options: DriverOptions,
+    ) -> Result<Self, DriverError> {
+        Self::from_cluster(Cluster::open(root)?, source, options)
+    }
+
+    /// A driver for an opened cluster.
+    pub fn from_cluster(
+        cluster: Cluster,
+        source: Option<Box<dyn Source>>,
+        options: DriverOptions,
+    ) -> Result<Self, DriverError> {
+        let desired = cluster.dir.desired_state()?;
+        let kernel = PartitionMirror::new(
+            cluster.dir.controller().leader,
+            cluster.dir.config().topic_id,
+            PARTITION,
+            desired,
+        );
+        Ok(Driver {
+            cluster,
+            source,
+            kernel,
+            options,
+            completions: VecDeque::new(),
+            pending_fetch: None,
+            pending_lme: None,
+            timer: None,
+            fetcher_running: false,
+            now_ms: 0,
+            cause: "",
+            started: false,
+            events: Vec::new(),
+            stats: Stats::default(),
+            effects: 0,
+        })
+    }
+
+    /// The cluster (logs, config, controller state).
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    /// The kernel's state machine (read only).
+    pub fn kernel(&self) -> &PartitionMirror {
+        &self.kernel
+    }
+
+    /// The persisted mirror state.
+    pub fn state(&self) -> MirrorState {
+        self.cluster.mirror_state()
+    }
+
+    /// Whether the kernel asked for the fetcher to run.
+    pub fn fetcher_running(&self) -> bool {
+        self.fetcher_running
+    }
+
+    /// Work counters.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// The events recorded since the last call.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// The source's position as of the last request it served.
+    pub fn source_position(&self) -> Option<SourcePosition> {
+        self.source.as_ref().and_then(|s| s.position())
+    }
+
+    /// A snapshot for progress lines.
+    pub fn progress(&self) -> Progress {
+        let leader = &self.cluster.leader;
+        Progress {
+            state: self.state().to_string(),
+            log_end_offset: leader.log_end_offset(),
+            high_watermark: leader.high_watermark(),
+            last_stable_offset: leader.last_stable_offset(),
+            source_last_stable_offset: self.source_position().map(|p| p.last_stable_offset),
+            stats: self.stats,
+        }
+    }
+
+    /// Becomes the partition leader with the controller's epoch and ISR: the kernel reads its
+    /// persisted state and moves on from there (after a restart: re-runs its side effect).
+    pub fn start(&mut self, now_ms: i64) -> Result<(), DriverError> {
+        self.set_now(now_ms);
+        self.started = true;
+        let c = self.cluster.dir.controller();
+        let input = Input::BecameLeader {
+            leader_epoch: c.leader_epoch,
+            replicas: c.replica_set(),
+            isr: c.isr_set(),
+        };
+        self.feed(input, &[])
+    }
+
+    /// Applies a controller `ConfigRecord` (from the kernel's controller functions) to the
+    /// topic config: persists the new `mirror.name`, then tells the kernel.
+    pub fn apply_config_record(
+        &mut self,
+        record: &ConfigRecord,
+        now_ms: i64,
+    ) -> Result<(), DriverError> {
+        let config = self.cluster.dir.config();
+        let catalogue = apply_config_record(&config.catalogue(), record);
+        let mut next = config.clone();
+        next.mirror_name = catalogue
+            .topic(&config.topic)
+            .and_then(|t| t.mirror_name.clone());
+        self.set_config(next, now_ms)
+    }
+
+    /// Creates cluster mirror `mirror` on this cluster (so that `mirror.name` may name it) and
+    /// remembers `source_dir` as its source; persisted at once.
+    pub fn create_mirror(
+        &mut self,
+        mirror: MirrorName,
+        source_dir: Option<PathBuf>,
+        now_ms: i64,
+    ) -> Result<(), DriverError> {
+        let mut config = self.cluster.dir.config().clone();
+        config.mirrors.insert(mirror);
+        if source_dir.is_some() {
+            config.source_dir = source_dir;
+        }
+        self.set_config(config, now_ms)
+    }
+
+    /// Sends `request` (which should name this cluster's topic) to the controller: the
+    /// kernel's [`handle_mirror_request`] decides against the topic config and the persisted
+    /// mirror states; a refusal for the topic is [`DriverError::Refused`] (nothing changes),
+    /// an acceptance persists the new `mirror.name` and tells the kernel.
+    pub fn request(&mut self, request: &MirrorRequest, now_ms: i64) -> Result<(), DriverError> {
+        let records = self.check_request(request, None)?;
+        for record in &records {
+            self.apply_config_record(record, now_ms)?;
+        }
+        Ok(())
+    }
+
+    /// What the controller would answer to `request` (with mirror `also_known` created on this
+    /// cluster first, if given): the records it would write, or its refusal. Changes nothing.
+    pub fn check_request(
+        &self,
+        request: &MirrorRequest,
+        also_known: Option<&MirrorName>,
+    ) -> Result<Vec<ConfigRecord>, DriverError> {
+        let config = self.cluster.dir.config();
+        let mut catalogue = config.catalogue();
+        if let Some(m) = also_known {
+            catalogue.insert_mirror(m.clone());
+        }
+        let coordinator = self.cluster.state_log.coordinator();
+        let lookup = |k: &MirrorPartition| coordinator.read_state(k).map(|v| v.state);
+        let outcome =
+            handle_mirror_request(&catalogue, &lookup, &ControllerConfig::default(), request);
+        if let Some(Err(e)) = outcome.result(&config.topic) {
+            return Err(DriverError::Refused(e.clone()));
+        }
+        Ok(outcome.records)
+    }
+
+    /// Persists `config` and, if the desired state changed, feeds `DesiredStateChanged`.
+    pub fn set_config(&mut self, config: ClusterConfig, now_ms: i64) -> Result<(), DriverError> {
+        let path = self.cluster.dir.config_path();
+        let desired = config.desired_state(&path)?;
+        self.cluster.dir.set_config(config)?;
+        self.desired_changed(desired, now_ms)
+    }
+
+    /// Re-reads `cluster.properties` and tells the kernel when `mirror.name` changed.
+    pub fn reload_config(&mut self, now_ms: i64) -> Result<(), DriverError> {
+        if self.cluster.dir.reload_config()? {
+            let desired = self.cluster.dir.desired_state()?;
+            self.desired_changed(desired, now_ms)?;
+        }
+        Ok(())
+    }
+
+    fn desired_changed(&mut self, desired: DesiredState, now_ms: i64) -> Result<(), DriverError> {
+        if &desired == self.kernel.desired() {
+            return Ok(());
+        }
+        self.set_now(now_ms);
+        self.feed(Input::DesiredStateChanged(desired), &[])
+    }
+
+    /// Lets go of the source (so others can write to it); a held fetch is served again.
+    pub fn release_source(&mut self) {
+        if let Some(source) = self.source.as_mut() {
+            source.release();
+        }
+        if let Some(f) = self.pending_fetch.as_mut() {
+            f.held = false;
+        }
+    }
+
+    /// Replaces the source.
+    pub fn set_source(&mut self, source: Option<Box<dyn Source>>) {
+        self.release_source();
+        self.source = source;
+    }
+
+    fn set_now(&mut self, now_ms: i64) {
+        self.now_ms = now_ms;
+        self.cluster.leader.set_append_timestamp(now_ms);
+    }
+
+    /// Does one unit of work: feeds the next completion, or runs a replication round, or serves
+    /// the pending LME query or fetch, or fires a due retry timer. Returns why it is idle when
+    /// there is nothing to do at `now_ms`.
+    pub fn step(&mut self, now_ms: i64) -> Result<Option<Idle>, DriverError> {
+        if !self.started {
+            self.start(now_ms)?;
+            return Ok(None);
+        }
+        self.set_now(now_ms);
+        if let Some(c) = self.completions.pop_front() {
+            self.feed(c.input, &c.batches)?;
+            return Ok(None);
+        }
+        if self.replicate()? {
+            return Ok(None);
+        }
+        let mut idle = None;
+        if let Some((request, key)) = self.pending_lme.clone() {
+            if *self.kernel.step() != Step::AwaitingLme(request) {
+                self.pending_lme = None;
+            } else {
+                match self.source.as_mut() {
+                    None => idle = Some(Idle::NeedsSource),
+                    Some(source) => match source.last_mirrored_epoch(key.topic_id, key.partition) {
+                        Ok(answer) => {
+                            self.pending_lme = None;
+                            self.complete(Input::LastMirroredEpochReceived {
+                                request,
+                                lme: answer.lme,
+                                source_log_start_offset: answer.log_start_offset,
+                            });
+                            return Ok(None);
+                        }
+                        Err(SourceError::Busy { .. }) => idle = Some(Idle::SourceBusy),
+                        Err(e) => {
+                            self.pending_lme = None;
+                            self.fail_request(request, e);
+                            return Ok(None);
+                        }
+                    },
+                }
+            }
+        }
+        if let Some(f) = self.pending_fetch {
+            if *self.kernel.step() != Step::Fetching(f.request) {
+                self.pending_fetch = None;
+            } else if f.held {
+                idle = idle.or(Some(Idle::CaughtUp));
+            } else {
+                let topic_id = self.cluster.dir.config().topic_id;
+                let max = self.options.max_fetch_batches;
+                match self.source.as_mut() {
+                    None => idle = idle.or(Some(Idle::NeedsSource)),
+                    Some(source) => match source.fetch(
+                        topic_id,
+                        f.fetch_offset,
+                        f.last_fetched_epoch,
+                        f.isolation,
+                        max,
+                    ) {
+                        Ok(FetchResponse::Records(r)) if r.batches.is_empty() => {
+                            // Nothing new: hold the fetch until the source changes (Kafka's
+                            // fetch purgatory), rather than answer it and be asked again.
+                            if let Some(p) = self.pending_fetch.as_mut() {
+                                p.held = true;
+                            }
+                            idle = idle.or(Some(Idle::CaughtUp));
+                        }
+                        Ok(response) => {
+                            self.pending_fetch = None;
+                            let (outcome, batches) = response.into_parts();
+                            self.completions.push_back(Completion {
+                                input: Input::FetchCompleted {
+                                    request: f.request,
+                                    outcome,
+                                },
+                                batches,
+                            });
+                            return Ok(None);
+                        }
+                        Err(SourceError::Busy { .. }) => idle = idle.or(Some(Idle::SourceBusy)),
+                        Err(e) => {
+                            self.pending_fetch = None;
+                            self.fail_request(f.request, e);
+                            return Ok(None);
+                        }
+                    },
+                }
+            }
+        }
+        if let Some(t) = self.timer {
+            if now_ms >= t.due_ms {
+                self.timer = None;
+                self.feed(Input::RetryDue { attempt: t.attempt }, &[])?;
+                return Ok(None);
+            }
+            idle = idle.or(Some(Idle::WaitingForRetry { due_ms: t.due_ms }));
+        }
+        Ok(Some(idle.unwrap_or(
+            if matches!(
+                self.kernel.step(),
+                Step::AwaitingReplicas { .. } | Step::AwaitingPidResetCommit
+            ) {
+                Idle::WaitingForReplicas
+            } else {
+                Idle::Settled
+            },
+        )))
+    }
+
+    /// Steps until `until` is met, sleeping on `clock` for timers and polls. `on_step` is
+    /// called after every step (to print progress; it should rate-limit itself).
+    pub fn run(
+        &mut self,
+        clock: &mut dyn Clock,
+        until: Until,
+        on_step: &mut dyn FnMut(&Driver, i64),
+    ) -> Result<RunEnd, DriverError> {
+        let first_fetch = self.stats.fetches;
+        loop {
+            let now = clock.now_ms();
+            let idle = self.step(now)?;
+            on_step(self, now);
+            if let Until::Fetches(n) = until {
+                if self.stats.fetches - first_fetch >= n && self.completions.is_empty() {
+                    return Ok(RunEnd::FetchesDone);
+                }
+            }
+            let Some(idle) = idle else { continue };
+            match (idle, until) {
+                (Idle::WaitingForRetry { due_ms }, _) => clock.sleep_until(due_ms),
+                (Idle::SourceBusy, _) => {
+                    self.release_source();
+                    clock.sleep_until(now + BUSY_POLL_MS);
+                }
+                (Idle::NeedsSource, _) => return Ok(RunEnd::NeedsSource),
+                (_, Until::Forever { poll_ms }) => {
+                    self.release_source();
+                    clock.sleep_until(now + poll_ms.max(1));
+                    let now = clock.now_ms();
+                    self.reload_config(now)?;
+                }
+                (Idle::CaughtUp, _) => return Ok(RunEnd::CaughtUp),
+                (Idle::Settled | Idle::WaitingForReplicas, _) => return Ok(RunEnd::Settled),
+            }
+        }
+    }
+
+    /// Flushes and closes every log (the source too).
+    pub fn close(mut self) -> Result<(), DriverError> {
+        self.release_source();
+        self.cluster.close()
+    }
+
+    fn complete(&mut self, input: Input) {
+        self.completions.push_back(Completion {
+            input,
+            batches: Vec::new(),
+        });
+    }
+
+    fn fail_request(&mut self, request: RequestId, error: SourceError) {
+        let error = error.to_string();
+        self.events.push(Event::RequestFailed {
+            error: error.clone(),
+        });
+        self.complete(Input::RequestFailed { request, error });
+    }
+
+    /// Feeds one input to the kernel and executes the effects, in order.
+    fn feed(&mut self, input: Input, fetched: &[RawBatch]) -> Result<(), DriverError> {
+        self.cause = match &input {
+            Input::LastMirroredEpochReceived { .. } => "LME truncation",
+            Input::FetchCompleted { outcome, .. } => {
+                self.stats.fetches += 1;
+                match outcome {
+                    FetchOutcome::Records { .. } => "records",
+                    FetchOutcome::Diverging(_) => "diverging epoch",
+                    FetchOutcome::OffsetOutOfRange { .. } => "offset out of range",
+                }
+            }
+            _ => "stop: truncation to LSO",
+        };
+        match self
+            .kernel
+            .handle(&self.options.mirror, input, &self.cluster.leader)
+        {
+            Ok(effects) => {
+                for effect in effects {
+                    self.execute(effect, fetched)?;
+                }
+            }
+            Err(_ignored) => self.stats.ignored += 1,
+        }
+        Ok(())
+    }
+
+    /// Executes one effect: the single `match` over every [`Effect`] variant.
+    fn execute(&mut self, effect: Effect, fetched: &[RawBatch]) -> Result<(), DriverError> {
+        let now = self.now_ms;
+        match effect {
+            Effect::ReadState { request, key } => {
+                let value = self
+                    .cluster
+                    .state_log
+                    .coordinator()
+                    .read_state(&key)
+                    .cloned();
+                self.complete(Input::StateRead { request, value });
+            }
+            Effect::WriteState {
+                request,
+                key,
+                value,
+                expected_state_epoch,
+            } => {
+                // Appended and fsynced before the completion is queued: persist first.
+                match self
+                    .cluster
+                    .state_log
+                    .write_state(&key, value, expected_state_epoch, now)?
+                {
+                    Ok(stored) => {
+                        self.events.push(Event::StateWritten {
+                            state: stored.state.to_string(),
+                            leader_epoch: stored.leader_epoch,
+                            state_epoch: stored.state_epoch,
+                            error: stored.error_message.clone(),
+                        });
+                        self.complete(Input::StateWritten {
+                            request,
+                            value: stored,
+                        });
+                    }
+                    Err(refused) => {
+                        self.events.push(Event::WriteFenced {
+                            reason: refused.to_string(),
+                        });
+                        self.complete(Input::WriteFenced {
+                            request,
+                            reason: refused.reason(),
+                        });
+                    }
+                }
+            }
+            Effect::QueryLastMirroredEpoch { request, key } => {
+                self.pending_lme = Some((request, key));
+            }
+            Effect::Log(log_effect) => self.apply_leader_effect(&log_effect, fetched)?,
+            Effect::StartFetcher => {
+                self.fetcher_running = true;
+                self.events.push(Event::FetcherStarted);
+            }
+            Effect::Fetch {
+                request,
+                fetch_offset,
+                last_fetched_epoch,
+                isolation,
+            } => {
+                self.pending_fetch = Some(PendingFetch {
+                    request,
+                    fetch_offset,
+                    last_fetched_epoch,
+                    isolation,
+                    held: false,
+                });
+            }
+            Effect::StopFetcher => {
+                self.fetcher_running = false;
+                self.pending_fetch = None;
+                self.events.push(Event::FetcherStopped);
+            }
+            Effect::BumpLeaderEpoch { request, at_least } => {
+                let leader_epoch = self.cluster.dir.bump_leader_epoch(at_least)?;
+                self.events.push(Event::EpochBumped { leader_epoch });
+                self.complete(Input::LeaderEpochBumped {
+                    request,
+                    leader_epoch,
+                });
+            }
+            Effect::WriteLastMirroredEpoch {
+                request,
+                key,
+                value,
+            } => {
+                self.cluster
+                    .state_log
+                    .write_last_mirrored_epoch(&key, value, now)?;
+                self.events.push(Event::LastMirroredEpochWritten {
+                    epoch: value.last_mirrored_epoch,
+                    offset: value.last_mirrored_offset,
+                });
+                self.complete(Input::LastMirroredEpochWritten { request });
+            }
+            Effect::SetWritable(writable) => {
+                self.cluster.dir.set_writable(writable)?;
+                self.events.push(Event::WritableChanged { writable });
+            }
+            Effect::ScheduleRetry { attempt, delay_ms } => {
+                let delay = i64::try_from(delay_ms).unwrap_or(i64::MAX);
+                self.timer = Some(Timer {
+                    attempt,
+                    due_ms: now.saturating_add(delay),
+                });
+                self.events
+                    .push(Event::RetryScheduled { attempt, delay_ms });
+            }
+        }
+        self.effects += 1;
+        if self.options.halt_after_effects == Some(self.effects) {
+            return Err(DriverError::Halted {
+                effects: self.effects,
+            });
+        }
+        Ok(())
+    }
+
+    fn apply_leader_effect(
+        &mut self,
+        effect: &LogEffect,
+        fetched: &[RawBatch],
+    ) -> Result<(), DriverError> {
+        let leader = &mut self.cluster.leader;
+        let leo = leader.log_end_offset();
+        let start = leader.log_start_offset();
+        apply_log_effect(leader, effect, fetched).map_err(|source| DriverError::LogEffect {
+            dir: leader.dir().to_path_buf(),
+            effect: format!("{effect:?}"),
+            source: Box::new(source),
+        })?;
+        let new_leo = leader.log_end_offset();
+        match *effect {
+            LogEffect::TruncateTo { .. } => {
+                if leader.log_start_offset() != start {
+                    self.events.push(Event::LeaderTruncatedFully {
+                        from: leo,
+                        start: leader.log_start_offset(),
+                        cause: self.cause.to_owned(),
+                    });
+                } else if new_leo < leo {
+                    self.events.push(Event::LeaderTruncated {
+                        from: leo,
+                        to: new_leo,
+                        cause: self.cause.to_owned(),
+                    });
+                }
+                self.cluster.leader_truncated();
+            }
+            LogEffect::TruncateFullyAndStartAt { offset } => {
+                self.events.push(Event::LeaderTruncatedFully {
+                    from: leo,
+                    start: offset,
+                    cause: self.cause.to_owned(),
+                });
+                self.cluster.leader_truncated();
+            }
+            LogEffect::AppendFetched => {
+                self.stats.batches += fetched.len() as u64;
+                self.stats.bytes += fetched
+                    .iter()
+                    .map(|b| b.size_in_bytes() as u64)
+                    .sum::<u64>();
+            }
+            LogEffect::AbortTransaction { producer_id, .. } => {
+                self.events.push(Event::AbortMarkerAppended {
+                    offset: leo,
+                    producer_id,
+                });
+            }
+            LogEffect::AppendPidReset { leader_epoch } => {
+                self.events.push(Event::PidResetAppended {
+                    offset: leo,
+                    leader_epoch,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Feeds an input the kernel may not be waiting for (a replica report, an HW advance);
+    /// returns whether it changed anything.
+    fn tell(&mut self, input: Input) -> Result<bool, DriverError> {
+        let before = self.kernel.step().clone();
+        match self
+            .kernel
+            .handle(&self.options.mirror, input, &self.cluster.leader)
+        {
+            Ok(effects) => {
+                let changed = !effects.is_empty() || *self.kernel.step() != before;
+                for effect in effects {
+                    self.execute(effect, &[])?;
+                }
+                Ok(changed)
+            }
+            Err(_not_waiting) => Ok(false),
+        }
+    }
+
+    /// One replication round when the followers are behind or the kernel waits for them;
+    /// feeds their `ReplicaFetched` reports. Returns whether anything changed.
+    fn replicate(&mut self) -> Result<bool, DriverError> {
+        let awaited = matches!(
+            self.kernel.step(),
+            Step::AwaitingReplicas { .. } | Step::AwaitingPidResetCommit
+        );
+        if self.cluster.in_sync() && !awaited {
+            return Ok(false);
+        }
+        let hw = self.cluster.leader.high_watermark();
+        let report = self
+            .cluster
+            .replicate_round(self.options.max_follower_batches)?;
+        for &(replica, from, to) in &report.truncations {
+            self.events
+                .push(Event::FollowerTruncated { replica, from, to });
+        }
+        let mut progressed = report.changed;
+        for (replica, log_end_offset) in report.fetched {
+            progressed |= self.tell(Input::ReplicaFetched {
+                replica,
+                log_end_offset,
+            })?;
+        }
+        if self.cluster.leader.high_watermark() > hw {
+            // The kernel waits for the stop's MIRROR_PID_RESET to be committed.
+            progressed |= self.tell(Input::HighWatermarkAdvanced)?;
+        }
+        if awaited && self.cluster.followers.is_empty() {
+            progressed = false;
+        }
+        Ok(progressed)
+    }
+}
+
+/// Everything `kmirror status` shows of a cluster directory.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct ClusterStatus {
+    /// The directory.
+    pub dir: String,
+    /// The cluster's name.
+    pub cluster: String,
+    /// The topic partition (`<topic>-0`).
+    pub partition: String,
+    /// The topic id (hex).
+    pub topic_id: String,
+    /// The raw `mirror.name`.
+    pub mirror_name: Option<String>,
+    /// The desired state in words.
+    pub desired: String,
+    /// The persisted mirror state (UNKNOWN when nothing is stored).
+    pub state: String,
+    /// The persisted record, if any.
+    pub state_record: Option<StateRecordStatus>,
+    /// The leader broker.
+    pub leader: BrokerId,
+    /// The leader epoch.
+    pub leader_epoch: LeaderEpoch,
+    /// The in-sync replicas.
+    pub isr: Vec<BrokerId>,
+    /// Whether local producers may write (the produce gate and the kernel's rule).
+    pub writable: bool,
+    /// The remembered source directory.
+    pub source_dir: Option<String>,
+    /// Every replica's log.
+    pub replicas: Vec<ReplicaStatus>,
+    /// Every LME record held by this cluster's `__mirror_state`.
+    pub last_mirrored_epochs: Vec<LmeStatus>,
+}
+
+/// A persisted `MirrorPartitionStateValue`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct StateRecordStatus {
+    /// The state.
+    pub state: String,
+    /// The leader epoch it was written at.
+    pub leader_epoch: LeaderEpoch,
+    /// The coordinator's state epoch.
+    pub state_epoch: i32,
+    /// The state before.
+    pub previous_state: Option<String>,
+    /// Failures in a row.
+    pub retry_attempt: u32,
+    /// The error of a FAILED state.
+    pub error_message: Option<String>,
+}
+
+/// One replica's log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct ReplicaStatus {
+    /// The broker.
+    pub broker: BrokerId,
+    /// Whether it leads.
+    pub leader: bool,
+    /// Log start offset.
+    pub log_start_offset: Offset,
+    /// Log end offset.
+    pub log_end_offset: Offset,
+    /// High watermark.
+    pub high_watermark: Offset,
+    /// Last stable offset.
+    pub last_stable_offset: Offset,
+    /// The epoch cache: `[epoch, start offset]` pairs.
+    pub epochs: Vec<(LeaderEpoch, Offset)>,
+    /// Number of batches.
+    pub batches: usize,
+    /// Open transactions: `[producer id, first offset]`.
+    pub open_transactions: Vec<(i64, Offset)>,
+}
+
+/// One LME record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct LmeStatus {
+    /// The mirror it was recorded for.
+    pub mirror: String,
+    /// The epoch (`None`: -1).
+    pub last_mirrored_epoch: Option<LeaderEpoch>,
+    /// The offset the mirrored copy ended at.
+    pub last_mirrored_offset: Offset,
+}
+
+impl ClusterStatus {
+    /// The status of an opened cluster.
+    pub fn of(cluster: &Cluster) -> Self {
+        let dir = &cluster.dir;
+        let config = dir.config();
+        let record = cluster.persisted_state();
+        let state = cluster.mirror_state();
+        let desired = match dir.desired_state() {
+            Ok(DesiredState::NotMirrored) => "not mirrored (writable topic)".to_owned(),
+            Ok(DesiredState::Mirror(m)) => format!("mirror from cluster mirror {m}"),
+            Ok(DesiredState::Pause(m)) => format!("paused in cluster mirror {m}"),
+            Ok(DesiredState::Stop(m)) => format!("stopped (failed over) from cluster mirror {m}"),
+            Err(e) => format!("invalid: {e}"),
+        };
+        let gate =
+            kmirror_kernel::controller::check_produce(&config.catalogue(), &config.topic, state)
+                .is_ok();
+        let mirrored = !matches!(dir.desired_state(), Ok(DesiredState::NotMirrored));
+        let replica =
+            |broker: BrokerId, log: &crate::file_log::FileLog, leader: bool| ReplicaStatus {
+                broker,
+                leader,
+                log_start_offset: log.log_start_offset(),
+                log_end_offset: log.log_end_offset(),
+                high_watermark: log.high_watermark(),
+                last_stable_offset: log.last_stable_offset(),
+                epochs: log
+                    .epoch_cache()
+                    .entries()
+                    .map(|e| (e.epoch, e.start_offset))
+                    .collect(),
+                batches: log.mem_log().batches().len(),
+                open_transactions: log
+                    .producer_state()
+                    .open_transactions()
+                    .map(|(pid, _, first)| (pid, first))
+                    .collect(),
+            };
+        let mut replicas = vec![replica(dir.controller().leader, &cluster.leader, true)];
+        replicas.extend(
+            cluster
+                .followers
+                .iter()
+                .map(|f| replica(f.id, &f.log, false)),
+        );
+        ClusterStatus {
+            dir: dir.root().display().to_string(),
+            cluster: config.name.to_string(),
+            partition: dir.topic_partition().dir_name(),
+            topic_id: cluster::topic_id_hex(config.topic_id),
+            mirror_name: config.mirror_name.clone(),
+            desired,
+            state: state.to_string(),
+            state_record: record.map(|v| StateRecordStatus {
+                state: v.state.to_string(),
+                leader_epoch: v.leader_epoch,
+                state_epoch: v.state_epoch,
+                previous_state: v.previous_state.map(|s| s.to_string()),
+                retry_attempt: v.retry_attempt,
+                error_message: v.error_message.clone(),
+            }),
+            leader: dir.controller().leader,
+            leader_epoch: dir.controller().leader_epoch,
+            isr: dir.controller().isr.clone(),
+            writable: gate && (!mirrored || dir.writable()),
+            source_dir: config.source_dir.as_ref().map(|p| p.display().to_string()),
+            replicas,
+            last_mirrored_epochs: cluster
+                .state_log
+                .coordinator()
+                .last_mirrored_epochs()
+                .filter(|(k, _)| k.topic_id == config.topic_id)
+                .map(|(k, v)| LmeStatus {
+                    mirror: k.mirror.to_string(),
+                    last_mirrored_epoch: v.last_mirrored_epoch,
+                    last_mirrored_offset: v.last_mirrored_offset,
+                })
+                .collect(),
+        }
+    }
+
+    /// The status as a human-readable block.
+    pub fn render(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let _ = writeln!(out, "cluster      {} ({})", self.cluster, self.dir);
+        let _ = writeln!(
+            out,
+            "partition    {}  topic id {}",
+            self.partition, self.topic_id
+        );
+        let _ = writeln!(
+            out,
+            "mirror.name  {}  -> {}",
+            self.mirror_name.as_deref().unwrap_or("(absent)"),
+            self.desired
+        );
+        match &self.state_record {
+            Some(r) => {
+                let _ = writeln!(
+                    out,
+                    "state        {}  (state epoch {}, written at leader epoch {}, previous {}{}{})",
+                    r.state,
+                    r.state_epoch,
+                    r.leader_epoch,
+                    r.previous_state.as_deref().unwrap_or("-"),
+                    if r.retry_attempt > 0 {
+                        format!(", retry attempt {}", r.retry_attempt)
+                    } else {
+                        String::new()
+                    },
+                    r.error_message
+                        .as_deref()
+                        .map(|e| format!(", error: {e}"))
+                        .unwrap_or_default()
+                );
+            }
+            None => {
+                let _ = writeln!(out, "state        {}  (nothing persisted)", self.state);
+            }
+        }
+        let _ = writeln!(
+            out,
+            "leader       broker {}, leader epoch {}, ISR {:?}; {}",
+            self.leader,
+            self.leader_epoch,
+            self.isr,
+            if self.writable {
+                "writable by local producers"
+            } else {
+                "read-only for local producers"
+            }
+        );
+        if let Some(s) = &self.source_dir {
+            let _ = writeln!(out, "source       {s}");
+        }
+        for l in &self.last_mirrored_epochs {
+            let _ = writeln!(
+                out,
+                "LME          mirror {}: epoch {}, offset {}",
+                l.mirror,
+                l.last_mirrored_epoch
+                    .map_or("-1".to_owned(), |e| e.to_string()),
+                l.last_mirrored_offset
+            );
+        }
+        let _ = writeln!(
+            out,
+            "{:<10} {:>8} {:>8} {:>8} {:>8} {:>8}  epochs (epoch@start)  open txns",
+            "replica", "start", "LEO", "HW", "LSO", "batches"
+        );
+        for r in &self.replicas {
+            let _ = writeln!(
+                out,
+                "{:<10} {:>8} {:>8} {:>8} {:>8} {:>8}  {:<20}  {}",
+                format!("{}{}", r.broker, if r.leader { " leader" } else { "" }),
+                r.log_start_offset,
+                r.log_end_offset,
+                r.high_watermark,
+                r.last_stable_offset,
+                r.batches,
+                format_epochs_compact(&r.epochs),
+                if r.open_transactions.is_empty() {
+                    "-".to_owned()
+                } else {
+                    r.open_transactions
+                        .iter()
+                        .map(|(p, o)| format!("pid {p}@{o}"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                }
+            );
+        }
+        out
+    }
+}
+
+/// `epoch@start` pairs, space-separated (`-` for none).
+pub fn format_epochs(epochs: &[(LeaderEpoch, Offset)]) -> String {
+    if epochs.is_empty() {
+        "-".to_owned()
+    } else {
+        epochs
+            .iter()
+            .map(|(e, o)| format!("{e}@{o}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// Like [`format_epochs`], eliding the middle of a long cache.
+pub fn format_epochs_compact(epochs: &[(LeaderEpoch, Offset)]) -> String {
+    if epochs.len() <= 8 {
+        return format_epochs(epochs);
+    }
+    format!(
+        "{} .. ({} epochs) .. {}",
+        format_epochs(&epochs[..2]),
+        epochs.len(),
+        format_epochs(&epochs[epochs.len() - 3..])
+    )
+}
