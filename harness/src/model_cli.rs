@@ -118,8 +118,8 @@ enum MutantArg {
     NeverRetry,
     /// Followers' truncation reports are ignored.
     IgnoreReplicaReports,
-    /// The epoch bump's completion is dropped.
-    StallAfterEpochBump,
+    /// The LME write's completion is dropped.
+    StallAfterLmeWrite,
 }
 
 impl ModelArgs {
@@ -166,7 +166,7 @@ impl ModelArgs {
             MutantArg::FailbackWithoutPreparing => Mutant::FailbackWithoutPreparing,
             MutantArg::NeverRetry => Mutant::NeverRetry,
             MutantArg::IgnoreReplicaReports => Mutant::IgnoreReplicaReports,
-            MutantArg::StallAfterEpochBump => Mutant::StallAfterEpochBump,
+            MutantArg::StallAfterLmeWrite => Mutant::StallAfterLmeWrite,
         });
         config
     }

@@ -13,7 +13,8 @@ pub enum Mutant {
     SkipIsrWait,
     /// A state's side effect runs before the coordinator acknowledged the state.
     ActBeforePersist,
-    /// STOPPING does not bump the leader epoch.
+    /// The leader epoch is never bumped above mirrored epochs (neither while mirroring nor at
+    /// stop).
     SkipEpochBump,
     /// STOPPING neither truncates to the LSO nor aborts open transactions.
     SkipLsoTruncation,
@@ -34,8 +35,8 @@ pub enum Mutant {
     /// The leader ignores followers' truncation reports, so PREPARING waits forever with
     /// more than one replica.
     IgnoreReplicaReports,
-    /// The completion of the epoch bump is dropped, so STOPPING stalls.
-    StallAfterEpochBump,
+    /// The completion of the LME write is dropped, so STOPPING stalls.
+    StallAfterLmeWrite,
 }
 
 impl Mutant {
@@ -53,7 +54,7 @@ impl Mutant {
         Mutant::FailbackWithoutPreparing,
         Mutant::NeverRetry,
         Mutant::IgnoreReplicaReports,
-        Mutant::StallAfterEpochBump,
+        Mutant::StallAfterLmeWrite,
     ];
 }
 

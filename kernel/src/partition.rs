@@ -88,6 +88,9 @@ pub enum Step {
     Fetching(RequestId),
     /// STOPPING: waiting for the controller to bump the leader epoch.
     AwaitingEpochBump(RequestId),
+    /// MIRRORING: the source's epoch caught up with ours; waiting for the bump before
+    /// appending (the fetched batches are fetched again).
+    AwaitingFetchEpochBump(RequestId),
     /// STOPPING: waiting for the LME record to be stored.
     AwaitingLmeWrite(RequestId),
     /// STOPPING: waiting for the high watermark to reach the `MIRROR_PID_RESET` batch.
@@ -304,11 +307,19 @@ impl PartitionMirror {
             Input::LeaderEpochBumped {
                 request,
                 leader_epoch,
+            } if self.step == Step::AwaitingFetchEpochBump(request) => {
+                if let Some(l) = self.leadership.as_mut() {
+                    l.leader_epoch = l.leader_epoch.max(leader_epoch);
+                }
+                let fetch_offset = log.log_end_offset();
+                let last_fetched_epoch = log.epoch_cache().latest_epoch();
+                self.fetch(config, fetch_offset, last_fetched_epoch, &mut out);
+            }
+            Input::LeaderEpochBumped {
+                request,
+                leader_epoch,
             } => {
                 self.expect(Step::AwaitingEpochBump(request), request)?;
-                if mutant::active(config.mutant, Mutant::StallAfterEpochBump) {
-                    return Ok(out);
-                }
                 if let Some(l) = self.leadership.as_mut() {
                     l.leader_epoch = l.leader_epoch.max(leader_epoch);
                 }
@@ -324,6 +335,9 @@ impl PartitionMirror {
             }
             Input::LastMirroredEpochWritten { request } => {
                 self.expect(Step::AwaitingLmeWrite(request), request)?;
+                if mutant::active(config.mutant, Mutant::StallAfterLmeWrite) {
+                    return Ok(out);
+                }
                 self.finish_stop(config, log, &mut out);
             }
             Input::RequestFailed { request, error } => {
@@ -770,7 +784,22 @@ impl PartitionMirror {
                 next_offset,
                 last_epoch,
             } => {
-                if next_offset > leo {
+                let leader_epoch = self.leadership.as_ref().map_or(0, |l| l.leader_epoch);
+                let source_ahead = last_epoch.is_some_and(|e| e >= leader_epoch);
+                if next_offset > leo
+                    && source_ahead
+                    && !mutant::active(config.mutant, Mutant::SkipEpochBump)
+                {
+                    // The destination's epoch must stay above every mirrored epoch (KIP-1279's
+                    // leader-epoch invariant), or a later leader writes at an epoch a replica
+                    // already holds mirrored data for. Bump first, then fetch again.
+                    let request = self.request();
+                    self.step = Step::AwaitingFetchEpochBump(request);
+                    out.push(Effect::BumpLeaderEpoch {
+                        request,
+                        at_least: last_epoch.unwrap_or(leader_epoch) + 1,
+                    });
+                } else if next_offset > leo {
                     out.push(Effect::Log(LogEffect::AppendFetched));
                     self.fetch(
                         config,
@@ -974,7 +1003,9 @@ impl PartitionMirror {
                 });
                 Ok(())
             }
-            Step::AwaitingLme(r) | Step::Fetching(r) if r == request => {
+            Step::AwaitingLme(r) | Step::Fetching(r) | Step::AwaitingFetchEpochBump(r)
+                if r == request =>
+            {
                 self.write_state(config, MirrorState::Failed, Some(error), out);
                 Ok(())
             }

@@ -428,7 +428,7 @@ fn fetched_batches_are_appended_and_the_next_fetch_follows_them() {
                 request: RequestId::for_fetch(0, None),
                 outcome: FetchOutcome::Records {
                     next_offset: 3,
-                    last_epoch: Some(2),
+                    last_epoch: Some(0),
                 },
             },
             &d.log,
@@ -436,18 +436,48 @@ fn fetched_batches_are_appended_and_the_next_fetch_follows_them() {
         .unwrap();
     assert_eq!(
         effects,
-        vec![Effect::Log(LogEffect::AppendFetched), fetch(3, Some(2))]
+        vec![Effect::Log(LogEffect::AppendFetched), fetch(3, Some(0))]
     );
     // An empty answer just fetches again from the same place.
-    d.log.append_as_follower(&[data(0, 2, 2)]).unwrap();
+    d.log.append_as_follower(&[data(0, 2, 0)]).unwrap();
     let effects = d.step(Input::FetchCompleted {
-        request: RequestId::for_fetch(3, Some(2)),
+        request: RequestId::for_fetch(3, Some(0)),
         outcome: FetchOutcome::Records {
             next_offset: 3,
             last_epoch: None,
         },
     });
-    assert_eq!(effects, vec![fetch(3, Some(2))]);
+    assert_eq!(effects, vec![fetch(3, Some(0))]);
+}
+
+#[test]
+fn a_source_epoch_at_or_above_ours_is_not_appended_before_our_epoch_is_bumped() {
+    // KIP-1279's leader-epoch invariant: a later local leader must never reuse an epoch a
+    // replica holds mirrored data for (the model's counterexample with an election).
+    let mut d = mirroring(MirrorConfig::default());
+    let effects = d.step(Input::FetchCompleted {
+        request: RequestId::for_fetch(0, None),
+        outcome: FetchOutcome::Records {
+            next_offset: 3,
+            last_epoch: Some(1),
+        },
+    });
+    assert_eq!(
+        effects,
+        vec![Effect::BumpLeaderEpoch {
+            request: RequestId(5),
+            at_least: 2
+        }]
+    );
+    assert_eq!(
+        d.step(Input::LeaderEpochBumped {
+            request: RequestId(5),
+            leader_epoch: 2
+        }),
+        vec![fetch(0, None)],
+        "the batches are fetched again, now below our epoch"
+    );
+    assert_eq!(d.mirror.leadership().map(|l| l.leader_epoch), Some(2));
 }
 
 #[test]

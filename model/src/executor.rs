@@ -162,7 +162,7 @@ impl World {
                 request: r,
                 at_least,
             } => {
-                self.expect_stored(c, &[MirrorState::Stopping]);
+                self.expect_stored(c, &[MirrorState::Mirroring, MirrorState::Stopping]);
                 request(self, c, r, RequestBody::BumpLeaderEpoch { at_least })
             }
             Effect::WriteLastMirroredEpoch {

@@ -206,8 +206,14 @@ fn read_only_unless_stopped(w: &World, c: ClusterId) -> bool {
         || w.cluster(c).replicas.iter().all(|r| !r.writable)
 }
 
-/// Every ISR member holds the leader's batches below the leader's HW.
+/// Every ISR member holds the leader's batches below the leader's HW, except while the
+/// cluster is PREPARING: LME truncation deliberately rewrites history and may cut below the HW
+/// (a failback or a re-mirror discards what the other side does not have); the ISR wait
+/// restores agreement before MIRRORING, which is what `SkipIsrWait` breaks.
 fn isr_agrees(w: &World, c: ClusterId) -> bool {
+    if w.stored_state(c) == MirrorState::Preparing {
+        return true;
+    }
     let cluster = w.cluster(c);
     let Some(leader) = w.leader(c) else {
         return true;

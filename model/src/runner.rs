@@ -238,6 +238,16 @@ fn property_reports(
         .collect()
 }
 
+/// A short counterexample to (or example of) `property`, searched breadth-first over that
+/// property alone and stopping at its first discovery: the fast way to show a mutant is caught.
+pub fn find(config: &ModelConfig, property: &'static str, threads: usize) -> Option<Trace> {
+    shortest(config, property, threads).map(|actions| Trace {
+        property: Some(property.to_string()),
+        config: config.clone(),
+        actions,
+    })
+}
+
 /// A short path to a state violating `property`: a BFS over that property alone that stops at
 /// its first discovery (stateright keeps the last discovery it sees, which a full run makes
 /// long).

@@ -85,7 +85,7 @@ fn symmetry_reduction_counts_are_pinned() {
     );
 }
 
-const SYMMETRIC_PLAIN_UNIQUE: usize = 1728;
-const SYMMETRIC_REDUCED_UNIQUE: usize = 1258;
-const TINY_UNIQUE: usize = 4510;
+const SYMMETRIC_PLAIN_UNIQUE: usize = 1784;
+const SYMMETRIC_REDUCED_UNIQUE: usize = 1378;
+const TINY_UNIQUE: usize = 7190;
 const DEFAULT_UNIQUE: usize = 2_889_264;
