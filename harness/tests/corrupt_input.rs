@@ -262,11 +262,14 @@ fn cases() -> Vec<Case> {
         case(
             "bad controller-state value",
             |r| {
-                edit(
-                    &r.join("west/controller-state"),
-                    "leader.epoch=0",
-                    "leader.epoch=banana",
-                )
+                let path = r.join("west/controller-state");
+                let text = fs::read_to_string(&path).unwrap();
+                let line = text
+                    .lines()
+                    .find(|l| l.starts_with("leader.epoch="))
+                    .expect("a leader.epoch line")
+                    .to_string();
+                edit(&path, &line, "leader.epoch=banana")
             },
             &[STATUS, MIRROR, STOP, PRODUCE],
             "controller-state, line 3: leader.epoch=\"banana\" is not a number",
