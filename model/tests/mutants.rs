@@ -171,11 +171,11 @@ macro_rules! mutant_tests {
 
 mutant_tests! {
     skip_isr_wait_breaks_isr_agreement => SkipIsrWait,
-    act_before_persist_breaks_persist_first => ActBeforePersist,
+    act_before_persist_breaks_read_only => ActBeforePersist,
     skip_epoch_bump_breaks_local_writes => SkipEpochBump,
     skip_lso_truncation_leaves_half_transactions => SkipLsoTruncation,
     skip_pid_reset_collides_producer_ids => SkipPidReset,
-    writable_before_stopped_breaks_read_only => WritableBeforeStopped,
+    writable_before_stopped_breaks_persist_first => WritableBeforeStopped,
     lme_off_by_one_keeps_divergent_data => LmeOffByOne,
     accept_fenced_write_breaks_fencing => AcceptFencedWrite,
     fetcher_in_stopping_breaks_fetcher_rule => FetcherRunsInStopping,
