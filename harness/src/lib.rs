@@ -5,6 +5,7 @@
 //! contract), [`recovery`] (what opening a log after a crash repaired), [`error`].
 
 pub mod error;
+pub mod jvm;
 pub mod file_log;
 pub mod record_batch;
 pub mod recovery;
