@@ -62,6 +62,10 @@ pub struct ModelArgs {
     /// Steps the fault-free scheduler may take in the bounded liveness properties.
     #[arg(long, default_value_t = ModelConfig::default_check().liveness_bound)]
     liveness_bound: u16,
+    /// Metadata sync rounds a destination's leader may start (0: no sync in the model; adds
+    /// property no_sync_write_after_stop).
+    #[arg(long, default_value_t = 0)]
+    sync_steps: u8,
     /// Check a deliberately broken kernel (see `kmirror check --help`).
     #[arg(long, value_enum)]
     mutant: Option<MutantArg>,
@@ -120,6 +124,10 @@ enum MutantArg {
     IgnoreReplicaReports,
     /// The LME write's completion is dropped.
     StallAfterLmeWrite,
+    /// The metadata-sync gate lets writes through after a stop (needs --sync-steps).
+    SyncAfterStop,
+    /// The metadata-sync gate does not re-check at write time (needs --sync-steps).
+    SyncWriteUnfenced,
 }
 
 impl ModelArgs {
@@ -138,6 +146,7 @@ impl ModelArgs {
             pause_resume: self.pause_resume,
             unclean_elections: self.unclean,
             liveness_bound: self.liveness_bound,
+            sync_steps: self.sync_steps,
             ..ModelConfig::default_check()
         }
         .with_stop_strategy(match self.stop_strategy {
@@ -167,6 +176,8 @@ impl ModelArgs {
             MutantArg::NeverRetry => Mutant::NeverRetry,
             MutantArg::IgnoreReplicaReports => Mutant::IgnoreReplicaReports,
             MutantArg::StallAfterLmeWrite => Mutant::StallAfterLmeWrite,
+            MutantArg::SyncAfterStop => Mutant::SyncAfterStop,
+            MutantArg::SyncWriteUnfenced => Mutant::SyncWriteUnfenced,
         });
         config
     }

@@ -143,6 +143,7 @@ pub mod partitioner;
 pub mod producer_state;
 pub mod records;
 pub mod state;
+pub mod sync;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 pub mod types;

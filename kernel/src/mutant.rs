@@ -37,11 +37,17 @@ pub enum Mutant {
     IgnoreReplicaReports,
     /// The completion of the LME write is dropped, so STOPPING stalls.
     StallAfterLmeWrite,
+    /// The metadata-sync gate lets writes through once a stop was requested and in STOPPING
+    /// and STOPPED (see [`crate::sync::gate`]).
+    SyncAfterStop,
+    /// The metadata-sync gate checks only when a round starts: a write computed while
+    /// MIRRORING lands whatever happened since (no fence at write time).
+    SyncWriteUnfenced,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 13] = [
+    pub const ALL: [Mutant; 15] = [
         Mutant::SkipIsrWait,
         Mutant::ActBeforePersist,
         Mutant::SkipEpochBump,
@@ -55,6 +61,8 @@ impl Mutant {
         Mutant::NeverRetry,
         Mutant::IgnoreReplicaReports,
         Mutant::StallAfterLmeWrite,
+        Mutant::SyncAfterStop,
+        Mutant::SyncWriteUnfenced,
     ];
 }
 

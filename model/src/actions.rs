@@ -70,6 +70,10 @@ pub enum Action {
     FireRetry(ClusterId, BrokerId),
     /// The operator sends a request to a cluster.
     Operator(ClusterId, OperatorRequest),
+    /// A cluster's partition leader starts a metadata sync round (reads the source).
+    SyncRead(ClusterId),
+    /// The write of a cluster's metadata sync round lands (or is refused by the gate).
+    SyncWrite(ClusterId),
 }
 
 impl World {
@@ -156,6 +160,7 @@ impl World {
                 }
             }
         }
+        self.sync_actions(config, actions);
     }
 
     /// Whether `message` can be delivered now (a fetch waits for the source to have a leader).
@@ -255,6 +260,8 @@ impl World {
                 w.feed(config, c, b, Input::RetryDue { attempt }, &[]);
             }
             Action::Operator(c, request) => return w.operator(config, c, request),
+            Action::SyncRead(c) => w.sync_read(config, c)?,
+            Action::SyncWrite(c) => w.sync_write(config, c)?,
         }
         Some(w)
     }

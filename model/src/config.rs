@@ -34,6 +34,11 @@ pub struct ModelConfig {
     pub unclean_elections: bool,
     /// Steps the fault-free scheduler may take in the bounded liveness properties.
     pub liveness_bound: u16,
+    /// Metadata sync rounds a destination's leader may start (each reads the source, then
+    /// writes later; see `kmirror_kernel::sync::gate`). 0 (the default) leaves the sync out of
+    /// the model entirely, so the pinned state counts do not change.
+    #[serde(default)]
+    pub sync_steps: u8,
     /// The kernel variant.
     pub kernel: MirrorConfig,
 }
@@ -55,6 +60,7 @@ impl ModelConfig {
             pause_resume: false,
             unclean_elections: false,
             liveness_bound: 200,
+            sync_steps: 0,
             // SPEC 6.3: read-committed fetches. A stop can still cut a transaction in half: the
             // fetcher copies it batch by batch (see FINDINGS.md).
             kernel: MirrorConfig::default(),
@@ -68,6 +74,18 @@ impl ModelConfig {
             crashes: 0,
             ..Self::default_check()
         }
+    }
+
+    /// The metadata-sync configuration: [`Self::tiny`] with two sync rounds, so that a round
+    /// read while MIRRORING can still be in flight across a failover (and a failback).
+    pub fn sync_check() -> Self {
+        Self::tiny().with_sync_steps(2)
+    }
+
+    /// This configuration with `steps` metadata sync rounds.
+    pub fn with_sync_steps(mut self, steps: u8) -> Self {
+        self.sync_steps = steps;
+        self
     }
 
     /// This configuration with kernel `mutant` switched on.

@@ -48,6 +48,9 @@ impl Model for MirrorModel {
 
     fn properties(&self) -> Vec<Property<Self>> {
         let mut all = crate::properties::all();
+        if self.config.sync_steps > 0 {
+            all.extend(crate::properties::sync());
+        }
         if let Some(name) = self.only {
             all.retain(|p| p.name == name);
         }

@@ -185,6 +185,22 @@ pub fn all() -> Vec<Property<MirrorModel>> {
     ]
 }
 
+/// The metadata-sync properties, checked when the model includes the sync
+/// ([`ModelConfig::sync_steps`](crate::config::ModelConfig::sync_steps) > 0).
+pub fn sync() -> Vec<Property<MirrorModel>> {
+    vec![
+        Property::always("no_sync_write_after_stop", |_: &MirrorModel, w: &World| {
+            no_violation(w, Violation::SyncWriteAfterStop)
+        }),
+        Property::sometimes("sync_write_lands", |_: &MirrorModel, w: &World| {
+            w.ghosts.sync_landed
+        }),
+        Property::sometimes("stale_sync_write_fenced", |_: &MirrorModel, w: &World| {
+            w.ghosts.sync_fenced
+        }),
+    ]
+}
+
 fn no_violation(w: &World, v: Violation) -> bool {
     w.ghosts.violation != Some(v)
 }

@@ -135,6 +135,12 @@ pub fn describe(action: &Action) -> String {
         Action::MoveCoordinator(c) => format!("{c}: __mirror_state coordinator moves"),
         Action::FireRetry(c, b) => format!("{c}/broker {b}: retry timer fires"),
         Action::Operator(c, r) => format!("operator sends {r:?} to {c}"),
+        Action::SyncRead(c) => {
+            format!("{c}: leader starts a metadata sync round (reads the source)")
+        }
+        Action::SyncWrite(c) => {
+            format!("{c}: the metadata sync round's write reaches the destination")
+        }
     }
 }
 
@@ -168,6 +174,13 @@ pub fn summarize(w: &World) -> String {
         let lme = key
             .as_ref()
             .and_then(|k| cluster.coordinator.read_last_mirrored_epoch(k).copied());
+        if let Some(f) = &cluster.sync_in_flight {
+            let _ = writeln!(
+                out,
+                "       {c}: metadata sync in flight, read {} at state epoch {} (leader epoch {})",
+                f.state, f.state_epoch, f.leader_epoch
+            );
+        }
         let _ = writeln!(
             out,
             "       {c}: leader {:?} epoch {} isr {:?} | {} | stored {} | lme {}",

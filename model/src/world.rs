@@ -23,6 +23,7 @@ use kmirror_kernel::mem_log::MemLog;
 use kmirror_kernel::partition::PartitionMirror;
 use kmirror_kernel::records::{LastMirroredEpochsValue, MirrorPartitionStateValue};
 use kmirror_kernel::state::MirrorState;
+use kmirror_kernel::sync::gate::SyncFence;
 use kmirror_kernel::types::{
     BrokerId, LeaderEpoch, MirrorName, MirrorPartition, Offset, PartitionIndex, StateEpoch, TopicId,
 };
@@ -230,6 +231,9 @@ pub struct Cluster {
     pub catalogue: TopicCatalogue,
     /// The local producers.
     pub producers: Producers,
+    /// A metadata sync round its partition leader started and whose write has not landed yet:
+    /// the fence it read (see `kmirror_kernel::sync::gate`).
+    pub sync_in_flight: Option<SyncFence>,
 }
 
 /// What remains of each bounded source of nondeterminism.
@@ -251,6 +255,8 @@ pub struct Budget {
     pub isr_shrinks: u8,
     /// Accepted operator requests.
     pub operator_steps: u8,
+    /// Metadata sync rounds that may still start.
+    pub sync_steps: u8,
 }
 
 impl Budget {
@@ -284,6 +290,8 @@ pub enum Violation {
     LogEffectRefused,
     /// PREPARING handed over to MIRRORING with a log that is not a prefix of the source's.
     DivergentAfterPreparing,
+    /// A metadata sync write landed while the partition was STOPPING or STOPPED.
+    SyncWriteAfterStop,
 }
 
 /// Observations that are history, not state, kept for the properties.
@@ -293,6 +301,10 @@ pub struct Ghosts {
     pub violation: Option<Violation>,
     /// Whether a produce to a read-only mirror was refused.
     pub refused_produce: bool,
+    /// Whether a metadata sync write landed.
+    pub sync_landed: bool,
+    /// Whether a stale metadata sync write was refused by the gate.
+    pub sync_fenced: bool,
 }
 
 /// The whole world.
@@ -350,6 +362,7 @@ impl World {
                     .with_mutant(config.kernel.mutant),
                 catalogue,
                 producers: Producers::default(),
+                sync_in_flight: None,
             }
         };
         let mut world = World {
@@ -364,6 +377,7 @@ impl World {
                 coordinator_moves: config.coordinator_moves,
                 isr_shrinks: config.isr_shrinks,
                 operator_steps: config.operator_steps,
+                sync_steps: config.sync_steps,
             },
             ghosts: Ghosts::default(),
         };

@@ -77,6 +77,10 @@ fn case(mutant: Mutant) -> (ModelConfig, &'static str) {
             "mirror_reaches_mirroring_once_faults_stop",
         ),
         Mutant::StallAfterLmeWrite => (tiny, "stop_reaches_stopped_once_faults_stop"),
+        // A sync round started in STOPPED (or a stale one) lands.
+        Mutant::SyncAfterStop => (tiny.with_sync_steps(1), "no_sync_write_after_stop"),
+        // A round read while MIRRORING, in flight across the stop, lands in STOPPING/STOPPED.
+        Mutant::SyncWriteUnfenced => (tiny.with_sync_steps(1), "no_sync_write_after_stop"),
     }
 }
 
@@ -183,6 +187,8 @@ mutant_tests! {
     never_retry_breaks_retry_liveness => NeverRetry,
     ignored_replica_reports_break_mirror_liveness => IgnoreReplicaReports,
     stall_after_lme_write_breaks_stop_liveness => StallAfterLmeWrite,
+    sync_after_stop_breaks_the_sync_gate => SyncAfterStop,
+    unfenced_sync_write_lands_after_stop => SyncWriteUnfenced,
 }
 
 /// The abort strategy is checked as well: skipping it leaves the same half transaction.

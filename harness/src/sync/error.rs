@@ -1,0 +1,62 @@
+//! Errors that stop a whole sync round (per-item rejections are not errors: they are reported
+//! in the round's [`RoundReport`](super::RoundReport) and the rest proceeds).
+
+use std::path::PathBuf;
+
+use crate::driver::DriverError;
+
+/// Why a sync round could not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// A cluster directory could not be opened (missing, corrupt, busy...).
+    #[error(transparent)]
+    Cluster(#[from] DriverError),
+    /// A metadata file could not be read or written.
+    #[error("cannot {action} {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A destination metadata file that does not parse: the sync will not overwrite what it
+    /// cannot read.
+    #[error("{}: {reason}; fix the file or remove it", path.display())]
+    BadDestinationFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The source does not host the destination's topic.
+    #[error(
+        "the source hosts {source_topic}, the destination {dest_topic}: they are not two ends \
+         of one mirror"
+    )]
+    TopicMismatch {
+        /// The source's topic and id.
+        source_topic: String,
+        /// The destination's topic and id.
+        dest_topic: String,
+    },
+    /// The source could not answer (a wire source's connection, for example).
+    #[error("source {source_name} is unavailable: {reason}")]
+    SourceUnavailable {
+        /// The source.
+        source_name: String,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+impl SyncError {
+    pub(crate) fn io(action: &'static str, path: &std::path::Path, source: std::io::Error) -> Self {
+        SyncError::Io {
+            action,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
