@@ -29,15 +29,19 @@ use crate::driver::{
     DEFAULT_MAX_FETCH_BATCHES,
 };
 use crate::producer::{self, ProduceOp};
-use crate::source::{LocalSource, Source};
+use crate::source::{LocalSource, Source, SourceError};
+use crate::wire::KafkaSource;
 
 /// The commands of the harness (flattened into the `kmirror` binary's commands).
 #[derive(Subcommand, Debug)]
 pub enum HarnessCommand {
-    /// Mirror a source cluster directory into a destination (created if missing).
+    /// Mirror a source cluster directory, or a live Kafka broker's topic, into a destination
+    /// (created if missing).
     ///
     /// The destination gets --replicas replicas (default 3) and mirror.name=<the source's
-    /// cluster.name> when it is created. Without --once or --until-caught-up it keeps following the source, printing a progress
+    /// cluster.name> (a live broker's cluster id) when it is created. With --source-bootstrap
+    /// HOST:PORT --topic NAME the source is a running Kafka broker, read as a read-committed
+    /// consumer over its wire protocol. Without --once or --until-caught-up it keeps following the source, printing a progress
     /// line every second; interrupting it is safe (everything acknowledged is on disk, and the
     /// next run resumes from the persisted state).
     Mirror(MirrorArgs),
@@ -84,6 +88,15 @@ pub enum HarnessCommand {
     /// transaction is half mirrored, produces locally on the destination, fails back (the old
     /// source mirrors from the new one), and prints each step as a table.
     Demo(DemoArgs),
+    /// Sync topic configs, consumer group offsets and ACLs from the source (KIP-1279).
+    ///
+    /// Only while the topic is MIRRORING or PAUSED: once a stop is requested the destination
+    /// owns its metadata. Prints every change, skip and rejection (a bad source item is
+    /// rejected alone). --once runs one round; --interval-ms runs one every MS until the topic
+    /// leaves MIRRORING / PAUSED. See the README (metadata sync).
+    Sync(crate::sync::cli::SyncArgs),
+    /// Commit, consume or list a local consumer group of a cluster directory.
+    Group(crate::sync::cli::GroupArgs),
 }
 
 /// How long to drive the kernel.
@@ -117,10 +130,25 @@ pub struct RunArgs {
 
 /// `kmirror mirror`.
 #[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("from").required(true).args(["source", "source_bootstrap"])))]
 pub struct MirrorArgs {
     /// The source cluster directory.
     #[arg(long, value_name = "DIR")]
-    pub source: PathBuf,
+    pub source: Option<PathBuf>,
+    /// A live Kafka broker to mirror from, instead of a directory (with --topic).
+    #[arg(long, value_name = "HOST:PORT", requires = "topic")]
+    pub source_bootstrap: Option<String>,
+    /// The topic to mirror from the broker of --source-bootstrap.
+    #[arg(long, value_name = "NAME", requires = "source_bootstrap")]
+    pub topic: Option<String>,
+    /// The partition to mirror from the broker of --source-bootstrap.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        requires = "source_bootstrap"
+    )]
+    pub partition: i32,
     /// The destination cluster directory (created if it does not exist or is empty).
     #[arg(long, value_name = "DIR")]
     pub dest: PathBuf,
@@ -298,6 +326,12 @@ pub fn run(command: HarnessCommand) -> Result<ExitCode, String> {
         HarnessCommand::Status(args) => status(args),
         HarnessCommand::Produce(args) => produce(args),
         HarnessCommand::Demo(args) => demo_command(args),
+        HarnessCommand::Sync(args) => {
+            crate::sync::cli::sync(args).map_err(|e| DriverError::Invalid(e.to_string()))
+        }
+        HarnessCommand::Group(args) => {
+            crate::sync::cli::group(args).map_err(|e| DriverError::Invalid(e.to_string()))
+        }
     };
     match result {
         Err(DriverError::Halted { effects }) => {
@@ -400,16 +434,12 @@ fn is_empty_or_missing(path: &Path) -> bool {
             && std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_none()))
 }
 
-fn check_same_topic(source: &mut LocalSource, dest: &Cluster) -> Result<(), DriverError> {
+fn check_same_topic(source: &mut dyn Source, dest: &Cluster) -> Result<(), DriverError> {
     let (topic, id) = source.topic()?;
     let config = dest.dir.config();
     if topic != config.topic || id != config.topic_id {
         return Err(DriverError::TopicMismatch {
-            source_topic: format!(
-                "{}: {topic} (id {})",
-                source.root().display(),
-                topic_id_hex(id)
-            ),
+            source_topic: format!("{}: {topic} (id {})", source.describe(), topic_id_hex(id)),
             dest_topic: format!(
                 "{}: {} (id {})",
                 dest.dir.root().display(),
@@ -583,13 +613,16 @@ fn finish(mut driver: Driver, end: RunEnd) -> Result<ExitCode, DriverError> {
 }
 
 fn mirror(args: MirrorArgs) -> Result<ExitCode, DriverError> {
+    let Some(source_dir) = args.source.clone() else {
+        return mirror_live(args);
+    };
     let mut clock = SystemClock;
-    if absolute(&args.source) == absolute(&args.dest) {
+    if absolute(&source_dir) == absolute(&args.dest) {
         return Err(DriverError::Invalid(
             "the source and the destination are the same directory".to_owned(),
         ));
     }
-    let mut source = open_source(&mut clock, &args.source)?;
+    let mut source = open_source(&mut clock, &source_dir)?;
     let cluster = if is_empty_or_missing(&args.dest) {
         let (topic, topic_id) = source.topic()?;
         let name = match &args.name {
@@ -603,38 +636,52 @@ fn mirror(args: MirrorArgs) -> Result<ExitCode, DriverError> {
         let mut config = ClusterConfig::new(name, topic, topic_id);
         config.mirror_name = Some(mirror.to_string());
         config.mirrors.insert(mirror);
-        config.source_dir = Some(absolute(&args.source));
+        config.source_dir = Some(absolute(&source_dir));
         config.segment_bytes = source.config()?.segment_bytes;
         let dir = ClusterDir::create(&args.dest, config, args.replicas.unwrap_or(3))?;
         Cluster::open_dir(dir, true)?
     } else {
         let mut cluster = open_cluster(&mut clock, &args.dest)?;
         check_same_topic(&mut source, &cluster)?;
-        let count = cluster.dir.controller().replicas.len() as u32;
-        if let Some(n) = args.replicas.filter(|n| *n != count) {
-            return Err(DriverError::Invalid(format!(
-                "{} has {count} replicas, not {n}; the replica count of an existing cluster \
-                 cannot change",
-                args.dest.display()
-            )));
-        }
-        if let Some(m) = &args.mirror_name {
-            let current = cluster.dir.desired_state()?;
-            if current.mirror().map(MirrorName::as_str) != Some(m.as_str()) {
-                return Err(DriverError::Invalid(format!(
-                    "{} is not in mirror {m:?} ({}); use `kmirror start` to add it to a mirror",
-                    args.dest.display(),
-                    current
-                )));
-            }
-        }
+        check_existing_dest(&args, &cluster)?;
         let mut config = cluster.dir.config().clone();
-        if config.source_dir.as_deref() != Some(&absolute(&args.source)) {
-            config.source_dir = Some(absolute(&args.source));
+        if config.source_dir.as_deref() != Some(&absolute(&source_dir)) {
+            config.source_dir = Some(absolute(&source_dir));
             cluster.dir.set_config(config)?;
         }
         cluster
     };
+    warn_if_not_mirrored(&args, &cluster)?;
+    let mut driver = Driver::from_cluster(cluster, Some(Box::new(source)), options(&args.run))?;
+    let end = drive(&mut driver, &mut clock, until(&args.run), args.run.quiet)?;
+    finish(driver, end)
+}
+
+/// Refuses `kmirror mirror` options that contradict an existing destination.
+fn check_existing_dest(args: &MirrorArgs, cluster: &Cluster) -> Result<(), DriverError> {
+    let count = cluster.dir.controller().replicas.len() as u32;
+    if let Some(n) = args.replicas.filter(|n| *n != count) {
+        return Err(DriverError::Invalid(format!(
+            "{} has {count} replicas, not {n}; the replica count of an existing cluster \
+             cannot change",
+            args.dest.display()
+        )));
+    }
+    if let Some(m) = &args.mirror_name {
+        let current = cluster.dir.desired_state()?;
+        if current.mirror().map(MirrorName::as_str) != Some(m.as_str()) {
+            return Err(DriverError::Invalid(format!(
+                "{} is not in mirror {m:?} ({}); use `kmirror start` to add it to a mirror",
+                args.dest.display(),
+                current
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Says so when the destination's topic is not in a mirror (it is only driven to its state).
+fn warn_if_not_mirrored(args: &MirrorArgs, cluster: &Cluster) -> Result<(), DriverError> {
     match cluster.dir.desired_state()? {
         DesiredState::Mirror(_) => {}
         other => eprintln!(
@@ -643,6 +690,59 @@ fn mirror(args: MirrorArgs) -> Result<ExitCode, DriverError> {
             args.dest.display()
         ),
     }
+    Ok(())
+}
+
+/// `kmirror mirror --source-bootstrap HOST:PORT --topic NAME`: a live Kafka broker as the
+/// source (see [`KafkaSource`]). A new destination takes the topic's name and id from the
+/// broker's Metadata and, unless --mirror-name is given, the cluster id as the mirror's name;
+/// no `source.dir` is recorded. An existing destination must hold the same topic and id; when
+/// the broker cannot be reached, a following mirror starts anyway and the kernel retries.
+fn mirror_live(args: MirrorArgs) -> Result<ExitCode, DriverError> {
+    let mut clock = SystemClock;
+    let (Some(bootstrap), Some(topic)) = (&args.source_bootstrap, &args.topic) else {
+        return Err(DriverError::Invalid(
+            "give either --source DIR or --source-bootstrap HOST:PORT with --topic NAME".into(),
+        ));
+    };
+    if args.partition != crate::driver::PARTITION {
+        return Err(DriverError::Invalid(format!(
+            "a destination holds one partition ({topic}-{}); mirroring partition {} of a live \
+             broker is not supported yet",
+            crate::driver::PARTITION,
+            args.partition
+        )));
+    }
+    let mut source = KafkaSource::new(bootstrap, topic, args.partition, Default::default());
+    let cluster = if is_empty_or_missing(&args.dest) {
+        let (topic, topic_id) = source.topic()?;
+        let name = match &args.name {
+            Some(n) => mirror_name_arg(n)?,
+            None => dir_name(&args.dest)?,
+        };
+        let mirror = match &args.mirror_name {
+            Some(m) => mirror_name_arg(m)?,
+            None => source.cluster_name()?,
+        };
+        let mut config = ClusterConfig::new(name, topic, topic_id);
+        config.mirror_name = Some(mirror.to_string());
+        config.mirrors.insert(mirror);
+        let dir = ClusterDir::create(&args.dest, config, args.replicas.unwrap_or(3))?;
+        Cluster::open_dir(dir, true)?
+    } else {
+        let cluster = open_cluster(&mut clock, &args.dest)?;
+        match check_same_topic(&mut source, &cluster) {
+            Err(DriverError::Source(SourceError::Kafka(e)))
+                if e.is_connection() && matches!(until(&args.run), Until::Forever { .. }) =>
+            {
+                eprintln!("kmirror: {e}; mirroring starts when the broker answers");
+            }
+            other => other?,
+        }
+        check_existing_dest(&args, &cluster)?;
+        cluster
+    };
+    warn_if_not_mirrored(&args, &cluster)?;
     let mut driver = Driver::from_cluster(cluster, Some(Box::new(source)), options(&args.run))?;
     let end = drive(&mut driver, &mut clock, until(&args.run), args.run.quiet)?;
     finish(driver, end)

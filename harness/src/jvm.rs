@@ -66,7 +66,9 @@ impl Oracle {
                 return Err(OracleError::ToolMissing { tool });
             }
         }
-        let _guard = BUILD_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _guard = BUILD_LOCK
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let dir = Self::project_dir();
         let jar = dir.join("target/kmirror-oracle.jar");
         let classpath_file = dir.join("target/classpath.txt");
@@ -139,9 +141,8 @@ pub fn in_ci() -> bool {
 }
 
 fn on_path(tool: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|paths| {
-        std::env::split_paths(&paths).any(|dir| dir.join(tool).is_file())
-    })
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(tool).is_file()))
 }
 
 /// Whether `jar` is missing or older than `pom.xml` or any file under `src/`.

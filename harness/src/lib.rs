@@ -5,8 +5,8 @@
 //! contract), [`recovery`] (what opening a log after a crash repaired), [`error`].
 
 pub mod error;
-pub mod jvm;
 pub mod file_log;
+pub mod jvm;
 pub mod record_batch;
 pub mod recovery;
 pub mod segment;
@@ -18,3 +18,7 @@ pub mod mirror_state_log;
 pub mod producer;
 pub mod replay;
 pub mod source;
+pub mod sync;
+
+pub mod kafka_broker;
+pub mod wire;

@@ -4,7 +4,8 @@
 //! kernel's [`serve_fetch`] with the isolation the kernel asked for) and the LME query (answered
 //! from the LastMirroredEpochs records the source holds in its own `__mirror_state`).
 //! [`LocalSource`] is a cluster directory on the local disk (see
-//! [`cluster`](crate::driver::cluster)); a Kafka wire source would be another implementation.
+//! [`cluster`](crate::driver::cluster)); [`KafkaSource`](crate::wire::KafkaSource) is a live
+//! Kafka broker.
 //!
 //! A local source is opened (and locked) lazily on the first request and kept open until
 //! [`Source::release`], so that a producer writing to it can take its turn between polls.
@@ -45,13 +46,18 @@ pub enum SourceError {
         dir.display()
     )]
     UnknownTopicId {
-        /// The source directory.
+        /// The source directory (a live broker's `host:port` for a
+        /// [`KafkaSource`](crate::wire::KafkaSource)).
         dir: PathBuf,
         /// The topic id it hosts.
         hosted: String,
         /// The topic id asked for.
         asked: String,
     },
+    /// A live Kafka broker could not answer (unreachable, a Kafka error code, a malformed
+    /// response); the message names the broker and the API.
+    #[error(transparent)]
+    Kafka(#[from] crate::wire::WireError),
 }
 
 /// The source's answer to the LME query.

@@ -1,0 +1,411 @@
+//! A single-node Apache Kafka broker in KRaft combined mode on 127.0.0.1, run from the oracle's
+//! Maven-fetched jars: the live source of the wire tests (and of anything else that needs a
+//! real broker).
+//!
+//! [`KafkaBroker::start`] picks two free ports (bound on 127.0.0.1:0, then released), writes
+//! `server.properties` into its directory (`process.roles=broker,controller`, one voter, the
+//! transaction and offsets topics with replication factor 1 and min ISR 1,
+//! `group.initial.rebalance.delay.ms=0`, no topic auto-creation, an 18 s broker session so
+//! that a busy machine does not fence the broker from its own controller; a broker restarted
+//! after SIGKILL registers again once the old session expires, within that time), formats the storage with
+//! Kafka's `StorageTool format --standalone`, starts `kafka.Kafka` with its output in
+//! `broker.log`, and waits (bounded) until the broker answers ApiVersions and Metadata. A failed
+//! start includes the tail of `broker.log` in its error.
+//!
+//! [`KafkaBroker::stop`] ends the broker by its process id (SIGTERM, then SIGKILL after a grace
+//! period), [`KafkaBroker::kill`] SIGKILLs it (a crash), [`KafkaBroker::restart`] starts it
+//! again on the same directories and ports. Dropping a `KafkaBroker` kills its process: no
+//! broker outlives its owner.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::jvm::Oracle;
+use crate::wire::{codes, KafkaClient, WireError};
+
+/// How long [`KafkaBroker::start`] waits for the broker to answer.
+pub const START_TIMEOUT: Duration = Duration::from_secs(90);
+/// How long [`KafkaBroker::stop`] waits after SIGTERM before SIGKILL.
+pub const STOP_GRACE: Duration = Duration::from_secs(20);
+/// The broker's `node.id`.
+pub const NODE_ID: i32 = 1;
+
+/// Why a broker could not be started or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    /// An I/O error on the broker's files or processes.
+    #[error("Kafka broker in {}: cannot {action}: {source}", dir.display())]
+    Io {
+        /// The broker's directory.
+        dir: PathBuf,
+        /// What was being done.
+        action: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// `StorageTool format` failed.
+    #[error("formatting the Kafka broker's storage in {} failed: {output}", dir.display())]
+    Format {
+        /// The broker's directory.
+        dir: PathBuf,
+        /// What the tool printed.
+        output: String,
+    },
+    /// The broker exited or did not answer in time.
+    #[error(
+        "the Kafka broker in {} did not start ({reason}); the end of {}:\n{tail}",
+        dir.display(),
+        dir.join("broker.log").display()
+    )]
+    NotReady {
+        /// The broker's directory.
+        dir: PathBuf,
+        /// What happened.
+        reason: String,
+        /// The last lines of `broker.log`.
+        tail: String,
+    },
+}
+
+/// A running (or stopped) single-node broker. See the [module documentation](self).
+#[derive(Debug)]
+pub struct KafkaBroker {
+    dir: PathBuf,
+    classpath: String,
+    port: u16,
+    child: Option<Child>,
+}
+
+impl KafkaBroker {
+    /// Writes the config into `dir` (created if missing), formats the storage, starts the
+    /// broker and waits until it answers. `extra` lines are appended to `server.properties`.
+    pub fn start(
+        oracle: &Oracle,
+        dir: &Path,
+        extra: &[(&str, &str)],
+    ) -> Result<KafkaBroker, BrokerError> {
+        let io = |action: &str| {
+            let dir = dir.to_path_buf();
+            let action = action.to_owned();
+            move |source| BrokerError::Io {
+                dir,
+                action,
+                source,
+            }
+        };
+        std::fs::create_dir_all(dir.join("data")).map_err(io("create its directory"))?;
+        let dir = std::path::absolute(dir).map_err(io("resolve its directory"))?;
+        let port = free_port().map_err(io("find a free port"))?;
+        let controller_port = free_port().map_err(io("find a free port"))?;
+        let mut properties = format!(
+            "# kmirror test broker: single-node KRaft, broker and controller in one process\n\
+             process.roles=broker,controller\n\
+             node.id={NODE_ID}\n\
+             listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}\n\
+             advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
+             controller.listener.names=CONTROLLER\n\
+             listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+             controller.quorum.bootstrap.servers=127.0.0.1:{controller_port}\n\
+             log.dirs={}\n\
+             num.partitions=1\n\
+             auto.create.topics.enable=false\n\
+             offsets.topic.replication.factor=1\n\
+             offsets.topic.num.partitions=1\n\
+             transaction.state.log.replication.factor=1\n\
+             transaction.state.log.min.isr=1\n\
+             transaction.state.log.num.partitions=1\n\
+             group.initial.rebalance.delay.ms=0\n\
+             broker.session.timeout.ms=18000\n\
+             initial.broker.registration.timeout.ms=120000\n\
+             transaction.max.timeout.ms=3600000\n",
+            dir.join("data").display()
+        );
+        for (key, value) in extra {
+            properties.push_str(&format!("{key}={value}\n"));
+        }
+        std::fs::write(dir.join("server.properties"), properties)
+            .map_err(io("write server.properties"))?;
+        let mut broker = KafkaBroker {
+            dir: dir.clone(),
+            classpath: oracle.classpath().to_owned(),
+            port,
+            child: None,
+        };
+        broker.format()?;
+        broker.spawn()?;
+        Ok(broker)
+    }
+
+    /// The broker's directory (`server.properties`, `broker.log`, `data/`).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// `127.0.0.1:<port>` of the PLAINTEXT listener.
+    pub fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The broker's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// The partition directory `data/<topic>-<partition>` (Kafka's layout).
+    pub fn partition_dir(&self, topic: &str, partition: i32) -> PathBuf {
+        self.dir.join("data").join(format!("{topic}-{partition}"))
+    }
+
+    /// The last `lines` lines of `broker.log`.
+    pub fn log_tail(&self, lines: usize) -> String {
+        tail(&self.dir.join("broker.log"), lines)
+    }
+
+    /// Stops the broker: SIGTERM by process id, SIGKILL if it is still running after
+    /// [`STOP_GRACE`]. Stopping a stopped broker does nothing.
+    pub fn stop(&mut self) -> Result<(), BrokerError> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
+        let deadline = Instant::now() + STOP_GRACE;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = child.kill();
+        child.wait().map(|_| ()).map_err(|source| BrokerError::Io {
+            dir: self.dir.clone(),
+            action: "wait for the broker to exit".into(),
+            source,
+        })
+    }
+
+    /// Kills the broker at once (SIGKILL): a crash, as a broker that disappears mid-fetch.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the broker again on the same directories and ports (after [`stop`](Self::stop)
+    /// or [`kill`](Self::kill)) and waits until it answers.
+    pub fn restart(&mut self) -> Result<(), BrokerError> {
+        self.stop()?;
+        self.spawn()
+    }
+
+    fn java(&self) -> Command {
+        let mut command = Command::new("java");
+        command
+            .arg("-Xms64m")
+            .arg("-Xmx768m")
+            .arg("-cp")
+            .arg(&self.classpath);
+        command
+    }
+
+    fn format(&self) -> Result<(), BrokerError> {
+        if self.dir.join("data/meta.properties").exists() {
+            return Ok(());
+        }
+        let output = self
+            .java()
+            .arg("kafka.tools.StorageTool")
+            .arg("format")
+            .arg("-t")
+            .arg(cluster_id())
+            .arg("-c")
+            .arg(self.dir.join("server.properties"))
+            .arg("--standalone")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|source| BrokerError::Io {
+                dir: self.dir.clone(),
+                action: "run StorageTool format (is java on PATH?)".into(),
+                source,
+            })?;
+        if !output.status.success() {
+            return Err(BrokerError::Format {
+                dir: self.dir.clone(),
+                output: format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&output.stdout),
+                    String::from_utf8_lossy(&output.stderr)
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn spawn(&mut self) -> Result<(), BrokerError> {
+        let io = |action: &str| {
+            let dir = self.dir.clone();
+            let action = action.to_owned();
+            move |source| BrokerError::Io {
+                dir,
+                action,
+                source,
+            }
+        };
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("broker.log"))
+            .map_err(io("open broker.log"))?;
+        let err = log.try_clone().map_err(io("open broker.log"))?;
+        let child = self
+            .java()
+            .arg("kafka.Kafka")
+            .arg(self.dir.join("server.properties"))
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            .spawn()
+            .map_err(io("start kafka.Kafka (is java on PATH?)"))?;
+        self.child = Some(child);
+        self.wait_ready()
+    }
+
+    /// Waits until the broker answers ApiVersions and Metadata, or fails with the log's tail.
+    fn wait_ready(&mut self) -> Result<(), BrokerError> {
+        let deadline = Instant::now() + START_TIMEOUT;
+        let address = self.bootstrap();
+        let mut last;
+        loop {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    self.child = None;
+                    return Err(self.not_ready(format!("the process exited with {status}")));
+                }
+            }
+            let mut client =
+                KafkaClient::new(&address, Duration::from_secs(1), Duration::from_secs(5));
+            match client.metadata("__kmirror_readiness_probe") {
+                Ok(_) => return Ok(()),
+                Err(WireError::Broker { code, .. })
+                    if code == codes::UNKNOWN_TOPIC_OR_PARTITION =>
+                {
+                    return Ok(())
+                }
+                Err(e) => last = e.to_string(),
+            }
+            if Instant::now() >= deadline {
+                self.kill();
+                return Err(self.not_ready(format!(
+                    "no answer at {address} within {} s; last error: {last}",
+                    START_TIMEOUT.as_secs()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    fn not_ready(&self, reason: String) -> BrokerError {
+        BrokerError::NotReady {
+            dir: self.dir.clone(),
+            reason,
+            tail: format!(
+                "{}\n...\n{}",
+                errors(&self.dir.join("broker.log"), 10),
+                self.log_tail(30)
+            ),
+        }
+    }
+}
+
+impl Drop for KafkaBroker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A port that was free on 127.0.0.1 a moment ago.
+fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// A fresh cluster id: 16 bytes from the clock and the process id, as Kafka's base64url `Uuid`.
+fn cluster_id() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let seed = format!("{nanos}:{}", std::process::id());
+    let mut bytes = [0u8; 16];
+    for (i, chunk) in bytes.chunks_mut(4).enumerate() {
+        let h = kmirror_kernel::partitioner::murmur2(format!("{i}:{seed}").as_bytes());
+        chunk.copy_from_slice(&h.to_be_bytes());
+    }
+    bytes[0] |= 0x40; // never one of Kafka's reserved ids (all zero but the last byte)
+    base64_url(&bytes)
+}
+
+/// Base64 with the URL alphabet and no padding (Kafka's `Uuid.toString`).
+fn base64_url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |acc, (i, &b)| acc | (u32::from(b) << (16 - 8 * i)));
+        for i in 0..=chunk.len() {
+            out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+        }
+    }
+    out
+}
+
+/// The first `count` lines of a log naming an ERROR or FATAL.
+fn errors(path: &Path, count: usize) -> String {
+    let text = std::fs::read(path)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    text.lines()
+        .filter(|l| l.contains(" ERROR ") || l.contains(" FATAL "))
+        .take(count)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The last `lines` lines of a file (at most its last 64 KiB), or a note why there are none.
+fn tail(path: &Path, lines: usize) -> String {
+    let Ok(mut file) = File::open(path) else {
+        return format!("({} cannot be read)", path.display());
+    };
+    let len = file.metadata().map_or(0, |m| m.len());
+    let _ = file.seek(SeekFrom::Start(len.saturating_sub(64 << 10)));
+    let mut text = String::new();
+    let mut bytes = Vec::new();
+    if file.read_to_end(&mut bytes).is_ok() {
+        text = String::from_utf8_lossy(&bytes).into_owned();
+    }
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_ids_are_kafka_uuids() {
+        let id = cluster_id();
+        assert_eq!(id.len(), 22);
+        assert!(id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
+        assert_eq!(base64_url(&[0xfb, 0xff]), "-_8");
+        assert_eq!(base64_url(b"Man"), "TWFu");
+    }
+}

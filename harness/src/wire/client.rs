@@ -1,0 +1,399 @@
+//! The five Kafka APIs a mirror fetcher uses, as a consumer (replica id -1), on one broker.
+//!
+//! [`KafkaClient`] connects lazily and reconnects after a connection error (the failed request
+//! is reported, not retried: the caller decides). Each call checks the answer names what was
+//! asked (the topic, the partition) and turns a Kafka error code into [`WireError::Broker`].
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::{
+    BrokerId, FetchRequest, ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest,
+    TopicName,
+};
+use kafka_protocol::protocol::{Request, StrBytes};
+use kmirror_kernel::types::{EpochAndOffset, TopicId};
+use uuid::Uuid;
+
+use super::{error_name, Connection, WireError};
+
+/// ListOffsets' timestamp for the log start offset.
+pub const EARLIEST_TIMESTAMP: i64 = -2;
+/// ListOffsets' timestamp for the end of what the isolation level may read (HW or LSO).
+pub const LATEST_TIMESTAMP: i64 = -1;
+/// `isolation_level` READ_UNCOMMITTED.
+pub const READ_UNCOMMITTED: i8 = 0;
+/// `isolation_level` READ_COMMITTED.
+pub const READ_COMMITTED: i8 = 1;
+/// The replica id of a consumer.
+pub const CONSUMER_REPLICA_ID: i32 = -1;
+
+/// Metadata v10 is the first with topic ids.
+const METADATA_MIN_VERSION: i16 = 10;
+/// ListOffsets v2 is the first with an isolation level.
+const LIST_OFFSETS_MIN_VERSION: i16 = 2;
+/// Fetch v13 is the first addressing topics by id (and v12 the first with diverging epochs).
+const FETCH_MIN_VERSION: i16 = 13;
+/// OffsetForLeaderEpoch v3 is the first with a replica id (-1: a consumer).
+const OFFSET_FOR_LEADER_EPOCH_MIN_VERSION: i16 = 3;
+
+/// A topic as Metadata describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopicMetadata {
+    /// The cluster id (`None` from a broker that does not say).
+    pub cluster_id: Option<String>,
+    /// The topic's name.
+    pub topic: String,
+    /// The topic's id.
+    pub topic_id: TopicId,
+    /// Its partitions.
+    pub partitions: Vec<PartitionMetadata>,
+    /// The brokers: node id and `host:port`.
+    pub brokers: Vec<(i32, String)>,
+}
+
+/// One partition as Metadata describes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartitionMetadata {
+    /// The partition index.
+    pub index: i32,
+    /// The leader's node id (-1: none).
+    pub leader_id: i32,
+    /// The leader epoch.
+    pub leader_epoch: i32,
+    /// The partition's error code (0: none).
+    pub error_code: i16,
+}
+
+impl TopicMetadata {
+    /// The `host:port` of partition `index`'s leader, if it has one the metadata knows.
+    pub fn leader_address(&self, index: i32) -> Option<&str> {
+        let leader = self.partitions.iter().find(|p| p.index == index)?.leader_id;
+        self.brokers
+            .iter()
+            .find(|(id, _)| *id == leader)
+            .map(|(_, a)| a.as_str())
+    }
+}
+
+/// What a Fetch asks for one partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FetchParams {
+    /// The topic id.
+    pub topic_id: TopicId,
+    /// The partition.
+    pub partition: i32,
+    /// The offset to read from.
+    pub fetch_offset: i64,
+    /// The epoch of the last batch the fetcher holds (KIP-320), if any.
+    pub last_fetched_epoch: Option<i32>,
+    /// [`READ_COMMITTED`] or [`READ_UNCOMMITTED`].
+    pub isolation_level: i8,
+    /// How long the broker may hold the request for `min_bytes`.
+    pub max_wait_ms: i32,
+    /// The most bytes of records returned.
+    pub max_bytes: i32,
+}
+
+/// A partition's answer to a Fetch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionFetch {
+    /// Kafka's error code (0: none).
+    pub error_code: i16,
+    /// The high watermark.
+    pub high_watermark: i64,
+    /// The last stable offset.
+    pub last_stable_offset: i64,
+    /// The log start offset.
+    pub log_start_offset: i64,
+    /// The diverging epoch (KIP-320), if the broker set one.
+    pub diverging_epoch: Option<EpochAndOffset>,
+    /// The aborted transactions of a read-committed fetch: producer id and first offset.
+    pub aborted_transactions: Vec<(i64, i64)>,
+    /// The record batches exactly as sent (the last one may be partial).
+    pub records: Bytes,
+}
+
+/// A lazily connected client of one broker. See the [module documentation](self).
+#[derive(Debug)]
+pub struct KafkaClient {
+    address: String,
+    connect_timeout: Duration,
+    request_timeout: Duration,
+    connection: Option<Connection>,
+}
+
+impl KafkaClient {
+    /// A client of the broker at `address` (`host:port`); nothing is sent until the first call.
+    pub fn new(address: &str, connect_timeout: Duration, request_timeout: Duration) -> Self {
+        KafkaClient {
+            address: address.to_owned(),
+            connect_timeout,
+            request_timeout,
+            connection: None,
+        }
+    }
+
+    /// The broker's address.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// Opens the connection now (TCP, then ApiVersions), if it is not open.
+    pub fn connect(&mut self) -> Result<&mut Connection, WireError> {
+        if self.connection.is_none() {
+            self.connection = Some(Connection::connect(
+                &self.address,
+                self.connect_timeout,
+                self.request_timeout,
+            )?);
+        }
+        self.connection.as_mut().ok_or_else(|| WireError::Connect {
+            address: self.address.clone(),
+            source: std::io::Error::other("not connected"),
+        })
+    }
+
+    /// Closes the connection (the next call opens a new one).
+    pub fn disconnect(&mut self) {
+        self.connection = None;
+    }
+
+    /// Sends a request at the highest common version (at least `min`); a connection error
+    /// closes the connection.
+    fn call<R: Request>(
+        &mut self,
+        api: &'static str,
+        min: i16,
+        build: impl FnOnce(i16) -> R,
+    ) -> Result<(R::Response, i16), WireError> {
+        let connection = self.connect()?;
+        let version = connection.version_for::<R>(api, min)?;
+        let request = build(version);
+        let result = connection.send(api, &request, version);
+        if let Err(e) = &result {
+            if e.is_connection() || matches!(e, WireError::Malformed { .. }) {
+                self.disconnect();
+            }
+        }
+        result.map(|r| (r, version))
+    }
+
+    fn broker_error(&self, api: &'static str, what: String, code: i16) -> WireError {
+        WireError::Broker {
+            address: self.address.clone(),
+            api,
+            what,
+            code,
+            name: error_name(code),
+        }
+    }
+
+    fn malformed(&self, api: &'static str, version: i16, reason: String) -> WireError {
+        WireError::Malformed {
+            address: self.address.clone(),
+            api,
+            version,
+            reason,
+        }
+    }
+
+    /// Metadata of `topic` (never creating it): its id, partitions and leaders, the cluster id.
+    pub fn metadata(&mut self, topic: &str) -> Result<TopicMetadata, WireError> {
+        const API: &str = "Metadata";
+        let name = TopicName(StrBytes::from_string(topic.to_owned()));
+        let (response, version) = self.call(API, METADATA_MIN_VERSION, |_| {
+            MetadataRequest::default()
+                .with_topics(Some(vec![
+                    MetadataRequestTopic::default().with_name(Some(name.clone()))
+                ]))
+                .with_allow_auto_topic_creation(false)
+        })?;
+        let what = format!("topic {topic}");
+        if response.error_code != 0 {
+            return Err(self.broker_error(API, what, response.error_code));
+        }
+        let found = response
+            .topics
+            .iter()
+            .find(|t| t.name.as_ref().map(|n| &*n.0) == Some(topic))
+            .ok_or_else(|| self.malformed(API, version, format!("no entry for topic {topic}")))?;
+        if found.error_code != 0 {
+            return Err(self.broker_error(API, what, found.error_code));
+        }
+        Ok(TopicMetadata {
+            cluster_id: response.cluster_id.as_ref().map(|c| c.to_string()),
+            topic: topic.to_owned(),
+            topic_id: topic_id_of(found.topic_id),
+            partitions: found
+                .partitions
+                .iter()
+                .map(|p| PartitionMetadata {
+                    index: p.partition_index,
+                    leader_id: p.leader_id.0,
+                    leader_epoch: p.leader_epoch,
+                    error_code: p.error_code,
+                })
+                .collect(),
+            brokers: response
+                .brokers
+                .iter()
+                .map(|b| (b.node_id.0, format!("{}:{}", &*b.host, b.port)))
+                .collect(),
+        })
+    }
+
+    /// ListOffsets of one partition at `timestamp` ([`EARLIEST_TIMESTAMP`] or
+    /// [`LATEST_TIMESTAMP`]) under `isolation_level`: the offset and its leader epoch (`None`
+    /// for Kafka's -1).
+    pub fn list_offset(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        timestamp: i64,
+        isolation_level: i8,
+    ) -> Result<(i64, Option<i32>), WireError> {
+        const API: &str = "ListOffsets";
+        let name = TopicName(StrBytes::from_string(topic.to_owned()));
+        let timeout_ms = i32::try_from(self.request_timeout.as_millis()).unwrap_or(i32::MAX);
+        let (response, version) = self.call(API, LIST_OFFSETS_MIN_VERSION, |_| {
+            ListOffsetsRequest::default()
+                .with_replica_id(BrokerId(CONSUMER_REPLICA_ID))
+                .with_isolation_level(isolation_level)
+                .with_timeout_ms(timeout_ms)
+                .with_topics(vec![ListOffsetsTopic::default()
+                    .with_name(name.clone())
+                    .with_partitions(vec![ListOffsetsPartition::default()
+                        .with_partition_index(partition)
+                        .with_current_leader_epoch(-1)
+                        .with_timestamp(timestamp)])])
+        })?;
+        let p = response
+            .topics
+            .iter()
+            .filter(|t| &*t.name.0 == topic)
+            .flat_map(|t| t.partitions.iter())
+            .find(|p| p.partition_index == partition)
+            .ok_or_else(|| {
+                self.malformed(API, version, format!("no entry for {topic}-{partition}"))
+            })?;
+        if p.error_code != 0 {
+            return Err(self.broker_error(
+                API,
+                format!("topic {topic} partition {partition}"),
+                p.error_code,
+            ));
+        }
+        Ok((p.offset, (p.leader_epoch >= 0).then_some(p.leader_epoch)))
+    }
+
+    /// A consumer Fetch of one partition, addressed by topic id, without a fetch session. The
+    /// partition's error code is returned in the answer (the caller maps it); a top-level error
+    /// is a [`WireError::Broker`].
+    pub fn fetch(&mut self, params: &FetchParams) -> Result<PartitionFetch, WireError> {
+        const API: &str = "Fetch";
+        let uuid = Uuid::from_bytes(params.topic_id.0);
+        let (response, version) = self.call(API, FETCH_MIN_VERSION, |_| {
+            FetchRequest::default()
+                .with_replica_id(BrokerId(CONSUMER_REPLICA_ID))
+                .with_max_wait_ms(params.max_wait_ms)
+                .with_min_bytes(1)
+                .with_max_bytes(params.max_bytes)
+                .with_isolation_level(params.isolation_level)
+                .with_session_id(0)
+                .with_session_epoch(-1)
+                .with_topics(vec![FetchTopic::default()
+                    .with_topic_id(uuid)
+                    .with_partitions(vec![FetchPartition::default()
+                        .with_partition(params.partition)
+                        .with_current_leader_epoch(-1)
+                        .with_fetch_offset(params.fetch_offset)
+                        .with_last_fetched_epoch(params.last_fetched_epoch.unwrap_or(-1))
+                        .with_log_start_offset(-1)
+                        .with_partition_max_bytes(params.max_bytes)])])
+        })?;
+        let what = format!("topic id {} partition {}", uuid.simple(), params.partition);
+        if response.error_code != 0 {
+            return Err(self.broker_error(API, what, response.error_code));
+        }
+        let p = response
+            .responses
+            .iter()
+            .filter(|t| t.topic_id == uuid)
+            .flat_map(|t| t.partitions.iter())
+            .find(|p| p.partition_index == params.partition)
+            .ok_or_else(|| self.malformed(API, version, format!("no entry for {what}")))?;
+        let diverging = (p.diverging_epoch.epoch != -1 || p.diverging_epoch.end_offset != -1)
+            .then_some(EpochAndOffset {
+                epoch: p.diverging_epoch.epoch,
+                end_offset: p.diverging_epoch.end_offset,
+            });
+        Ok(PartitionFetch {
+            error_code: p.error_code,
+            high_watermark: p.high_watermark,
+            last_stable_offset: p.last_stable_offset,
+            log_start_offset: p.log_start_offset,
+            diverging_epoch: diverging,
+            aborted_transactions: p
+                .aborted_transactions
+                .iter()
+                .flatten()
+                .map(|a| (a.producer_id.0, a.first_offset))
+                .collect(),
+            records: p.records.clone().unwrap_or_default(),
+        })
+    }
+
+    /// OffsetForLeaderEpoch as a consumer: the end offset of `leader_epoch` in the partition's
+    /// log, as `(epoch, end offset)` (Kafka's -1s when the broker knows no such epoch).
+    pub fn offset_for_leader_epoch(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        leader_epoch: i32,
+    ) -> Result<EpochAndOffset, WireError> {
+        const API: &str = "OffsetForLeaderEpoch";
+        let name = TopicName(StrBytes::from_string(topic.to_owned()));
+        let (response, version) = self.call(API, OFFSET_FOR_LEADER_EPOCH_MIN_VERSION, |_| {
+            OffsetForLeaderEpochRequest::default()
+                .with_replica_id(BrokerId(CONSUMER_REPLICA_ID))
+                .with_topics(vec![OffsetForLeaderTopic::default()
+                    .with_topic(name.clone())
+                    .with_partitions(vec![OffsetForLeaderPartition::default()
+                        .with_partition(partition)
+                        .with_current_leader_epoch(-1)
+                        .with_leader_epoch(leader_epoch)])])
+        })?;
+        let p = response
+            .topics
+            .iter()
+            .filter(|t| &*t.topic.0 == topic)
+            .flat_map(|t| t.partitions.iter())
+            .find(|p| p.partition == partition)
+            .ok_or_else(|| {
+                self.malformed(API, version, format!("no entry for {topic}-{partition}"))
+            })?;
+        if p.error_code != 0 {
+            return Err(self.broker_error(
+                API,
+                format!("topic {topic} partition {partition} epoch {leader_epoch}"),
+                p.error_code,
+            ));
+        }
+        Ok(EpochAndOffset {
+            epoch: p.leader_epoch,
+            end_offset: p.end_offset,
+        })
+    }
+}
+
+/// Kafka's topic id as the kernel's.
+pub fn topic_id_of(uuid: Uuid) -> TopicId {
+    TopicId(*uuid.as_bytes())
+}

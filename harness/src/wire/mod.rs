@@ -1,0 +1,170 @@
+//! A live Apache Kafka broker as the source of a mirror, over Kafka's wire protocol.
+//!
+//! Our own small client on a blocking TCP stream; the [`kafka_protocol`] crate only encodes and
+//! decodes the messages.
+//!
+//! - [`connection`]: framing (a 4-byte size, then the header and the body), correlation ids,
+//!   the request and response header versions, and the API versions negotiated with
+//!   ApiVersions when the connection opens.
+//! - [`client`]: the five APIs a mirror fetcher needs as a *consumer* (replica id -1):
+//!   ApiVersions, Metadata (topic ids), ListOffsets, Fetch (record batches kept as raw bytes)
+//!   and OffsetForLeaderEpoch.
+//! - [`kafka_source`]: [`KafkaSource`], the harness's [`Source`](crate::source::Source) on top
+//!   of them, answering like the kernel's `serve_fetch` does for a local source.
+//!
+//! Every failure is a [`WireError`] naming the broker's address and the API; a malformed
+//! response is an error, never a panic.
+
+pub mod client;
+pub mod connection;
+pub mod kafka_source;
+
+pub use client::{KafkaClient, PartitionFetch, TopicMetadata};
+pub use connection::Connection;
+pub use kafka_source::{KafkaSource, KafkaSourceOptions};
+
+/// What can go wrong talking to a Kafka broker. Every message names the broker and the API.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    /// The broker's address does not resolve or nothing listens there.
+    #[error(
+        "cannot connect to Kafka broker {address}: {source}; check that the broker runs and \
+         listens there"
+    )]
+    Connect {
+        /// The broker's address (`host:port`).
+        address: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The connection broke (or timed out) while a request was in flight.
+    #[error("the connection to Kafka broker {address} failed during {api}: {source}")]
+    Io {
+        /// The broker's address.
+        address: String,
+        /// The API of the request.
+        api: &'static str,
+        /// The OS error (`TimedOut` / `WouldBlock` for a timeout).
+        source: std::io::Error,
+    },
+    /// A request could not be encoded (a bug, or a value out of the protocol's range).
+    #[error("cannot encode a {api} v{version} request for {address}: {reason}")]
+    Encode {
+        /// The broker's address.
+        address: String,
+        /// The API.
+        api: &'static str,
+        /// The version.
+        version: i16,
+        /// Why.
+        reason: String,
+    },
+    /// A response that does not parse, or does not answer what was asked.
+    #[error("malformed {api} v{version} response from Kafka broker {address}: {reason}")]
+    Malformed {
+        /// The broker's address.
+        address: String,
+        /// The API.
+        api: &'static str,
+        /// The version.
+        version: i16,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The broker does not support a version of an API that kmirror can speak.
+    #[error(
+        "Kafka broker {address} supports {api} versions {broker}, kmirror needs one of {needed}; \
+         use Apache Kafka 3.1 or later"
+    )]
+    Unsupported {
+        /// The broker's address.
+        address: String,
+        /// The API.
+        api: &'static str,
+        /// The broker's range (`min..max`, or `none`).
+        broker: String,
+        /// Ours.
+        needed: String,
+    },
+    /// The broker answered with a Kafka error code.
+    #[error("{api} of {what} at Kafka broker {address} failed: {name} (error code {code})")]
+    Broker {
+        /// The broker's address.
+        address: String,
+        /// The API.
+        api: &'static str,
+        /// What was asked (`topic orders partition 0`).
+        what: String,
+        /// Kafka's error code.
+        code: i16,
+        /// Kafka's name of the error (`UNKNOWN_TOPIC_ID`...).
+        name: String,
+    },
+}
+
+impl WireError {
+    /// Whether the error is about the connection (reconnecting may help), not an answer.
+    pub fn is_connection(&self) -> bool {
+        matches!(self, WireError::Connect { .. } | WireError::Io { .. })
+    }
+
+    /// The broker's error code, for [`WireError::Broker`].
+    pub fn code(&self) -> Option<i16> {
+        match self {
+            WireError::Broker { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+/// Kafka's error codes the source handles by name.
+pub mod codes {
+    /// `OFFSET_OUT_OF_RANGE`.
+    pub const OFFSET_OUT_OF_RANGE: i16 = 1;
+    /// `UNKNOWN_TOPIC_OR_PARTITION`.
+    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    /// `NOT_LEADER_OR_FOLLOWER`.
+    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    /// `UNSUPPORTED_VERSION`.
+    pub const UNSUPPORTED_VERSION: i16 = 35;
+    /// `FENCED_LEADER_EPOCH`.
+    pub const FENCED_LEADER_EPOCH: i16 = 74;
+    /// `UNKNOWN_LEADER_EPOCH`.
+    pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
+    /// `UNKNOWN_TOPIC_ID`.
+    pub const UNKNOWN_TOPIC_ID: i16 = 100;
+}
+
+/// Kafka's name of an error code (`UNKNOWN_TOPIC_ID`), from the protocol crate's table.
+pub fn error_name(code: i16) -> String {
+    match kafka_protocol::ResponseError::try_from_code(code) {
+        None => "NONE".to_owned(),
+        Some(kafka_protocol::ResponseError::Unknown(c)) => format!("UNKNOWN_SERVER_ERROR({c})"),
+        Some(e) => screaming_snake(&format!("{e:?}")),
+    }
+}
+
+/// `UnknownTopicId` -> `UNKNOWN_TOPIC_ID`.
+fn screaming_snake(camel: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in camel.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_uppercase());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_names_are_kafkas() {
+        assert_eq!(error_name(100), "UNKNOWN_TOPIC_ID");
+        assert_eq!(error_name(1), "OFFSET_OUT_OF_RANGE");
+        assert_eq!(error_name(6), "NOT_LEADER_OR_FOLLOWER");
+        assert_eq!(error_name(0), "NONE");
+    }
+}
