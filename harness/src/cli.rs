@@ -451,7 +451,10 @@ fn check_same_topic(source: &mut dyn Source, dest: &Cluster) -> Result<(), Drive
     Ok(())
 }
 
-/// Drives `driver` until `until`, with a progress line on stderr at most once a second.
+/// Drives `driver` until `until`, with a progress line on stderr (and, when following, the
+/// status snapshot) at most once a second, and whenever the persisted state changes: a
+/// partition retrying from FAILED shows FAILED, not the state its retry step wrote a moment
+/// before failing again.
 fn drive(
     driver: &mut Driver,
     clock: &mut SystemClock,
@@ -461,8 +464,17 @@ fn drive(
     let name = driver.cluster().dir.config().name.to_string();
     let follow = matches!(until, Until::Forever { .. });
     let mut last_print = clock.now_ms();
+    let persisted = |d: &Driver| {
+        d.cluster()
+            .persisted_state()
+            .map(|v| (v.state, v.state_epoch))
+    };
+    let mut last_persisted = persisted(driver);
     let mut on_step = |d: &Driver, now: i64| {
-        if now - last_print < 1_000 {
+        let now_persisted = persisted(d);
+        let changed = now_persisted != last_persisted;
+        last_persisted = now_persisted;
+        if !changed && now - last_print < 1_000 {
             return;
         }
         last_print = now;

@@ -9,6 +9,7 @@
 //! or Maven it returns `None` after printing a loud `SKIPPED` banner; under CI (`CI` set to
 //! anything but `false` or `0`) a missing toolchain is a test failure, never a silent pass.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
@@ -110,7 +111,10 @@ impl Oracle {
         match Self::build() {
             Ok(oracle) => Some(oracle),
             Err(error @ OracleError::ToolMissing { .. }) if !in_ci() => {
-                eprintln!(
+                // Written to the process's stderr itself, not with `eprintln!`, which the test
+                // harness captures and hides for a passing test.
+                let _ = writeln!(
+                    std::io::stderr(),
                     "\n==================== SKIPPED: {test} ====================\n\
                      {error}\n\
                      This test compares kmirror with Apache Kafka's own code; it did NOT run.\n\

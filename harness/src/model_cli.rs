@@ -128,6 +128,9 @@ enum MutantArg {
     SyncAfterStop,
     /// The metadata-sync gate does not re-check at write time (needs --sync-steps).
     SyncWriteUnfenced,
+    /// STOPPING's LSO ignores closed transactions whose marker is not replicated (needs
+    /// --replicas 2).
+    LsoReleasedAtMarker,
 }
 
 impl ModelArgs {
@@ -178,6 +181,7 @@ impl ModelArgs {
             MutantArg::StallAfterLmeWrite => Mutant::StallAfterLmeWrite,
             MutantArg::SyncAfterStop => Mutant::SyncAfterStop,
             MutantArg::SyncWriteUnfenced => Mutant::SyncWriteUnfenced,
+            MutantArg::LsoReleasedAtMarker => Mutant::LsoReleasedAtMarker,
         });
         config
     }

@@ -210,11 +210,18 @@ impl EpochCache {
             return false;
         };
         let changed = !(removed == 1 && last_removed.start_offset == start_offset);
-        self.entries = self.entries.skip(removed);
-        self.entries.push_front(EpochEntry {
-            epoch: last_removed.epoch,
-            start_offset,
-        });
+        // Removing `removed` entries and pushing the new first one equals dropping all but the
+        // last removed and overwriting it in place (no re-balancing of the tree's front).
+        if removed > 1 {
+            self.entries = self.entries.skip(removed - 1);
+        }
+        self.entries.set(
+            0,
+            EpochEntry {
+                epoch: last_removed.epoch,
+                start_offset,
+            },
+        );
         changed
     }
 

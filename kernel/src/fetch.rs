@@ -340,7 +340,8 @@ mod tests {
             },
         )
         .expect("commit");
-        // HW 13 is below LEO 14: the marker is not yet readable.
+        // HW 13 is below LEO 14: the marker is not yet replicated, so the transaction still
+        // holds the LSO at its first offset (Kafka's `unreplicatedTxns`) and nothing is served.
         let r = records_of(serve_fetch(
             &log,
             10,
@@ -348,7 +349,10 @@ mod tests {
             FetchIsolation::ReadCommitted,
             10,
         ));
-        assert_eq!(r.next_offset, 13);
+        assert_eq!(
+            (r.batches.len(), r.next_offset, r.last_stable_offset),
+            (0, 10, 10)
+        );
         log.advance_high_watermark(14).expect("hw");
         let r = records_of(serve_fetch(
             &log,

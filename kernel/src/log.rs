@@ -85,9 +85,10 @@ pub trait LogView {
     fn log_end_offset(&self) -> Offset;
     /// HW: the offset below which every record is replicated to the whole ISR.
     fn high_watermark(&self) -> Offset;
-    /// LSO: the first offset of the earliest open transaction, or HW if none is open.
+    /// LSO: the first offset of the earliest transaction that is open or whose COMMIT/ABORT
+    /// marker is not yet below the HW (Kafka's `firstUnstableOffset`), capped by the HW.
     fn last_stable_offset(&self) -> Offset {
-        match self.producer_state().first_open_transaction_offset() {
+        match self.producer_state().first_unstable_offset() {
             Some(first) => first.min(self.high_watermark()),
             None => self.high_watermark(),
         }

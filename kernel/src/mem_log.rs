@@ -270,6 +270,7 @@ impl MemLog {
         self.epoch_cache.truncate_from_end(new_end);
         self.high_watermark = self.high_watermark.min(new_end);
         self.producer_state = ProducerStateTable::rebuild(self.batches.iter());
+        self.producer_state.on_high_watermark(self.high_watermark);
         Ok(())
     }
 
@@ -375,6 +376,7 @@ impl PartitionLog for MemLog {
             return Err(self.out_of_range(offset));
         }
         self.high_watermark = offset;
+        self.producer_state.on_high_watermark(offset);
         Ok(())
     }
 }

@@ -43,11 +43,15 @@ pub enum Mutant {
     /// The metadata-sync gate checks only when a round starts: a write computed while
     /// MIRRORING lands whatever happened since (no fence at write time).
     SyncWriteUnfenced,
+    /// STOPPING truncates to an LSO that a closed transaction stops holding as soon as its
+    /// marker is appended, not once the HW passes the marker (the kernel's LSO before the Kafka
+    /// oracle showed the difference): an unreplicated ABORT is cut, its data kept.
+    LsoReleasedAtMarker,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 15] = [
+    pub const ALL: [Mutant; 16] = [
         Mutant::SkipIsrWait,
         Mutant::ActBeforePersist,
         Mutant::SkipEpochBump,
@@ -63,6 +67,7 @@ impl Mutant {
         Mutant::StallAfterLmeWrite,
         Mutant::SyncAfterStop,
         Mutant::SyncWriteUnfenced,
+        Mutant::LsoReleasedAtMarker,
     ];
 }
 

@@ -115,6 +115,21 @@ pub struct Leadership {
     pub isr: OrdSet<BrokerId>,
 }
 
+/// `(replicas, isr)` with `isr` sharing `replicas`' nodes when the two sets are equal (the usual
+/// case): an `im` set of one broker still takes a whole node (about 800 bytes), so an idle
+/// partition keeps one instead of two. Equality, order and hashing are unchanged.
+fn share_equal_sets(
+    replicas: OrdSet<BrokerId>,
+    isr: OrdSet<BrokerId>,
+) -> (OrdSet<BrokerId>, OrdSet<BrokerId>) {
+    if isr == replicas {
+        let shared = replicas.clone();
+        (replicas, shared)
+    } else {
+        (replicas, isr)
+    }
+}
+
 /// The mirroring state machine of one partition on one broker.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
 pub struct PartitionMirror {
@@ -237,6 +252,7 @@ impl PartitionMirror {
             Input::BecameFollower => self.on_became_follower(&mut out),
             Input::IsrChanged { replicas, isr } => {
                 let leadership = self.leadership.as_mut().ok_or(Ignored::NotLeader)?;
+                let (replicas, isr) = share_equal_sets(replicas, isr);
                 leadership.replicas = replicas;
                 leadership.isr = isr;
                 self.check_replicas_done(config, &mut out);
@@ -387,6 +403,7 @@ impl PartitionMirror {
         isr: OrdSet<BrokerId>,
         out: &mut Vec<Effect>,
     ) -> Result<(), Ignored> {
+        let (replicas, isr) = share_equal_sets(replicas, isr);
         if let Some(current) = &self.leadership {
             if leader_epoch < current.leader_epoch {
                 return Err(Ignored::StaleLeaderEpoch {
@@ -894,7 +911,14 @@ impl PartitionMirror {
             && stop_writes_start.is_none()
             && !mutant::active(config.mutant, Mutant::SkipLsoTruncation);
         let end_after_step3 = if truncate_to_lso {
-            let lso = log.last_stable_offset();
+            let lso = if mutant::active(config.mutant, Mutant::LsoReleasedAtMarker) {
+                let hw = log.high_watermark();
+                log.producer_state()
+                    .first_open_transaction_offset()
+                    .map_or(hw, |first| first.min(hw))
+            } else {
+                log.last_stable_offset()
+            };
             if lso < log.log_end_offset() {
                 out.push(Effect::Log(LogEffect::TruncateTo { offset: lso }));
             }

@@ -3,7 +3,8 @@
 //! For every producer id seen in the log the table keeps the producer epoch, the metadata of the
 //! producer's last few batches (so the next idempotent append can be checked for sequence
 //! continuity and retries recognised as duplicates) and the first offset of the producer's open
-//! transaction. The last stable offset derives from the open transactions.
+//! transaction. The last stable offset derives from the open transactions and from the
+//! completed ones whose marker the high watermark has not passed yet.
 //!
 //! # What of Kafka is implemented
 //!
@@ -14,8 +15,13 @@
 //!   Kafka) and, when transactional and none is open, opens a transaction at its base offset;
 //! - a COMMIT or ABORT marker takes the marker's producer epoch (forgetting batches of an older
 //!   epoch) and closes the producer's open transaction, if any; a producer never seen before gets
-//!   an entry, as in Kafka;
-//! - `MIRROR_PID_RESET` (KIP-1279) expires every entry, open transactions included;
+//!   an entry, as in Kafka; the closed transaction stays *unreplicated* (Kafka's
+//!   `unreplicatedTxns`) until the high watermark passes its marker
+//!   ([`ProducerStateTable::on_high_watermark`], Kafka's `onHighWatermarkUpdated`): until then it
+//!   still holds the LSO at its first offset ([`ProducerStateTable::first_unstable_offset`]), so
+//!   a read-committed reader never gets ahead of a marker a new leader might not have;
+//! - `MIRROR_PID_RESET` (KIP-1279) expires every entry, open transactions included (closed,
+//!   unreplicated transactions keep holding the LSO until their markers are replicated);
 //! - batches without a producer id change nothing.
 //!
 //! [`ProducerStateTable::validate_leader_append`] is the validation of a client append
@@ -120,12 +126,16 @@ impl ProducerEntry {
 }
 
 /// Kafka's `ProducerStateManager` as a value: per producer id its [`ProducerEntry`], plus the
-/// open transactions ordered by first offset (Kafka's `ongoingTxns`).
+/// open transactions ordered by first offset (Kafka's `ongoingTxns`) and the closed ones whose
+/// marker is not yet below the high watermark (Kafka's `unreplicatedTxns`).
 #[derive(Clone, PartialEq, Eq, Hash, Debug, Default, Serialize, Deserialize)]
 pub struct ProducerStateTable {
     producers: im::OrdMap<ProducerId, ProducerEntry>,
     /// `(first offset, producer id)` of every open transaction.
     ongoing: im::OrdSet<(Offset, ProducerId)>,
+    /// `(first offset, marker offset, producer id)` of every closed transaction whose marker
+    /// the high watermark has not passed.
+    unreplicated: im::OrdSet<(Offset, Offset, ProducerId)>,
 }
 
 /// Whether `next` follows `last` (Kafka's `ProducerAppendInfo.inSequence`).
@@ -153,9 +163,34 @@ impl ProducerStateTable {
         table
     }
 
-    /// First offset of the earliest open transaction (Kafka's `firstUnstableOffset`).
+    /// First offset of the earliest open transaction.
     pub fn first_open_transaction_offset(&self) -> Option<Offset> {
         self.ongoing.get_min().map(|&(offset, _)| offset)
+    }
+
+    /// First offset of the earliest transaction that is open or whose marker the high watermark
+    /// has not passed yet (Kafka's `firstUnstableOffset`): the LSO is this, capped by the HW.
+    pub fn first_unstable_offset(&self) -> Option<Offset> {
+        let unreplicated = self.unreplicated.get_min().map(|&(offset, _, _)| offset);
+        match (self.first_open_transaction_offset(), unreplicated) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Forgets the closed transactions whose marker lies below `high_watermark` (Kafka's
+    /// `onHighWatermarkUpdated`). A log calls it whenever its HW moves or its batches change,
+    /// so that the table is a function of the batches and the HW.
+    pub fn on_high_watermark(&mut self, high_watermark: Offset) {
+        let replicated: Vec<_> = self
+            .unreplicated
+            .iter()
+            .filter(|&&(_, marker, _)| marker < high_watermark)
+            .copied()
+            .collect();
+        for entry in replicated {
+            self.unreplicated.remove(&entry);
+        }
     }
 
     /// The open transactions as `(producer id, producer epoch, first offset)`, ordered by first
@@ -190,8 +225,16 @@ impl ProducerStateTable {
         self.producers.is_empty()
     }
 
-    /// Forgets every producer (Kafka's `truncateFullyAndStartAt`, and `MIRROR_PID_RESET`).
+    /// Forgets every producer and transaction (Kafka's `truncateFullyAndStartAt`).
     pub fn clear(&mut self) {
+        self.producers.clear();
+        self.ongoing.clear();
+        self.unreplicated.clear();
+    }
+
+    /// `MIRROR_PID_RESET`: forgets every producer and open transaction; closed transactions
+    /// whose markers are not replicated yet keep holding the LSO.
+    fn reset_producers(&mut self) {
         self.producers.clear();
         self.ongoing.clear();
     }
@@ -201,7 +244,7 @@ impl ProducerStateTable {
     /// [`validate_replicated`](Self::validate_replicated)'s job.
     pub fn apply(&mut self, batch: &BatchHeader) {
         match batch.control {
-            Some(ControlType::MirrorPidReset) => self.clear(),
+            Some(ControlType::MirrorPidReset) => self.reset_producers(),
             Some(ControlType::Abort | ControlType::Commit) => {
                 if !batch.has_producer_id() {
                     return;
@@ -215,6 +258,7 @@ impl ProducerStateTable {
                 entry.set_epoch(batch.producer_epoch);
                 if let Some(first) = entry.current_txn_first_offset.take() {
                     self.ongoing.remove(&(first, pid));
+                    self.unreplicated.insert((first, batch.base_offset, pid));
                 }
                 self.producers.insert(pid, entry);
             }

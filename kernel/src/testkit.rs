@@ -166,7 +166,7 @@ pub fn expected_epoch_cache(batches: &[BatchHeader]) -> Vec<EpochEntry> {
 /// Panics unless `log` is consistent: `log start <= LSO <= HW <= LEO`; batches non-empty,
 /// contiguous from the log start offset to LEO, with non-decreasing epochs; the epoch cache
 /// strictly increasing and exactly [`expected_epoch_cache`]; producer state equal to a rebuild
-/// from the batches; `last_batch` the last batch.
+/// from the batches with the HW applied; `last_batch` the last batch.
 pub fn check_invariants<L: PartitionLog>(log: &L) {
     let s = LogSnapshot::of(log);
     assert!(
@@ -203,9 +203,10 @@ pub fn check_invariants<L: PartitionLog>(log: &L) {
         expected_epoch_cache(&s.batches),
         "epoch cache does not follow the batches: {s:?}"
     );
+    let mut rebuilt = ProducerStateTable::rebuild(&s.batches);
+    rebuilt.on_high_watermark(s.high_watermark);
     assert_eq!(
-        s.producer_state,
-        ProducerStateTable::rebuild(&s.batches),
+        s.producer_state, rebuilt,
         "producer state differs from a rebuild from the batches: {s:?}"
     );
     assert_eq!(s.last_batch, s.batches.last().copied(), "last_batch: {s:?}");
@@ -310,6 +311,10 @@ where
             (
                 "truncate_to_lso_drops_open_transactions",
                 Self::truncate_to_lso_drops_open_transactions,
+            ),
+            (
+                "truncate_to_lso_drops_a_transaction_with_an_unreplicated_marker",
+                Self::truncate_to_lso_drops_a_transaction_with_an_unreplicated_marker,
             ),
             (
                 "truncate_rebuilds_producer_sequences",
@@ -563,8 +568,8 @@ where
         leader(&mut log, 0, idempotent(1, 3, 2, 1));
     }
 
-    /// A transaction holds the LSO at its first offset until its COMMIT marker; the marker is a
-    /// transactional control batch of the producer.
+    /// A transaction holds the LSO at its first offset until the HW passes its COMMIT marker
+    /// (Kafka's `unreplicatedTxns`); the marker is a transactional control batch of the producer.
     pub fn transaction_commit_moves_lso(&mut self) {
         let mut log = self.log_with(&[(1, records(2))]);
         let t1 = leader(&mut log, 1, transactional(2, 9, 0, 0));
@@ -596,11 +601,15 @@ where
         assert_eq!(log.producer_state().first_open_transaction_offset(), None);
         assert_eq!(
             log.last_stable_offset(),
-            6,
-            "LSO is HW once nothing is open"
+            2,
+            "the marker is not below the HW yet: the transaction still holds the LSO"
         );
         advance(&mut log, 7);
-        assert_eq!(log.last_stable_offset(), 7);
+        assert_eq!(
+            log.last_stable_offset(),
+            7,
+            "LSO is HW once nothing is open or unreplicated"
+        );
         // The producer keeps its sequence across the marker.
         leader(&mut log, 1, transactional(1, 9, 0, 3));
         assert_eq!(
@@ -627,10 +636,19 @@ where
             (abort.control, abort.producer_id, abort.is_transactional),
             (Some(ControlType::Abort), 1, true)
         );
+        assert_eq!(
+            log.last_stable_offset(),
+            0,
+            "the ABORT at 4 is not below the HW"
+        );
         advance(&mut log, 5);
         assert_eq!(log.last_stable_offset(), 2);
         leader(&mut log, 2, marker(ControlType::Abort, 2, 4));
-        assert_eq!(log.last_stable_offset(), 5);
+        assert_eq!(
+            log.last_stable_offset(),
+            2,
+            "the ABORT at 5 is not below the HW"
+        );
         advance(&mut log, 6);
         assert_eq!(log.last_stable_offset(), 6);
         assert_eq!(log.producer_state().open_transactions().count(), 0);
@@ -859,6 +877,30 @@ where
         advance(&mut log, 3);
         truncate(&mut log, 8);
         assert_eq!((log.log_end_offset(), log.high_watermark()), (8, 3));
+    }
+
+    /// An ABORT marker the HW has not passed still holds the LSO at its transaction's first
+    /// offset, so truncating to the LSO (the stop's step 3 while a follower lags) removes the
+    /// aborted data together with its marker instead of keeping the data without its marker,
+    /// which read-committed consumers would then read as committed.
+    pub fn truncate_to_lso_drops_a_transaction_with_an_unreplicated_marker(&mut self) {
+        let mut log = self.log_with(&[(1, records(1)), (1, transactional(2, 9, 0, 0))]);
+        leader(&mut log, 1, marker(ControlType::Abort, 9, 0));
+        advance(&mut log, 3);
+        assert_eq!(log.producer_state().first_open_transaction_offset(), None);
+        assert_eq!(log.last_stable_offset(), 1, "ABORT at 3 is not below HW 3");
+        let lso = log.last_stable_offset();
+        truncate(&mut log, lso);
+        assert_eq!(log.log_end_offset(), 1);
+        assert_eq!(log.producer_state().first_open_transaction_offset(), None);
+        assert!(log.producer_state().get(9).is_none());
+        // Once the HW passes a marker, its transaction no longer holds the LSO.
+        leader(&mut log, 1, transactional(1, 9, 0, 0));
+        leader(&mut log, 1, marker(ControlType::Commit, 9, 0));
+        advance(&mut log, 2);
+        assert_eq!(log.last_stable_offset(), 1);
+        advance(&mut log, 3);
+        assert_eq!(log.last_stable_offset(), 3);
     }
 
     /// Truncating to the LSO removes every open transaction (the stop sequence's step 3).

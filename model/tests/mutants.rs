@@ -81,6 +81,16 @@ fn case(mutant: Mutant) -> (ModelConfig, &'static str) {
         Mutant::SyncAfterStop => (tiny.with_sync_steps(1), "no_sync_write_after_stop"),
         // A round read while MIRRORING, in flight across the stop, lands in STOPPING/STOPPED.
         Mutant::SyncWriteUnfenced => (tiny.with_sync_steps(1), "no_sync_write_after_stop"),
+        // A follower lags behind an ABORT marker when the stop truncates: the marker is cut,
+        // the aborted data kept and then reset as if committed. Found by the Kafka oracle
+        // (`harness/tests/oracle_log.rs`), confirmed here.
+        Mutant::LsoReleasedAtMarker => (
+            ModelConfig {
+                replicas: 2,
+                ..tiny
+            },
+            "no_half_transaction_survives_stop",
+        ),
     }
 }
 
@@ -189,6 +199,7 @@ mutant_tests! {
     stall_after_lme_write_breaks_stop_liveness => StallAfterLmeWrite,
     sync_after_stop_breaks_the_sync_gate => SyncAfterStop,
     unfenced_sync_write_lands_after_stop => SyncWriteUnfenced,
+    lso_released_at_marker_keeps_aborted_data => LsoReleasedAtMarker,
 }
 
 /// The abort strategy is checked as well: skipping it leaves the same half transaction.

@@ -14,8 +14,9 @@ use kmirror_kernel::sync::pattern::{Glob, NameFilter};
 use super::consumer;
 use super::local::MetadataDir;
 use super::local_cluster::{LocalMetadataSink, LocalMetadataSource};
-use super::{run_round, MetadataSink, RoundReport, SyncError, SyncPolicy};
+use super::{run_round, MetadataSink, MetadataSource, RoundReport, SyncError, SyncPolicy};
 use crate::driver::{Cluster, DriverError};
+use crate::wire::{KafkaMetadataSource, KafkaSourceOptions};
 
 /// How long a command waits for a directory another kmirror process holds.
 const BUSY_WAIT: Duration = Duration::from_secs(10);
@@ -23,10 +24,15 @@ const BUSY_WAIT: Duration = Duration::from_secs(10);
 /// `kmirror sync`.
 #[derive(Args, Debug)]
 #[command(group(ArgGroup::new("mode").required(true).args(["once", "interval_ms"])))]
+#[command(group(ArgGroup::new("from").required(true).args(["source", "source_bootstrap"])))]
 pub struct SyncArgs {
     /// The source cluster directory.
     #[arg(long, value_name = "DIR")]
-    pub source: PathBuf,
+    pub source: Option<PathBuf>,
+    /// A live Kafka broker of the source cluster, instead of a directory (the topic is the
+    /// destination's).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub source_bootstrap: Option<String>,
     /// The destination cluster directory (mirroring from the source).
     #[arg(long, value_name = "DIR")]
     pub dest: PathBuf,
@@ -124,9 +130,22 @@ fn wait_busy<T>(mut open: impl FnMut() -> Result<T, SyncError>) -> Result<T, Syn
 
 fn round(args: &SyncArgs) -> Result<RoundReport, SyncError> {
     let mut sink = wait_busy(|| LocalMetadataSink::open(&args.dest))?;
-    let policy = args.policy(&sink.topic().0)?;
-    let mut source = LocalMetadataSource::new(&args.source);
-    wait_busy(|| run_round(&mut source, &mut sink, &policy))
+    let topic = sink.topic().0;
+    let policy = args.policy(&topic)?;
+    let mut source: Box<dyn MetadataSource> = match (&args.source, &args.source_bootstrap) {
+        (_, Some(bootstrap)) => Box::new(KafkaMetadataSource::new(
+            bootstrap,
+            &topic,
+            KafkaSourceOptions::default(),
+        )),
+        (Some(dir), None) => Box::new(LocalMetadataSource::new(dir)),
+        (None, None) => {
+            return Err(SyncError::Cluster(DriverError::Invalid(
+                "give --source DIR or --source-bootstrap HOST:PORT".into(),
+            )))
+        }
+    };
+    wait_busy(|| run_round(source.as_mut(), &mut sink, &policy))
 }
 
 /// Whether a refusal means the topic left MIRRORING / PAUSED for good (the periodic mode ends).
@@ -143,7 +162,11 @@ fn ends_sync(refused: &SyncRefused) -> bool {
 
 /// `kmirror sync`.
 pub fn sync(args: SyncArgs) -> Result<ExitCode, SyncError> {
-    if std::path::absolute(&args.source).ok() == std::path::absolute(&args.dest).ok() {
+    if args
+        .source
+        .as_ref()
+        .is_some_and(|s| std::path::absolute(s).ok() == std::path::absolute(&args.dest).ok())
+    {
         return Err(SyncError::Cluster(DriverError::Invalid(
             "the source and the destination are the same directory".into(),
         )));
@@ -178,6 +201,10 @@ pub fn sync(args: SyncArgs) -> Result<ExitCode, SyncError> {
                 "round {rounds}: {} stayed busy; round skipped",
                 dir.display()
             ),
+            // A broker that is down for a while: the next round tries again.
+            Err(e @ SyncError::SourceUnavailable { .. }) => {
+                println!("round {rounds}: {e}; round skipped")
+            }
             Err(e) => return Err(e),
         }
         if args.max_rounds.is_some_and(|m| rounds >= m) {

@@ -167,7 +167,7 @@ impl KafkaClient {
 
     /// Sends a request at the highest common version (at least `min`); a connection error
     /// closes the connection.
-    fn call<R: Request>(
+    pub(crate) fn call<R: Request>(
         &mut self,
         api: &'static str,
         min: i16,
@@ -185,7 +185,7 @@ impl KafkaClient {
         result.map(|r| (r, version))
     }
 
-    fn broker_error(&self, api: &'static str, what: String, code: i16) -> WireError {
+    pub(crate) fn broker_error(&self, api: &'static str, what: String, code: i16) -> WireError {
         WireError::Broker {
             address: self.address.clone(),
             api,
@@ -195,7 +195,7 @@ impl KafkaClient {
         }
     }
 
-    fn malformed(&self, api: &'static str, version: i16, reason: String) -> WireError {
+    pub(crate) fn malformed(&self, api: &'static str, version: i16, reason: String) -> WireError {
         WireError::Malformed {
             address: self.address.clone(),
             api,

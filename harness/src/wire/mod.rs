@@ -11,17 +11,24 @@
 //!   and OffsetForLeaderEpoch.
 //! - [`kafka_source`]: [`KafkaSource`], the harness's [`Source`](crate::source::Source) on top
 //!   of them, answering like the kernel's `serve_fetch` does for a local source.
+//! - [`admin`]: the admin APIs a metadata sync reads (DescribeConfigs, ListGroups,
+//!   FindCoordinator, DescribeGroups, ConsumerGroupDescribe, OffsetFetch, DescribeAcls).
+//! - [`metadata_source`]: [`KafkaMetadataSource`], the sync's
+//!   [`MetadataSource`](crate::sync::MetadataSource) on top of them.
 //!
 //! Every failure is a [`WireError`] naming the broker's address and the API; a malformed
 //! response is an error, never a panic.
 
+pub mod admin;
 pub mod client;
 pub mod connection;
 pub mod kafka_source;
+pub mod metadata_source;
 
 pub use client::{KafkaClient, PartitionFetch, TopicMetadata};
 pub use connection::Connection;
 pub use kafka_source::{KafkaSource, KafkaSourceOptions};
+pub use metadata_source::KafkaMetadataSource;
 
 /// What can go wrong talking to a Kafka broker. Every message names the broker and the API.
 #[derive(Debug, thiserror::Error)]
