@@ -7,12 +7,16 @@ use kmirror_kernel::input::Input;
 use kmirror_kernel::log::{LogError, LogView, PartitionLog};
 use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::{BrokerId, MirrorPartition};
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::config::ModelConfig;
 use crate::journal::{self, Event, LogOp};
+use crate::shared::Shared;
 use crate::world::{
-    ClusterId, Message, Violation, World, IDEMPOTENT_PRODUCER_ID, TOPIC, TRANSACTIONAL_PRODUCER_ID,
+    Catalogue, ClusterId, Message, Violation, World, IDEMPOTENT_PRODUCER_ID, TOPIC,
+    TRANSACTIONAL_PRODUCER_ID,
 };
 
 /// What a producer sends.
@@ -47,11 +51,11 @@ pub enum OperatorRequest {
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
 pub enum Action {
     /// Deliver a message.
-    Deliver(Message),
+    Deliver(Arc<Message>),
     /// Lose a message: the requester times out.
-    Lose(Message),
+    Lose(Arc<Message>),
     /// Deliver a message twice.
-    Duplicate(Message),
+    Duplicate(Arc<Message>),
     /// A local producer writes to a cluster's partition leader.
     Produce(ClusterId, ProduceKind),
     /// A follower fetches from its leader.
@@ -81,11 +85,11 @@ impl World {
     pub fn enabled_actions(&self, config: &ModelConfig, actions: &mut Vec<Action>) {
         for (message, _) in self.net.iter() {
             if self.deliverable(message) {
-                actions.push(Action::Deliver(message.clone()));
+                actions.push(Action::Deliver(Arc::clone(message)));
             }
             if self.budget.network_faults > 0 {
-                actions.push(Action::Lose(message.clone()));
-                actions.push(Action::Duplicate(message.clone()));
+                actions.push(Action::Lose(Arc::clone(message)));
+                actions.push(Action::Duplicate(Arc::clone(message)));
             }
         }
         for c in ClusterId::BOTH {
@@ -124,7 +128,7 @@ impl World {
                 if cluster.leader != Some(b) {
                     let clean = cluster.isr.contains(&b);
                     let unclean_allowed = config.unclean_elections
-                        && self.desired(c) != DesiredState::NotMirrored
+                        && self.is_mirrored(c)
                         && self.budget.elections > 0;
                     if clean && (!leader_alive || self.budget.elections > 0) {
                         actions.push(Action::Elect(c, b, false));
@@ -134,7 +138,7 @@ impl World {
                 }
                 // Crashes hit brokers that run a mirror (a pure source's crash is only its
                 // unavailability, which a lost message already covers).
-                if self.budget.crashes > 0 && self.desired(c) != DesiredState::NotMirrored {
+                if self.budget.crashes > 0 && self.is_mirrored(c) {
                     actions.push(Action::Crash(c, b));
                 }
                 if replica.retry_timer.is_some() {
@@ -143,17 +147,23 @@ impl World {
             }
             if self.budget.coordinator_moves > 0
                 && self.net.keys().any(|m| {
-                    matches!(m, Message::Request { to, body, .. } if *to == c && body.is_coordinator_request())
+                    matches!(m.as_ref(), Message::Request { to, body, .. } if *to == c && body.is_coordinator_request())
                 })
             {
                 actions.push(Action::MoveCoordinator(c));
             }
             if self.budget.operator_steps > 0 {
-                let mut requests = vec![OperatorRequest::Mirror, OperatorRequest::Stop];
-                if config.pause_resume {
-                    requests.extend([OperatorRequest::Pause, OperatorRequest::Resume]);
-                }
-                for request in requests {
+                let requests: &[OperatorRequest] = if config.pause_resume {
+                    &[
+                        OperatorRequest::Mirror,
+                        OperatorRequest::Stop,
+                        OperatorRequest::Pause,
+                        OperatorRequest::Resume,
+                    ]
+                } else {
+                    &[OperatorRequest::Mirror, OperatorRequest::Stop]
+                };
+                for &request in requests {
                     if self.operator_enabled(c, request) {
                         actions.push(Action::Operator(c, request));
                     }
@@ -164,7 +174,7 @@ impl World {
     }
 
     /// Whether `message` can be delivered now (a fetch waits for the source to have a leader).
-    fn deliverable(&self, message: &Message) -> bool {
+    pub(crate) fn deliverable(&self, message: &Message) -> bool {
         match message {
             Message::Request {
                 to,
@@ -197,73 +207,82 @@ impl World {
         match request {
             OperatorRequest::Mirror => {
                 let other = c.other();
-                let other_writable = match self.desired(other) {
+                let other_writable = match self.desired_ref(other) {
                     DesiredState::NotMirrored => true,
                     DesiredState::Stop(_) => self.stored_state(other) == MirrorState::Stopped,
                     DesiredState::Mirror(_) | DesiredState::Pause(_) => false,
                 };
-                other_writable && !matches!(self.desired(c), DesiredState::Mirror(_))
+                other_writable && !matches!(self.desired_ref(c), DesiredState::Mirror(_))
             }
-            _ => self.desired(c) != DesiredState::NotMirrored,
+            _ => self.is_mirrored(c),
         }
     }
 
     /// Applies `action`; `None` when it changes nothing.
     pub fn apply(&self, config: &ModelConfig, action: Action) -> Option<World> {
         let mut w = self.clone();
+        w.step(config, action).then_some(w)
+    }
+
+    /// Applies `action` to this world in place; false (and the world unchanged) when it
+    /// changes nothing.
+    pub fn step(&mut self, config: &ModelConfig, action: Action) -> bool {
         match action {
-            Action::Deliver(message) => w.deliver(config, message),
+            Action::Deliver(message) => self.deliver(config, message),
             Action::Lose(message) => {
-                w.budget.network_faults -= 1;
-                w.take(&message);
-                w.time_out(&message);
+                self.budget.network_faults -= 1;
+                self.take(&message);
+                self.time_out(&message);
             }
             Action::Duplicate(message) => {
-                w.budget.network_faults -= 1;
-                w.send(message);
+                self.budget.network_faults -= 1;
+                self.send_shared(message);
             }
-            Action::Produce(c, kind) => return w.produce(config, c, kind),
-            Action::FollowerFetch(c, b) => w.follower_fetch(config, c, b),
+            Action::Produce(c, kind) => return self.produce(config, c, kind),
+            Action::FollowerFetch(c, b) => self.follower_fetch(config, c, b),
             Action::ShrinkIsr(c, b) => {
-                w.budget.isr_shrinks -= 1;
-                w.shrink_isr(config, c, b);
+                self.budget.isr_shrinks -= 1;
+                self.shrink_isr(config, c, b);
             }
             Action::Elect(c, b, unclean) => {
-                if unclean || w.leader(c).is_some() {
-                    w.budget.elections -= 1;
+                if unclean || self.leader(c).is_some() {
+                    self.budget.elections -= 1;
                 }
-                w.elect(config, c, b, unclean);
+                self.elect(config, c, b, unclean);
             }
             Action::Crash(c, b) => {
-                w.budget.crashes -= 1;
-                w.crash(config, c, b);
+                self.budget.crashes -= 1;
+                self.crash(config, c, b);
             }
-            Action::Restart(c, b) => w.restart(c, b),
+            Action::Restart(c, b) => self.restart(c, b),
             Action::MoveCoordinator(c) => {
-                w.budget.coordinator_moves -= 1;
-                let moved: Vec<Message> = w
+                self.budget.coordinator_moves -= 1;
+                let moved: Vec<Arc<Message>> = self
                     .net
                     .keys()
                     .filter(|m| {
-                        matches!(m, Message::Request { to, body, .. } if *to == c && body.is_coordinator_request())
+                        matches!(m.as_ref(), Message::Request { to, body, .. } if *to == c && body.is_coordinator_request())
                     })
                     .cloned()
                     .collect();
                 for m in moved {
-                    while w.take(&m) {
-                        w.time_out(&m);
+                    while self.take(&m) {
+                        self.time_out(&m);
                     }
                 }
             }
             Action::FireRetry(c, b) => {
-                let attempt = w.cluster_mut(c).replicas[b as usize].retry_timer.take()?;
-                w.feed(config, c, b, Input::RetryDue { attempt }, &[]);
+                let replica = &mut self.cluster_mut(c).replicas[b as usize];
+                let Some(attempt) = replica.retry_timer.take() else {
+                    return false;
+                };
+                self.feed(config, c, b, Input::RetryDue { attempt }, &[]);
             }
-            Action::Operator(c, request) => return w.operator(config, c, request),
-            Action::SyncRead(c) => w.sync_read(config, c)?,
-            Action::SyncWrite(c) => w.sync_write(config, c)?,
+            Action::Operator(c, request) => return self.operator(config, c, request),
+            Action::SyncRead(c) => return self.sync_read(config, c).is_some(),
+            Action::SyncWrite(c) => return self.sync_write(config, c).is_some(),
         }
-        Some(w)
+        true
     }
 
     /// The requester of a lost `message` sees its request fail (a client timeout).
@@ -285,18 +304,22 @@ impl World {
         });
     }
 
-    /// A local producer writes to cluster `c`, through the broker's read-only gate.
-    fn produce(mut self, config: &ModelConfig, c: ClusterId, kind: ProduceKind) -> Option<World> {
+    /// A local producer writes to cluster `c`, through the broker's read-only gate; false when
+    /// nothing changes.
+    fn produce(&mut self, config: &ModelConfig, c: ClusterId, kind: ProduceKind) -> bool {
         let cluster = self.cluster(c);
-        let leader = cluster.leader? as usize;
-        let mirrored = self.desired(c) != DesiredState::NotMirrored;
+        let Some(leader) = cluster.leader else {
+            return false;
+        };
+        let leader = leader as usize;
+        let mirrored = self.is_mirrored(c);
         if mirrored && !cluster.replicas[leader].writable {
             // READ_ONLY_TOPIC: nothing is appended.
             if self.ghosts.refused_produce {
-                return None;
+                return false;
             }
             self.ghosts.refused_produce = true;
-            return Some(self);
+            return true;
         }
         let producers = cluster.producers.clone();
         let batch = match kind {
@@ -346,16 +369,16 @@ impl World {
             // A fresh producer's batch taken for a retry of an older one: silently dropped.
             Ok(header) if header.base_offset < log_end => {
                 self.violate(Violation::ProducerIdCollision);
-                return Some(self);
+                return true;
             }
             Ok(_) => {}
             Err(LogError::EpochGoesBackwards { .. }) => {
                 self.violate(Violation::LocalWriteBelowMirroredEpoch);
-                return Some(self);
+                return true;
             }
             Err(_) => {
                 self.violate(Violation::ProducerIdCollision);
-                return Some(self);
+                return true;
             }
         }
         let producers = &mut self.cluster_mut(c).producers;
@@ -376,16 +399,12 @@ impl World {
             ProduceKind::Commit | ProduceKind::Abort => producers.in_transaction = false,
         }
         self.update_high_watermarks(config, c);
-        Some(self)
+        true
     }
 
-    /// The operator's request to cluster `c`'s controller, through the kernel's controller.
-    fn operator(
-        mut self,
-        config: &ModelConfig,
-        c: ClusterId,
-        request: OperatorRequest,
-    ) -> Option<World> {
+    /// The operator's request to cluster `c`'s controller, through the kernel's controller;
+    /// false when the controller refuses it (nothing changes).
+    fn operator(&mut self, config: &ModelConfig, c: ClusterId, request: OperatorRequest) -> bool {
         let mirror = c.other().mirror_name().to_string();
         let topics = vec![TOPIC.to_string()];
         let request = match request {
@@ -404,18 +423,19 @@ impl World {
                 None,
             ),
         };
-        let outcome = handle_mirror_request(&cluster.catalogue, &lookup, &controller, &request);
+        let outcome =
+            handle_mirror_request(cluster.catalogue.topics(), &lookup, &controller, &request);
         if outcome.records.is_empty() {
-            return None;
+            return false;
         }
-        let catalogue = apply_config_records(&cluster.catalogue, &outcome.records);
+        let catalogue = apply_config_records(cluster.catalogue.topics(), &outcome.records);
         self.budget.operator_steps -= 1;
         if matches!(request, MirrorRequest::RemoveTopics { .. }) {
             // Writers after a failover are new producer sessions: sequence 0, and the same
             // producer ids the source's producers used (the collision MIRROR_PID_RESET prevents).
             self.cluster_mut(c).producers = Default::default();
         }
-        self.cluster_mut(c).catalogue = catalogue;
+        self.cluster_mut(c).catalogue = Shared::new(Catalogue::new(catalogue));
         let desired = self.desired(c);
         for b in 0..self.cluster(c).replicas.len() as BrokerId {
             self.feed(
@@ -426,7 +446,7 @@ impl World {
                 &[],
             );
         }
-        Some(self)
+        true
     }
 }
 

@@ -5,6 +5,8 @@
 //! mirroring; it routes, delivers and applies. While applying, it watches for the safety
 //! violations that only the moment of an effect can show (see [`Violation`]).
 
+use std::sync::Arc;
+
 use kmirror_kernel::apply::apply_log_effect;
 use kmirror_kernel::batch::BatchHeader;
 use kmirror_kernel::effect::{Effect, LogEffect, RequestId};
@@ -198,11 +200,11 @@ impl World {
     }
 
     /// Delivers `message` (one copy is taken from the network).
-    pub fn deliver(&mut self, config: &ModelConfig, message: Message) {
+    pub fn deliver(&mut self, config: &ModelConfig, message: Arc<Message>) {
         if !self.take(&message) {
             return;
         }
-        match message {
+        match Arc::unwrap_or_clone(message) {
             Message::Reply { to, input, batches } => {
                 let replica = &self.cluster(to.cluster).replicas[to.broker as usize];
                 if replica.alive && replica.incarnation == to.incarnation {

@@ -14,6 +14,7 @@ pub mod model;
 pub mod properties;
 pub mod replication;
 pub mod runner;
+pub mod shared;
 pub mod symmetry;
 pub mod sync;
 pub mod trace;

@@ -8,8 +8,11 @@
 //! timers), rotating through the enabled ones so none is starved, and never a produce, an
 //! operator request or a fault.
 
+use std::sync::Arc;
+
 use kmirror_kernel::desired::DesiredState;
 use kmirror_kernel::state::MirrorState;
+use kmirror_kernel::types::BrokerId;
 
 use crate::actions::Action;
 use crate::model::MirrorModel;
@@ -27,6 +30,37 @@ fn is_progress(world: &World, action: &Action) -> bool {
     }
 }
 
+/// The progress actions enabled in `world`, in the order [`World::enabled_actions`] lists
+/// them: what that list keeps after filtering with [`is_progress`], without building the
+/// rest of it.
+fn progress_actions(world: &World, actions: &mut Vec<Action>) {
+    for message in world.net.keys() {
+        if world.deliverable(message) {
+            actions.push(Action::Deliver(Arc::clone(message)));
+        }
+    }
+    for c in ClusterId::BOTH {
+        let cluster = world.cluster(c);
+        let leaderless = world.leader(c).is_none();
+        for (i, replica) in cluster.replicas.iter().enumerate() {
+            let b = i as BrokerId;
+            if !replica.alive {
+                actions.push(Action::Restart(c, b));
+                continue;
+            }
+            if world.follower_behind(c, b) {
+                actions.push(Action::FollowerFetch(c, b));
+            }
+            if leaderless && cluster.leader != Some(b) && cluster.isr.contains(&b) {
+                actions.push(Action::Elect(c, b, false));
+            }
+            if replica.retry_timer.is_some() {
+                actions.push(Action::FireRetry(c, b));
+            }
+        }
+    }
+}
+
 /// Runs the fair fault-free scheduler from `world` until `done` holds (true) or the bound is
 /// spent or nothing can progress (false).
 pub fn reaches(model: &MirrorModel, world: &World, done: impl Fn(&World) -> bool) -> bool {
@@ -37,15 +71,18 @@ pub fn reaches(model: &MirrorModel, world: &World, done: impl Fn(&World) -> bool
             return true;
         }
         actions.clear();
-        w.enabled_actions(&model.config, &mut actions);
-        actions.retain(|a| is_progress(&w, a));
+        progress_actions(&w, &mut actions);
+        debug_assert_eq!(actions, {
+            let mut all = Vec::new();
+            w.enabled_actions(&model.config, &mut all);
+            all.retain(|a| is_progress(&w, a));
+            all
+        });
         if actions.is_empty() {
             return false;
         }
         let action = actions.swap_remove(step % actions.len());
-        if let Some(next) = w.apply(&model.config, action) {
-            w = next;
-        }
+        w.step(&model.config, action);
     }
     done(&w)
 }
@@ -59,7 +96,7 @@ fn faults_over(world: &World) -> bool {
 pub fn stop_reaches_stopped(model: &MirrorModel, world: &World) -> bool {
     ClusterId::BOTH.into_iter().all(|c| {
         !faults_over(world)
-            || !matches!(world.desired(c), DesiredState::Stop(_))
+            || !matches!(world.desired_ref(c), DesiredState::Stop(_))
             || world.stored_state(c) == MirrorState::Stopped
             || world.stored_state(c) == MirrorState::Unknown
             || reaches(model, world, |w| w.stored_state(c) == MirrorState::Stopped)
@@ -70,7 +107,7 @@ pub fn stop_reaches_stopped(model: &MirrorModel, world: &World) -> bool {
 pub fn mirror_reaches_mirroring(model: &MirrorModel, world: &World) -> bool {
     ClusterId::BOTH.into_iter().all(|c| {
         !faults_over(world)
-            || !matches!(world.desired(c), DesiredState::Mirror(_))
+            || !matches!(world.desired_ref(c), DesiredState::Mirror(_))
             || world.stored_state(c) == MirrorState::Mirroring
             || reaches(model, world, |w| {
                 w.stored_state(c) == MirrorState::Mirroring

@@ -5,10 +5,11 @@
 //! properties run the fault-free scheduler of [`crate::liveness`] from every state in which no
 //! fault can happen any more.
 
-use kmirror_kernel::batch::ControlType;
+use kmirror_kernel::batch::{BatchHeader, ControlType};
 use kmirror_kernel::input::{FetchOutcome, Input};
 use kmirror_kernel::log::LogView;
 use kmirror_kernel::state::MirrorState;
+use kmirror_kernel::types::Offset;
 use stateright::Property;
 
 use crate::model::MirrorModel;
@@ -41,9 +42,11 @@ pub fn all() -> Vec<Property<MirrorModel>> {
             "epoch_cache_strictly_increasing",
             |_: &MirrorModel, w: &World| {
                 replicas(w).all(|r| {
-                    let e: Vec<_> = r.log.epoch_cache().entries().collect();
-                    e.windows(2)
-                        .all(|p| p[0].epoch < p[1].epoch && p[0].start_offset < p[1].start_offset)
+                    let cache = r.log.epoch_cache();
+                    cache
+                        .entries()
+                        .zip(cache.entries().skip(1))
+                        .all(|(a, b)| a.epoch < b.epoch && a.start_offset < b.start_offset)
                 })
             },
         ),
@@ -153,7 +156,7 @@ pub fn all() -> Vec<Property<MirrorModel>> {
         Property::sometimes("divergence_truncation", |_: &MirrorModel, w: &World| {
             w.net.keys().any(|m| {
                 matches!(
-                    m,
+                    m.as_ref(),
                     Message::Reply {
                         input: Input::FetchCompleted {
                             outcome: FetchOutcome::Diverging(_),
@@ -167,7 +170,7 @@ pub fn all() -> Vec<Property<MirrorModel>> {
         Property::sometimes("fenced_stale_write", |_: &MirrorModel, w: &World| {
             w.net.keys().any(|m| {
                 matches!(
-                    m,
+                    m.as_ref(),
                     Message::Reply {
                         input: Input::WriteFenced { .. },
                         ..
@@ -217,7 +220,7 @@ fn reached(w: &World, state: MirrorState) -> bool {
 
 /// A broker of a mirrored topic accepts writes only while the stored state is STOPPED.
 fn read_only_unless_stopped(w: &World, c: ClusterId) -> bool {
-    w.desired(c) == kmirror_kernel::desired::DesiredState::NotMirrored
+    !w.is_mirrored(c)
         || w.stored_state(c) == MirrorState::Stopped
         || w.cluster(c).replicas.iter().all(|r| !r.writable)
 }
@@ -235,21 +238,17 @@ fn isr_agrees(w: &World, c: ClusterId) -> bool {
         return true;
     };
     let hw = leader.log.high_watermark();
-    let committed = |r: &crate::world::Replica| {
-        r.log
-            .batches()
-            .iter()
-            .filter(|b| b.last_offset < hw)
-            .copied()
-            .collect::<Vec<_>>()
-    };
-    let expected = committed(leader);
     cluster
         .isr
         .iter()
         .filter_map(|&b| cluster.replicas.get(b as usize))
         .filter(|r| r.alive)
-        .all(|r| committed(r) == expected)
+        .all(|r| committed(r, hw).eq(committed(leader, hw)))
+}
+
+/// The batches of replica `r` below high watermark `hw`.
+fn committed(r: &crate::world::Replica, hw: Offset) -> impl Iterator<Item = &BatchHeader> {
+    r.log.batches().iter().filter(move |b| b.last_offset < hw)
 }
 
 /// In a STOPPED cluster, every batch after the recorded LME offset carries an epoch above the

@@ -5,6 +5,7 @@
 //! per equivalence class.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use kmirror_kernel::log::LogView;
 use kmirror_kernel::types::BrokerId;
@@ -74,7 +75,7 @@ impl Representative for World {
             .net
             .iter()
             .map(|(m, n)| {
-                let m = match m.clone() {
+                let m = match Message::clone(m) {
                     Message::Request {
                         from,
                         to,
@@ -92,7 +93,7 @@ impl Representative for World {
                         batches,
                     },
                 };
-                (m, *n)
+                (Arc::new(m), *n)
             })
             .collect::<BTreeMap<_, _>>();
         world

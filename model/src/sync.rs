@@ -56,8 +56,7 @@ impl World {
             partition: PARTITION,
         };
         let stored = self.cluster(c).coordinator.read_state(&key).cloned();
-        let desired = self.desired(c);
-        match gate::admit(&config.kernel, &fence, &desired, stored.as_ref()) {
+        match gate::admit(&config.kernel, &fence, self.desired_ref(c), stored.as_ref()) {
             Ok(()) => {
                 self.ghosts.sync_landed = true;
                 if matches!(

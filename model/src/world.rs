@@ -7,9 +7,9 @@
 //! and [`TopicCatalogue`]. The world only routes inputs to them and applies their effects
 //! (see [`crate::executor`]).
 
-use std::fmt;
-
 use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
 
 use im::OrdSet;
 use kmirror_kernel::batch::BatchHeader;
@@ -30,6 +30,7 @@ use kmirror_kernel::types::{
 use serde::{Deserialize, Serialize};
 
 use crate::config::ModelConfig;
+use crate::shared::Shared;
 
 /// The mirrored topic.
 pub const TOPIC: &str = "orders";
@@ -225,15 +226,61 @@ pub struct Cluster {
     pub leader_epoch: LeaderEpoch,
     /// The in-sync replicas.
     pub isr: OrdSet<BrokerId>,
-    /// The `__mirror_state` coordinator (durable).
-    pub coordinator: Coordinator,
-    /// The controller's topic catalogue (`mirror.name` lives here; durable).
-    pub catalogue: TopicCatalogue,
+    /// The `__mirror_state` coordinator (durable; shared until written).
+    pub coordinator: Shared<Coordinator>,
+    /// The controller's topic catalogue (`mirror.name` lives here; durable; shared until an
+    /// operator request changes it).
+    pub catalogue: Shared<Catalogue>,
     /// The local producers.
     pub producers: Producers,
     /// A metadata sync round its partition leader started and whose write has not landed yet:
     /// the fence it read (see `kmirror_kernel::sync::gate`).
     pub sync_in_flight: Option<SyncFence>,
+}
+
+/// The controller's topic catalogue with what the model reads of it on every step, derived
+/// once when the catalogue changes: the desired state its `mirror.name` encodes and the
+/// topic's `__mirror_state` key.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub struct Catalogue {
+    topics: TopicCatalogue,
+    desired: DesiredState,
+    key: Option<MirrorPartition>,
+}
+
+impl Catalogue {
+    /// `topics` with its views derived.
+    pub fn new(topics: TopicCatalogue) -> Self {
+        let desired = topics
+            .topic(TOPIC)
+            .and_then(|t| t.desired_state().ok())
+            .unwrap_or(DesiredState::NotMirrored);
+        let key = desired.mirror().map(|mirror| MirrorPartition {
+            mirror: mirror.clone(),
+            topic_id: TOPIC_ID,
+            partition: PARTITION,
+        });
+        Catalogue {
+            topics,
+            desired,
+            key,
+        }
+    }
+
+    /// The controller's catalogue.
+    pub fn topics(&self) -> &TopicCatalogue {
+        &self.topics
+    }
+
+    /// What the operator asked of the topic (NOT_MIRRORED when `mirror.name` does not parse).
+    pub fn desired(&self) -> &DesiredState {
+        &self.desired
+    }
+
+    /// The topic's `__mirror_state` key, when it is in a mirror.
+    pub fn key(&self) -> Option<&MirrorPartition> {
+        self.key.as_ref()
+    }
 }
 
 /// What remains of each bounded source of nondeterminism.
@@ -311,11 +358,12 @@ pub struct Ghosts {
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub struct World {
     /// Cluster A, then B.
-    pub clusters: [Cluster; 2],
+    pub clusters: [Shared<Cluster>; 2],
     /// Messages in flight, with their multiplicity. A `BTreeMap`, not an `im::OrdMap`: it
     /// changes on almost every step and an `im` node is sized for 64 entries, which made it
-    /// the bulk of the checker's memory.
-    pub net: BTreeMap<Message, u8>,
+    /// the bulk of the checker's memory. Messages are shared (ordered, compared and hashed by
+    /// content), so cloning a world or an action copies no message.
+    pub net: BTreeMap<Arc<Message>, u8>,
     /// Remaining nondeterminism.
     pub budget: Budget,
     /// History kept for the properties.
@@ -337,7 +385,7 @@ impl World {
             let catalogue = TopicCatalogue::new()
                 .with_topic(TOPIC, info)
                 .with_mirror(c.other().mirror_name());
-            Cluster {
+            Shared::new(Cluster {
                 replicas: (0..config.replicas)
                     .map(|b| Replica {
                         log: MemLog::new(),
@@ -358,12 +406,14 @@ impl World {
                 leader: None,
                 leader_epoch: 0,
                 isr: (0..config.replicas).map(BrokerId::from).collect(),
-                coordinator: Coordinator::new(config.kernel.transitions.clone())
-                    .with_mutant(config.kernel.mutant),
-                catalogue,
+                coordinator: Shared::new(
+                    Coordinator::new(config.kernel.transitions.clone())
+                        .with_mutant(config.kernel.mutant),
+                ),
+                catalogue: Shared::new(Catalogue::new(catalogue)),
                 producers: Producers::default(),
                 sync_in_flight: None,
-            }
+            })
         };
         let mut world = World {
             clusters: [cluster(ClusterId::A), cluster(ClusterId::B)],
@@ -402,27 +452,33 @@ impl World {
 
     /// What the operator asked of cluster `c`'s topic.
     pub fn desired(&self, c: ClusterId) -> DesiredState {
-        self.cluster(c)
-            .catalogue
-            .topic(TOPIC)
-            .and_then(|t| t.desired_state().ok())
-            .unwrap_or(DesiredState::NotMirrored)
+        self.desired_ref(c).clone()
+    }
+
+    /// What the operator asked of cluster `c`'s topic, borrowed (parsed once per version of
+    /// the catalogue).
+    pub fn desired_ref(&self, c: ClusterId) -> &DesiredState {
+        self.cluster(c).catalogue.desired()
+    }
+
+    /// Whether cluster `c`'s topic is in a mirror (mirroring, paused or stopped).
+    pub fn is_mirrored(&self, c: ClusterId) -> bool {
+        *self.desired_ref(c) != DesiredState::NotMirrored
     }
 
     /// Cluster `c`'s `__mirror_state` key for the topic, when it is in a mirror.
     pub fn key(&self, c: ClusterId) -> Option<MirrorPartition> {
-        self.desired(c).mirror().map(|mirror| MirrorPartition {
-            mirror: mirror.clone(),
-            topic_id: TOPIC_ID,
-            partition: PARTITION,
-        })
+        self.cluster(c).catalogue.key().cloned()
     }
 
     /// The mirror state cluster `c`'s coordinator stores for its topic (UNKNOWN if none).
     pub fn stored_state(&self, c: ClusterId) -> MirrorState {
-        self.key(c)
-            .and_then(|k| self.cluster(c).coordinator.read_state(&k).map(|v| v.state))
-            .unwrap_or(MirrorState::Unknown)
+        let cluster = self.cluster(c);
+        cluster
+            .catalogue
+            .key()
+            .and_then(|key| cluster.coordinator.read_state(key))
+            .map_or(MirrorState::Unknown, |v| v.state)
     }
 
     /// The leader replica of cluster `c`, if elected and alive.
@@ -436,6 +492,11 @@ impl World {
 
     /// Adds one copy of `message` to the network.
     pub fn send(&mut self, message: Message) {
+        self.send_shared(Arc::new(message));
+    }
+
+    /// Adds one copy of a shared `message` to the network.
+    pub fn send_shared(&mut self, message: Arc<Message>) {
         *self.net.entry(message).or_insert(0) += 1;
     }
 
