@@ -1,0 +1,173 @@
+//! Mirroring throughput on real logs: bytes per second mirrored from a source cluster
+//! directory to a fresh destination directory, page cache warm.
+//!
+//! The source (built once with the harness's producer, one replica, 1,600 batches of 5,000
+//! small records each, 238 MB in one segment) stays in the page cache. Each variant
+//! writes a fresh destination in the same temp dir (same file system) and is timed to its last
+//! fsync; the destination is deleted untimed. Throughput is the source's segment bytes.
+//!
+//! - `mirror`: the harness [`Driver`] with its [`LocalSource`], from creating the driver to
+//!   `close`: the kernel's decisions, reading and CRC-checking each batch, appending it byte
+//!   for byte to the destination's `FileLog` (fsync per fetch of 100 batches, checkpoints
+//!   written atomically), one destination replica.
+//!
+//! Baselines, same run:
+//! - `raw_copy`: each `.log` segment file read whole and written to a new file, fsynced once:
+//!   the physical limit of this machine for moving these bytes.
+//! - `mm2_style`: what a consumer-producer pair (MirrorMaker 2) does: each batch parsed with
+//!   its CRC checked, every record decoded, a new batch encoded from the records with a
+//!   recomputed CRC-32C ([`RawBatch::encode`]), written, fsynced once.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use kmirror_harness::driver::{
+    Cluster, ClusterConfig, ClusterDir, Driver, DriverOptions, ManualClock, RunEnd, Until,
+};
+use kmirror_harness::producer::{produce, ProduceOp};
+use kmirror_harness::record_batch::RawBatch;
+use kmirror_harness::source::LocalSource;
+use kmirror_kernel::log::LogView;
+use kmirror_kernel::state::MirrorState;
+use kmirror_kernel::types::{MirrorName, TopicId};
+
+/// Batches in the source.
+const BATCHES: usize = 1_600;
+/// Records per source batch.
+const RECORDS_PER_BATCH: u32 = 5_000;
+/// The mirrored topic.
+const TOPIC: &str = "orders";
+
+/// Builds the source cluster directory `root` (one replica) and returns its segment files.
+fn build_source(root: &Path) -> Vec<PathBuf> {
+    let name = MirrorName::new("src").expect("valid");
+    let config = ClusterConfig::new(name, TOPIC, TopicId::from_u64(0x6b6d));
+    let dir = ClusterDir::create(root, config, 1).expect("source created");
+    let mut cluster = Cluster::open_dir(dir, true).expect("source opens");
+    let ops = vec![
+        ProduceOp::Plain {
+            records: RECORDS_PER_BATCH
+        };
+        BATCHES
+    ];
+    produce(&mut cluster, &ops, 1_700_000_000_000).expect("produced");
+    let leo = cluster.leader.log_end_offset();
+    assert_eq!(leo, BATCHES as i64 * i64::from(RECORDS_PER_BATCH));
+    let segments = cluster
+        .leader
+        .segments()
+        .iter()
+        .map(|s| s.log_path().to_path_buf())
+        .collect();
+    cluster.close().expect("source closed");
+    segments
+}
+
+/// Mirrors `source` into the new destination `dest`; returns the time taken.
+fn mirror(source: &Path, dest: &Path) -> Duration {
+    let mirror = MirrorName::new("src").expect("valid");
+    let mut config = ClusterConfig::new(
+        MirrorName::new("dst").expect("valid"),
+        TOPIC,
+        TopicId::from_u64(0x6b6d),
+    );
+    config.mirror_name = Some(mirror.to_string());
+    config.mirrors.insert(mirror);
+    config.source_dir = Some(source.to_path_buf());
+    let dir = ClusterDir::create(dest, config, 1).expect("destination created");
+    let start = Instant::now();
+    let cluster = Cluster::open_dir(dir, true).expect("destination opens");
+    let source = LocalSource::open(source).expect("source opens");
+    let mut driver =
+        Driver::from_cluster(cluster, Some(Box::new(source)), DriverOptions::default())
+            .expect("driver");
+    let mut clock = ManualClock::default();
+    let end = driver
+        .run(&mut clock, Until::Idle, &mut |_, _| {})
+        .expect("mirrors");
+    assert_eq!(end, RunEnd::CaughtUp);
+    assert_eq!(driver.state(), MirrorState::Mirroring);
+    driver.close().expect("closed");
+    start.elapsed()
+}
+
+/// Copies each segment file whole into `dest`, fsyncing each copy.
+fn raw_copy(segments: &[PathBuf], dest: &Path) -> Duration {
+    fs::create_dir_all(dest).expect("dest dir");
+    let start = Instant::now();
+    for segment in segments {
+        let bytes = fs::read(segment).expect("read");
+        let mut out =
+            fs::File::create(dest.join(segment.file_name().expect("a file"))).expect("create");
+        out.write_all(&bytes).expect("write");
+        out.sync_all().expect("fsync");
+    }
+    start.elapsed()
+}
+
+/// Decodes every record of every batch and re-encodes it into a new batch, fsyncing each file.
+fn mm2_style(segments: &[PathBuf], dest: &Path) -> Duration {
+    fs::create_dir_all(dest).expect("dest dir");
+    let start = Instant::now();
+    for segment in segments {
+        let bytes = fs::read(segment).expect("read");
+        let mut out = std::io::BufWriter::new(
+            fs::File::create(dest.join(segment.file_name().expect("a file"))).expect("create"),
+        );
+        for batch in RawBatch::parse_many(&bytes).expect("valid batches") {
+            let records = batch.records().expect("uncompressed records");
+            let copy = RawBatch::encode(&batch.header(), batch.base_timestamp(), &records)
+                .expect("re-encoded");
+            out.write_all(copy.bytes()).expect("write");
+        }
+        out.into_inner()
+            .expect("flushed")
+            .sync_all()
+            .expect("fsync");
+    }
+    start.elapsed()
+}
+
+fn mirroring(c: &mut Criterion) {
+    let work = tempfile::tempdir().expect("a temp dir");
+    let source = work.path().join("source");
+    let segments = build_source(&source);
+    let bytes: u64 = segments
+        .iter()
+        .map(|s| fs::metadata(s).expect("segment").len())
+        .sum();
+    // Warm the page cache.
+    for s in &segments {
+        std::hint::black_box(fs::read(s).expect("read"));
+    }
+    let dest = work.path().join("dest");
+    let mut group = c.benchmark_group("mirroring");
+    group.throughput(Throughput::Bytes(bytes));
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(20));
+    type Variant = fn(&Path, &[PathBuf], &Path) -> Duration;
+    let variants: [(&str, Variant); 3] = [
+        ("mirror", |source, _, dest| mirror(source, dest)),
+        ("raw_copy", |_, segments, dest| raw_copy(segments, dest)),
+        ("mm2_style", |_, segments, dest| mm2_style(segments, dest)),
+    ];
+    for (name, run) in variants {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    total += run(&source, &segments, &dest);
+                    fs::remove_dir_all(&dest).expect("dest removed");
+                }
+                total
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, mirroring);
+criterion_main!(benches);
