@@ -265,11 +265,20 @@ impl MemLog {
             Some(last_kept) => last_kept.next_offset(),
             None => self.log_start_offset,
         };
+        // Producer state only changes if a removed batch touched it: rebuilding from every kept
+        // batch would make a short truncation of a long log linear in the log's length.
+        let touches_producers = self
+            .batches
+            .skip(keep)
+            .iter()
+            .any(|b| b.has_producer_id() || b.control == Some(ControlType::MirrorPidReset));
         self.batches.truncate(keep);
         self.log_end_offset = new_end;
         self.epoch_cache.truncate_from_end(new_end);
         self.high_watermark = self.high_watermark.min(new_end);
-        self.producer_state = ProducerStateTable::rebuild(self.batches.iter());
+        if touches_producers {
+            self.producer_state = ProducerStateTable::rebuild(self.batches.iter());
+        }
         self.producer_state.on_high_watermark(self.high_watermark);
         Ok(())
     }
