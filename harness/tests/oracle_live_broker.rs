@@ -6,10 +6,13 @@
 //! copies the partition; `kmirror stop` fails over. Then the faults: the broker killed in the
 //! middle of a held Fetch, a mirror whose broker is gone, the broker's return, a wrong topic id.
 
-use std::io::Read;
+mod oracle_support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use oracle_support::run;
 
 use kmirror_harness::cli::SystemClock;
 use kmirror_harness::driver::{Clock, Cluster, Driver, DriverOptions, Event, Idle, Until};
@@ -25,47 +28,6 @@ use kmirror_kernel::log::LogView;
 use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::{EpochAndOffset, Offset, TopicId};
 use serde_json::Value;
-
-/// Runs `command` to its end, killing it after `timeout`.
-fn run(mut command: Command, timeout: Duration) -> Output {
-    let what = format!("{command:?}");
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
-    // Drain the pipes on threads so a chatty child never blocks.
-    let mut stdout = child.stdout.take().expect("piped");
-    let mut stderr = child.stderr.take().expect("piped");
-    let out = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = stdout.read_to_end(&mut b);
-        b
-    });
-    let err = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = stderr.read_to_end(&mut b);
-        b
-    });
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} did not finish within {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    Output {
-        status,
-        stdout: out.join().expect("stdout"),
-        stderr: err.join().expect("stderr"),
-    }
-}
 
 /// Kafka's Java producer (`LiveProducer`): the JSON line of each step.
 fn produce(oracle: &Oracle, bootstrap: &str, topic: &str, steps: &[&str]) -> Vec<Value> {

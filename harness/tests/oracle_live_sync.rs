@@ -8,10 +8,13 @@
 //! copies the metadata, `kmirror stop` fails over, and a consumer of the group resumes on the
 //! destination exactly at the synced offset.
 
-use std::io::Read;
+mod oracle_support;
+
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use oracle_support::run;
 
 use kmirror_harness::jvm::Oracle;
 use kmirror_harness::kafka_broker::KafkaBroker;
@@ -30,46 +33,6 @@ const RECORDS: Offset = 20;
 const BEFORE_SYNC: Offset = 7;
 /// Records it consumes on the source after the last sync, before the failover.
 const AFTER_SYNC: Offset = 5;
-
-/// Runs `command` to its end, killing it after `timeout`.
-fn run(mut command: Command, timeout: Duration) -> Output {
-    let what = format!("{command:?}");
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
-    let mut stdout = child.stdout.take().expect("piped");
-    let mut stderr = child.stderr.take().expect("piped");
-    let out = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = stdout.read_to_end(&mut b);
-        b
-    });
-    let err = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = stderr.read_to_end(&mut b);
-        b
-    });
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} did not finish within {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    Output {
-        status,
-        stdout: out.join().expect("stdout"),
-        stderr: err.join().expect("stderr"),
-    }
-}
 
 /// A Java oracle program (`LiveProducer`, `LiveGroup`) on `bootstrap` and [`TOPIC`]: the JSON
 /// line of each step.
