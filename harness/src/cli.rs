@@ -624,6 +624,28 @@ fn finish(mut driver: Driver, end: RunEnd) -> Result<ExitCode, DriverError> {
     })
 }
 
+/// The configuration of a new destination of `source`: its topic name and id, `--name` (or the
+/// directory's name) as `cluster.name`, and `--mirror-name` (or the source's cluster name) as
+/// the mirror it is in.
+fn new_destination_config(
+    args: &MirrorArgs,
+    source: &mut dyn Source,
+) -> Result<ClusterConfig, DriverError> {
+    let (topic, topic_id) = source.topic()?;
+    let name = match &args.name {
+        Some(n) => mirror_name_arg(n)?,
+        None => dir_name(&args.dest)?,
+    };
+    let mirror = match &args.mirror_name {
+        Some(m) => mirror_name_arg(m)?,
+        None => source.cluster_name()?,
+    };
+    let mut config = ClusterConfig::new(name, topic, topic_id);
+    config.mirror_name = Some(mirror.to_string());
+    config.mirrors.insert(mirror);
+    Ok(config)
+}
+
 fn mirror(args: MirrorArgs) -> Result<ExitCode, DriverError> {
     let Some(source_dir) = args.source.clone() else {
         return mirror_live(args);
@@ -636,18 +658,7 @@ fn mirror(args: MirrorArgs) -> Result<ExitCode, DriverError> {
     }
     let mut source = open_source(&mut clock, &source_dir)?;
     let cluster = if is_empty_or_missing(&args.dest) {
-        let (topic, topic_id) = source.topic()?;
-        let name = match &args.name {
-            Some(n) => mirror_name_arg(n)?,
-            None => dir_name(&args.dest)?,
-        };
-        let mirror = match &args.mirror_name {
-            Some(m) => mirror_name_arg(m)?,
-            None => source.cluster_name()?,
-        };
-        let mut config = ClusterConfig::new(name, topic, topic_id);
-        config.mirror_name = Some(mirror.to_string());
-        config.mirrors.insert(mirror);
+        let mut config = new_destination_config(&args, &mut source)?;
         config.source_dir = Some(absolute(&source_dir));
         config.segment_bytes = source.config()?.segment_bytes;
         let dir = ClusterDir::create(&args.dest, config, args.replicas.unwrap_or(3))?;
@@ -727,18 +738,7 @@ fn mirror_live(args: MirrorArgs) -> Result<ExitCode, DriverError> {
     }
     let mut source = KafkaSource::new(bootstrap, topic, args.partition, Default::default());
     let cluster = if is_empty_or_missing(&args.dest) {
-        let (topic, topic_id) = source.topic()?;
-        let name = match &args.name {
-            Some(n) => mirror_name_arg(n)?,
-            None => dir_name(&args.dest)?,
-        };
-        let mirror = match &args.mirror_name {
-            Some(m) => mirror_name_arg(m)?,
-            None => source.cluster_name()?,
-        };
-        let mut config = ClusterConfig::new(name, topic, topic_id);
-        config.mirror_name = Some(mirror.to_string());
-        config.mirrors.insert(mirror);
+        let config = new_destination_config(&args, &mut source)?;
         let dir = ClusterDir::create(&args.dest, config, args.replicas.unwrap_or(3))?;
         Cluster::open_dir(dir, true)?
     } else {

@@ -232,23 +232,7 @@ impl MirrorStateLog {
         if records.is_empty() {
             return Ok(base);
         }
-        let mut encoded = Vec::with_capacity(records.len());
-        for (delta, record) in records.iter().enumerate() {
-            let e = record.encode()?;
-            encoded.push(Record {
-                attributes: 0,
-                timestamp_delta: 0,
-                offset_delta: delta as i32,
-                key: Some(e.key),
-                value: e.value,
-                headers: Vec::new(),
-            });
-        }
-        let header = BatchHeader::plain(
-            base,
-            base + records.len() as Offset - 1,
-            MIRROR_STATE_LEADER_EPOCH,
-        );
+        let (header, encoded) = batch_parts(base, records)?;
         let batch = RawBatch::encode(&header, timestamp_ms, &encoded)
             .map_err(MirrorStateLogError::Batch)?;
         let dir = self.log.dir().to_path_buf();
@@ -386,6 +370,31 @@ fn read_records(log: &FileLog) -> Result<Vec<(Offset, MirrorStateRecord)>, Mirro
         }
     }
     Ok(out)
+}
+
+/// The header and records of one `__mirror_state` batch of `records` at offset `base` (a plain
+/// batch at [`MIRROR_STATE_LEADER_EPOCH`], one record per entry, keyed as the codec says).
+pub fn batch_parts(
+    base: Offset,
+    records: &[MirrorStateRecord],
+) -> Result<(BatchHeader, Vec<Record>), RecordEncodeError> {
+    let mut encoded = Vec::with_capacity(records.len());
+    for (delta, record) in records.iter().enumerate() {
+        let e = record.encode()?;
+        encoded.push(Record {
+            attributes: 0,
+            timestamp_delta: 0,
+            offset_delta: delta as i32,
+            key: Some(e.key),
+            value: e.value,
+            headers: Vec::new(),
+        });
+    }
+    let last = base + records.len() as Offset - 1;
+    Ok((
+        BatchHeader::plain(base, last, MIRROR_STATE_LEADER_EPOCH),
+        encoded,
+    ))
 }
 
 #[cfg(test)]

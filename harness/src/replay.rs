@@ -75,7 +75,8 @@ use crate::file_log::{
     decode_offset_checkpoint, FileLog, FileLogConfig, FlushPolicy, TopicPartition,
     HIGH_WATERMARK_FILE, LEADER_EPOCH_FILE, LOG_START_OFFSET_FILE,
 };
-use crate::record_batch::{RawBatch, Record};
+use crate::mirror_state_log::batch_parts;
+use crate::record_batch::RawBatch;
 
 /// The timestamp (ms) stamped on leader appends of step 0; step `n` stamps this plus `n`.
 pub const APPEND_TIMESTAMP_BASE_MS: i64 = 1_700_000_000_000;
@@ -92,9 +93,6 @@ pub const REPLAY_LOG_CONFIG: FileLogConfig = FileLogConfig {
 
 /// The topic of the coordinator's log.
 pub const MIRROR_STATE_TOPIC: &str = "__mirror_state";
-
-/// The leader epoch stamped on the `__mirror_state` batches the replay writes.
-const MIRROR_STATE_EPOCH: i32 = 0;
 
 /// Arguments of `kmirror replay`.
 #[derive(Args, Debug, Clone)]
@@ -1281,20 +1279,7 @@ fn append_records(
     records: &[MirrorStateRecord],
     timestamp_ms: i64,
 ) -> Result<(), MirrorStateError> {
-    let base = log.log_end_offset();
-    let mut encoded = Vec::with_capacity(records.len());
-    for (delta, record) in records.iter().enumerate() {
-        let e = record.encode()?;
-        encoded.push(Record {
-            attributes: 0,
-            timestamp_delta: 0,
-            offset_delta: delta as i32,
-            key: Some(e.key),
-            value: e.value,
-            headers: Vec::new(),
-        });
-    }
-    let header = BatchHeader::plain(base, base + records.len() as Offset - 1, MIRROR_STATE_EPOCH);
+    let (header, encoded) = batch_parts(log.log_end_offset(), records)?;
     let batch =
         RawBatch::encode(&header, timestamp_ms, &encoded).map_err(MirrorStateError::Batch)?;
     log.append_as_follower(&[batch])?;
