@@ -9,7 +9,7 @@ use crate::state::TransitionTable;
 /// How STOPPING removes half-finished transactions before the partition becomes writable.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
 pub enum StopStrategy {
-    /// The seed: truncate the log to its LSO (everything from the first open transaction on,
+    /// KIP-1279's text: truncate the log to its LSO (everything from the first open transaction on,
     /// and anything not yet replicated to the ISR, is removed).
     TruncateToLso,
     /// The KIP's later prototype: append an ABORT marker for every open transaction.
@@ -20,10 +20,10 @@ pub enum StopStrategy {
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
 pub enum FetchIsolation {
     /// A consumer with `isolation.level=read_committed`: whole batches below the LSO
-    /// (SPEC section 6.3).
+    /// (`docs/design.md`, section 5.3).
     ReadCommitted,
     /// A consumer with `isolation.level=read_uncommitted`: whole batches below the HW (what the
-    /// seed's "truncate to LSO at stop" implies the mirror fetcher reads).
+    /// KIP's "truncate to LSO at stop" implies the mirror fetcher reads).
     ReadUncommitted,
     /// A follower replica of the same cluster: everything up to the LEO.
     Follower,
@@ -108,8 +108,8 @@ pub struct MirrorConfig {
 }
 
 impl Default for MirrorConfig {
-    /// The seed's choices: truncate to LSO, wait for the ISR, read-committed fetches, SPEC's
-    /// table, default backoff.
+    /// The KIP text's choices (`docs/design.md`, section 10): truncate to LSO, wait for the ISR,
+    /// read-committed fetches, the default table, default backoff.
     fn default() -> Self {
         MirrorConfig {
             stop_strategy: StopStrategy::TruncateToLso,

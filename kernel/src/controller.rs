@@ -1,7 +1,7 @@
 //! The controller side of cluster mirroring: the topic catalogue, the four mirror requests, and
 //! the produce gate. Pure: inputs in, answers and `ConfigRecord`s out.
 //!
-//! # Flow (the seed, steps 1 to 5 of "Add Topics to Mirror" and 1 to 2 of "Remove")
+//! # Flow (KIP-1279, steps 1 to 5 of "Add Topics to Mirror" and 1 to 2 of "Remove"; `docs/design.md`, section 3)
 //!
 //! 1. A client sends `AddTopicsToMirror` (or `RemoveTopicsFromMirror`, `PauseMirrorTopics`,
 //!    `ResumeMirrorTopics`) naming one mirror and a list of topics; the broker forwards it to the

@@ -140,7 +140,8 @@ pub struct Coordinator {
 }
 
 impl Default for Coordinator {
-    /// An empty coordinator with SPEC section 3's table and no mutant.
+    /// An empty coordinator with the default transition table (`docs/design.md`, section 2) and no
+    /// mutant.
     fn default() -> Self {
         Coordinator::new(TransitionTable::default())
     }

@@ -26,6 +26,56 @@
 //! ([`desired`]), the controller's requests and produce gate ([`controller`]), the
 //! `__mirror_state` records and partitioner ([`records`], [`partitioner`]).
 //!
+//! # States
+//!
+//! Generated from [`state::TransitionTable::default`] by [`diagram::mermaid`] (`kmirror diagram`;
+//! a test fails when this copy is stale). Self-transitions re-assert a state; FAILED retries the
+//! state recorded with it. The full design, with the KIP-1279 sections it follows, is
+//! `docs/design.md` in the repository.
+//!
+//! ```mermaid
+//! stateDiagram-v2
+//!     [*] --> UNKNOWN
+//!     UNKNOWN --> PREPARING
+//!     PREPARING --> MIRRORING
+//!     PREPARING --> STOPPING
+//!     MIRRORING --> PAUSED
+//!     MIRRORING --> STOPPING
+//!     PAUSED --> MIRRORING
+//!     PAUSED --> STOPPING
+//!     STOPPING --> STOPPED
+//!     STOPPED --> PREPARING
+//!     UNKNOWN --> FAILED: step failed
+//!     PREPARING --> FAILED: step failed
+//!     MIRRORING --> FAILED: step failed
+//!     PAUSED --> FAILED: step failed
+//!     STOPPING --> FAILED: step failed
+//!     STOPPED --> FAILED: step failed
+//!     FAILED --> PREPARING: retry
+//!     FAILED --> MIRRORING: retry
+//!     FAILED --> PAUSED: retry
+//!     FAILED --> STOPPING: retry
+//!     FAILED --> STOPPED: retry
+//! ```
+//!
+//! # Effects and their completions
+//!
+//! | effect | completion input |
+//! |---|---|
+//! | [`effect::Effect::ReadState`] | [`input::Input::StateRead`] |
+//! | [`effect::Effect::WriteState`] | [`input::Input::StateWritten`] or [`input::Input::WriteFenced`] |
+//! | [`effect::Effect::QueryLastMirroredEpoch`] | [`input::Input::LastMirroredEpochReceived`] |
+//! | [`effect::Effect::Fetch`] | [`input::Input::FetchCompleted`] |
+//! | [`effect::Effect::BumpLeaderEpoch`] | [`input::Input::LeaderEpochBumped`] |
+//! | [`effect::Effect::WriteLastMirroredEpoch`] | [`input::Input::LastMirroredEpochWritten`] |
+//! | [`effect::Effect::ScheduleRetry`] | [`input::Input::RetryDue`] (the timer fired) |
+//! | [`effect::Effect::Log`], [`effect::Effect::StartFetcher`], [`effect::Effect::StopFetcher`], [`effect::Effect::SetWritable`] | none: executed at once |
+//!
+//! Any request may instead complete with [`input::Input::RequestFailed`]. The other inputs are
+//! events: [`input::Input::BecameLeader`], [`input::Input::BecameFollower`],
+//! [`input::Input::IsrChanged`], [`input::Input::DesiredStateChanged`],
+//! [`input::Input::ReplicaFetched`], [`input::Input::HighWatermarkAdvanced`].
+//!
 //! # Example: one partition from UNKNOWN to STOPPED
 //!
 //! The executor below is the smallest possible: the coordinator is local, the source has
@@ -131,6 +181,7 @@ pub mod config;
 pub mod controller;
 pub mod coordinator;
 pub mod desired;
+pub mod diagram;
 pub mod effect;
 pub mod epoch_cache;
 pub mod fetch;

@@ -10,7 +10,7 @@
 //!   truncate, make writable...) runs only once the coordinator acknowledged the state;
 //! - **revoke early**: taking a permission away (making the partition read-only, removing the
 //!   fetcher) happens before the write, because it can never make a stale state unsafe. So the
-//!   seed's STOPPING step 1 (remove the fetcher) runs as the STOPPING record is written.
+//!   KIP's STOPPING step 1 (remove the fetcher, `docs/design.md` section 5.4) runs as the STOPPING record is written.
 //!
 //! While a state write is in flight the partition does nothing else: fetch responses are
 //! dropped (they are stale once the write lands) and desired-state changes wait for the answer.

@@ -1,5 +1,5 @@
 //! Which partition of `__mirror_state` holds a key: Kafka's `murmur2` hash, made positive,
-//! modulo the partition count (SPEC section 5).
+//! modulo the partition count (`docs/design.md`, section 4).
 //!
 //! The bytes hashed are not the encoded record key of [`crate::records`] but the key's fields
 //! concatenated: the UTF-8 mirror name, the 16 topic-id bytes, then the partition as 4 bytes

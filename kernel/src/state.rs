@@ -94,7 +94,8 @@ pub struct TransitionTable {
 }
 
 impl TransitionTable {
-    /// The table of SPEC section 3, with stopping a PAUSED partition allowed or not.
+    /// KIP-1279's table (`docs/design.md`, section 2), with stopping a PAUSED partition allowed or
+    /// not.
     pub fn kip1279(allow_stop_from_paused: bool) -> Self {
         use MirrorState::*;
         let mut edges: BTreeSet<_> = [
@@ -145,7 +146,7 @@ impl TransitionTable {
 }
 
 impl Default for TransitionTable {
-    /// SPEC section 3's table, stopping a PAUSED partition allowed.
+    /// KIP-1279's table (`docs/design.md`, section 2), stopping a PAUSED partition allowed.
     fn default() -> Self {
         TransitionTable::kip1279(true)
     }

@@ -61,7 +61,7 @@ impl ModelConfig {
             unclean_elections: false,
             liveness_bound: 200,
             sync_steps: 0,
-            // SPEC 6.3: read-committed fetches. A stop can still cut a transaction in half: the
+            // docs/design.md 5.3: read-committed fetches. A stop can still cut a transaction in half: the
             // fetcher copies it batch by batch (see FINDINGS.md).
             kernel: MirrorConfig::default(),
         }

@@ -1,4 +1,5 @@
-//! The properties the checker verifies: SPEC section 9, each named for what it protects.
+//! The properties the checker verifies: `docs/design.md` section 9, each named for what it
+//! protects.
 //!
 //! Safety properties are `always`; `sometimes` properties prove the interesting situations are
 //! reached (a property that is never exercised proves nothing); the bounded liveness
