@@ -24,7 +24,8 @@
 //! [`mem_log::MemLog`], the KIP-320 fetch rules in [`fetch`], the `leader-epoch-checkpoint`
 //! format in [`checkpoint`]. Around the state machine: the desired state from `mirror.name`
 //! ([`desired`]), the controller's requests and produce gate ([`controller`]), the
-//! `__mirror_state` records and partitioner ([`records`], [`partitioner`]).
+//! `__mirror_state` records and partitioner ([`records`], [`partitioner`]). Kafka's replication
+//! inside a cluster (fetch crediting, HW, ISR expansion) is [`replication`].
 //!
 //! # States
 //!
@@ -193,6 +194,7 @@ pub mod partition;
 pub mod partitioner;
 pub mod producer_state;
 pub mod records;
+pub mod replication;
 pub mod state;
 pub mod sync;
 #[cfg(any(test, feature = "testkit"))]
