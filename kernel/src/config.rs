@@ -1,6 +1,9 @@
 //! Configuration of a partition's mirroring state machine: the design switches the KIP's
 //! prototypes disagree on, so that each variant can be model-checked.
 
+use std::fmt;
+use std::str::FromStr;
+
 use serde::{Deserialize, Serialize};
 
 use crate::mutant::Mutant;
@@ -14,6 +17,305 @@ pub enum StopStrategy {
     TruncateToLso,
     /// The KIP's later prototype: append an ABORT marker for every open transaction.
     AbortOpenTransactions,
+}
+
+/// One of STOPPING's steps 2 to 5 (`docs/design.md`, section 5.4). Step 1, removing the fetcher,
+/// is not one: revoke early removes it as the STOPPING record is written, so it always runs first.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub enum StopStep {
+    /// Step 2: bump the leader epoch above every epoch in the log (skipped when the leader's
+    /// epoch already is) and persist it by re-asserting STOPPING with `previous_state ==
+    /// STOPPING`: that record's leader epoch is the stop epoch.
+    Bump,
+    /// Step 3: truncate to the LSO ([`StopStrategy::TruncateToLso`]) or append ABORT markers
+    /// for the open transactions ([`StopStrategy::AbortOpenTransactions`]).
+    Truncate,
+    /// Step 4: record the LME (`WriteLastMirroredEpoch`).
+    Lme,
+    /// Step 5: append `MIRROR_PID_RESET`.
+    Reset,
+}
+
+impl StopStep {
+    /// The four steps, in the KIP's order.
+    pub const ALL: [StopStep; 4] = [
+        StopStep::Bump,
+        StopStep::Truncate,
+        StopStep::Lme,
+        StopStep::Reset,
+    ];
+
+    /// The step's name in a [`StopOrder`] string: `bump`, `truncate`, `lme` or `reset`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            StopStep::Bump => "bump",
+            StopStep::Truncate => "truncate",
+            StopStep::Lme => "lme",
+            StopStep::Reset => "reset",
+        }
+    }
+}
+
+impl fmt::Display for StopStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for StopStep {
+    type Err = StopOrderError;
+
+    /// The step named `name` ([`StopStep::name`]).
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        StopStep::ALL
+            .into_iter()
+            .find(|s| s.name() == name)
+            .ok_or_else(|| StopOrderError::UnknownStep(name.to_owned()))
+    }
+}
+
+/// The order in which STOPPING runs steps 2 to 5: a permutation of [`StopStep::ALL`].
+///
+/// Written and parsed as the four step names separated by commas, e.g. `bump,truncate,lme,reset`
+/// (the KIP's order, [`StopOrder::KIP`], the default). The kernel runs the first step of the
+/// order that is not done yet on every (re-)entry into STOPPING, so any order is re-entrant; an
+/// order other than the KIP's exists to be model-checked (`model/FINDINGS.md`, design
+/// question 2), not to be deployed.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct StopOrder([StopStep; 4]);
+
+impl StopOrder {
+    /// KIP-1279's order: bump, truncate, LME, reset.
+    pub const KIP: StopOrder = StopOrder(StopStep::ALL);
+
+    /// The 24 orders, in lexicographic order of [`StopStep`] (the first is [`StopOrder::KIP`]).
+    pub const ALL: [StopOrder; 24] = [
+        StopOrder([
+            StopStep::Bump,
+            StopStep::Truncate,
+            StopStep::Lme,
+            StopStep::Reset,
+        ]),
+        StopOrder([
+            StopStep::Bump,
+            StopStep::Truncate,
+            StopStep::Reset,
+            StopStep::Lme,
+        ]),
+        StopOrder([
+            StopStep::Bump,
+            StopStep::Lme,
+            StopStep::Truncate,
+            StopStep::Reset,
+        ]),
+        StopOrder([
+            StopStep::Bump,
+            StopStep::Lme,
+            StopStep::Reset,
+            StopStep::Truncate,
+        ]),
+        StopOrder([
+            StopStep::Bump,
+            StopStep::Reset,
+            StopStep::Truncate,
+            StopStep::Lme,
+        ]),
+        StopOrder([
+            StopStep::Bump,
+            StopStep::Reset,
+            StopStep::Lme,
+            StopStep::Truncate,
+        ]),
+        StopOrder([
+            StopStep::Truncate,
+            StopStep::Bump,
+            StopStep::Lme,
+            StopStep::Reset,
+        ]),
+        StopOrder([
+            StopStep::Truncate,
+            StopStep::Bump,
+            StopStep::Reset,
+            StopStep::Lme,
+        ]),
+        StopOrder([
+            StopStep::Truncate,
+            StopStep::Lme,
+            StopStep::Bump,
+            StopStep::Reset,
+        ]),
+        StopOrder([
+            StopStep::Truncate,
+            StopStep::Lme,
+            StopStep::Reset,
+            StopStep::Bump,
+        ]),
+        StopOrder([
+            StopStep::Truncate,
+            StopStep::Reset,
+            StopStep::Bump,
+            StopStep::Lme,
+        ]),
+        StopOrder([
+            StopStep::Truncate,
+            StopStep::Reset,
+            StopStep::Lme,
+            StopStep::Bump,
+        ]),
+        StopOrder([
+            StopStep::Lme,
+            StopStep::Bump,
+            StopStep::Truncate,
+            StopStep::Reset,
+        ]),
+        StopOrder([
+            StopStep::Lme,
+            StopStep::Bump,
+            StopStep::Reset,
+            StopStep::Truncate,
+        ]),
+        StopOrder([
+            StopStep::Lme,
+            StopStep::Truncate,
+            StopStep::Bump,
+            StopStep::Reset,
+        ]),
+        StopOrder([
+            StopStep::Lme,
+            StopStep::Truncate,
+            StopStep::Reset,
+            StopStep::Bump,
+        ]),
+        StopOrder([
+            StopStep::Lme,
+            StopStep::Reset,
+            StopStep::Bump,
+            StopStep::Truncate,
+        ]),
+        StopOrder([
+            StopStep::Lme,
+            StopStep::Reset,
+            StopStep::Truncate,
+            StopStep::Bump,
+        ]),
+        StopOrder([
+            StopStep::Reset,
+            StopStep::Bump,
+            StopStep::Truncate,
+            StopStep::Lme,
+        ]),
+        StopOrder([
+            StopStep::Reset,
+            StopStep::Bump,
+            StopStep::Lme,
+            StopStep::Truncate,
+        ]),
+        StopOrder([
+            StopStep::Reset,
+            StopStep::Truncate,
+            StopStep::Bump,
+            StopStep::Lme,
+        ]),
+        StopOrder([
+            StopStep::Reset,
+            StopStep::Truncate,
+            StopStep::Lme,
+            StopStep::Bump,
+        ]),
+        StopOrder([
+            StopStep::Reset,
+            StopStep::Lme,
+            StopStep::Bump,
+            StopStep::Truncate,
+        ]),
+        StopOrder([
+            StopStep::Reset,
+            StopStep::Lme,
+            StopStep::Truncate,
+            StopStep::Bump,
+        ]),
+    ];
+
+    /// The order `steps`, which must name each step exactly once.
+    pub fn new(steps: [StopStep; 4]) -> Result<Self, StopOrderError> {
+        for (i, step) in steps.iter().enumerate() {
+            if steps[..i].contains(step) {
+                return Err(StopOrderError::Repeated(*step));
+            }
+        }
+        Ok(StopOrder(steps))
+    }
+
+    /// The steps, first to last.
+    pub const fn steps(self) -> [StopStep; 4] {
+        self.0
+    }
+
+    /// Where `step` runs (0 for the first).
+    pub fn position(self, step: StopStep) -> usize {
+        self.0.iter().position(|&s| s == step).unwrap_or(0)
+    }
+
+    /// Whether `first` runs before `second`.
+    pub fn runs_before(self, first: StopStep, second: StopStep) -> bool {
+        self.position(first) < self.position(second)
+    }
+}
+
+impl Default for StopOrder {
+    /// [`StopOrder::KIP`].
+    fn default() -> Self {
+        StopOrder::KIP
+    }
+}
+
+impl fmt::Display for StopOrder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [a, b, c, d] = self.0;
+        write!(f, "{a},{b},{c},{d}")
+    }
+}
+
+/// Why a string is not a [`StopOrder`].
+#[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum StopOrderError {
+    /// A name that is not `bump`, `truncate`, `lme` or `reset`.
+    #[error("unknown stop step `{0}` (expected bump, truncate, lme, reset)")]
+    UnknownStep(String),
+    /// Not exactly four names.
+    #[error("a stop order names 4 steps separated by commas, not {0}")]
+    WrongLength(usize),
+    /// A step named twice.
+    #[error("stop step `{0}` named twice")]
+    Repeated(StopStep),
+}
+
+impl FromStr for StopOrder {
+    type Err = StopOrderError;
+
+    /// Four step names separated by commas, each once (spaces around names are ignored).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let names: Vec<&str> = s.split(',').map(str::trim).collect();
+        let [a, b, c, d] = names[..] else {
+            return Err(StopOrderError::WrongLength(names.len()));
+        };
+        StopOrder::new([a.parse()?, b.parse()?, c.parse()?, d.parse()?])
+    }
+}
+
+impl TryFrom<String> for StopOrder {
+    type Error = StopOrderError;
+
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl From<StopOrder> for String {
+    fn from(order: StopOrder) -> String {
+        order.to_string()
+    }
 }
 
 /// How far a Fetch may read: Kafka's consumer isolation levels, plus the follower bound.
@@ -95,6 +397,9 @@ impl Default for RetryPolicy {
 pub struct MirrorConfig {
     /// How STOPPING closes open transactions.
     pub stop_strategy: StopStrategy,
+    /// The order of STOPPING's steps 2 to 5 (default: the KIP's).
+    #[serde(default)]
+    pub stop_order: StopOrder,
     /// Who must truncate before MIRRORING.
     pub truncation_quorum: TruncationQuorum,
     /// The isolation level of the mirror fetcher's consumer Fetch requests.
@@ -108,11 +413,12 @@ pub struct MirrorConfig {
 }
 
 impl Default for MirrorConfig {
-    /// The KIP text's choices (`docs/design.md`, section 10): truncate to LSO, wait for the ISR,
-    /// read-committed fetches, the default table, default backoff.
+    /// The KIP text's choices (`docs/design.md`, section 10): truncate to LSO, the KIP's stop
+    /// order, wait for the ISR, read-committed fetches, the default table, default backoff.
     fn default() -> Self {
         MirrorConfig {
             stop_strategy: StopStrategy::TruncateToLso,
+            stop_order: StopOrder::KIP,
             truncation_quorum: TruncationQuorum::Isr,
             fetch_isolation: FetchIsolation::ReadCommitted,
             transitions: TransitionTable::default(),
@@ -153,5 +459,52 @@ mod tests {
             TruncationQuorum::for_unclean_leader_election(false),
             TruncationQuorum::Isr
         );
+    }
+
+    #[test]
+    fn the_24_stop_orders_are_the_permutations_and_parse_back() {
+        assert_eq!(StopOrder::ALL[0], StopOrder::KIP);
+        assert_eq!(StopOrder::default(), StopOrder::KIP);
+        assert_eq!(StopOrder::KIP.to_string(), "bump,truncate,lme,reset");
+        let mut seen = std::collections::BTreeSet::new();
+        for order in StopOrder::ALL {
+            assert!(seen.insert(order), "{order} twice");
+            assert_eq!(StopOrder::new(order.steps()), Ok(order));
+            assert_eq!(order.to_string().parse(), Ok(order));
+            assert_eq!(String::from(order), order.to_string());
+        }
+        assert_eq!(seen.len(), 24);
+        assert!(StopOrder::ALL.windows(2).all(|w| w[0] < w[1]), "sorted");
+    }
+
+    #[test]
+    fn bad_stop_orders_are_refused() {
+        assert_eq!(
+            " lme , bump,reset,truncate".parse(),
+            StopOrder::new([
+                StopStep::Lme,
+                StopStep::Bump,
+                StopStep::Reset,
+                StopStep::Truncate
+            ])
+        );
+        assert_eq!(
+            "bump,truncate,lme".parse::<StopOrder>(),
+            Err(StopOrderError::WrongLength(3))
+        );
+        assert_eq!(
+            "bump,truncate,lme,bump".parse::<StopOrder>(),
+            Err(StopOrderError::Repeated(StopStep::Bump))
+        );
+        assert_eq!(
+            "bump,truncate,lme,abort".parse::<StopOrder>(),
+            Err(StopOrderError::UnknownStep("abort".into()))
+        );
+        assert_eq!(
+            StopOrder::try_from(String::new()),
+            Err(StopOrderError::WrongLength(1))
+        );
+        assert!(StopOrder::KIP.runs_before(StopStep::Bump, StopStep::Reset));
+        assert_eq!(StopOrder::KIP.position(StopStep::Lme), 2);
     }
 }

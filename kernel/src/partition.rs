@@ -18,7 +18,7 @@
 use im::OrdSet;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{MirrorConfig, StopStrategy, TruncationQuorum};
+use crate::config::{MirrorConfig, StopStep, StopStrategy, TruncationQuorum};
 use crate::desired::DesiredState;
 use crate::effect::{Effect, LogEffect, RequestId};
 use crate::fetch::{divergence_truncation_offset, resolve_out_of_range, OutOfRangeResolution};
@@ -28,7 +28,8 @@ use crate::mutant::{self, Mutant};
 use crate::records::{LastMirroredEpochsValue, MirrorPartitionStateValue};
 use crate::state::MirrorState;
 use crate::types::{
-    BrokerId, EpochAndOffset, LeaderEpoch, MirrorPartition, Offset, PartitionIndex, TopicId,
+    BrokerId, EpochAndOffset, LeaderEpoch, MirrorPartition, Offset, PartitionIndex, ProducerEpoch,
+    ProducerId, TopicId,
 };
 
 /// Why an input changed nothing. Stale and duplicate inputs are expected in a distributed
@@ -354,7 +355,7 @@ impl PartitionMirror {
                 if mutant::active(config.mutant, Mutant::StallAfterLmeWrite) {
                     return Ok(out);
                 }
-                self.finish_stop(config, log, &mut out);
+                self.run_stop_steps(config, log, true, &mut out);
             }
             Input::RequestFailed { request, error } => {
                 self.on_failure(config, request, error, &mut out)?
@@ -533,17 +534,20 @@ impl PartitionMirror {
         let state = self.state();
         match self.immediate_transition(config, state) {
             Some(to) => self.write_state(config, to, None, out),
-            None if !self.asserted && self.needs_reassert() => self.reassert(config, out),
+            None if !self.asserted && self.needs_reassert(config) => self.reassert(config, out),
             None => self.enter(config, state, log, out),
         }
     }
 
     /// Whether the stored state must be re-asserted before its side effect runs: every stored
-    /// state except a STOPPING whose epoch bump is not recorded yet (its side effect starts by
-    /// writing exactly that record).
-    fn needs_reassert(&self) -> bool {
+    /// state except a STOPPING whose epoch bump is not recorded yet when the stop order starts
+    /// with the bump (its side effect starts by writing exactly that record). In any other
+    /// order the first step acts on the log, so the record is re-asserted first.
+    fn needs_reassert(&self, config: &MirrorConfig) -> bool {
         self.stored_value().is_some_and(|v| {
-            v.state != MirrorState::Stopping || v.previous_state == Some(MirrorState::Stopping)
+            v.state != MirrorState::Stopping
+                || v.previous_state == Some(MirrorState::Stopping)
+                || config.stop_order.steps()[0] != StopStep::Bump
         })
     }
 
@@ -855,9 +859,9 @@ impl PartitionMirror {
         }
     }
 
-    /// STOPPING, re-entrant: 1 remove the fetcher, 2 bump the leader epoch (persisted with a
-    /// re-asserted STOPPING record), 3 truncate to LSO or abort open transactions, 4 record the
-    /// LME, 5 append `MIRROR_PID_RESET`, then STOPPED once that batch is committed.
+    /// STOPPING, re-entrant: step 1 removes the fetcher (already gone when the record was
+    /// written: revoke early), then [`Self::run_stop_steps`] runs steps 2 to 5 in
+    /// `config.stop_order`, then STOPPED once the stop's writes are committed.
     fn run_stop_sequence(
         &mut self,
         config: &MirrorConfig,
@@ -872,6 +876,36 @@ impl PartitionMirror {
             self.writable = true;
             out.push(Effect::SetWritable(true));
         }
+        self.run_stop_steps(config, log, false, out);
+    }
+
+    /// STOPPING's steps 2 to 5 (`docs/design.md`, section 5.4) in the configured
+    /// [`StopOrder`](crate::config::StopOrder): runs every step that is not done yet, in order,
+    /// until one waits for a completion (the epoch bump, the STOPPING record, the LME write);
+    /// once all are done, STOPPED is written when the stop's writes are committed.
+    ///
+    /// Whether a step is done is derived from the persisted record and the log, never from
+    /// memory, so a crash or a leader change anywhere re-runs the sequence safely:
+    /// - bump: the STOPPING record has `previous_state == STOPPING`; its leader epoch is then the
+    ///   stop epoch (before the bump, the epoch the STOPPING record was written at);
+    /// - truncate: a batch at the stop epoch or later exists (with `TruncateToLso`: in the KIP's
+    ///   order the truncation precedes every write of the stop, so such a batch means it ran and
+    ///   running it again would cut the stop's own writes), or the LSO is the LEO; with
+    ///   `AbortOpenTransactions`: no transaction is open;
+    /// - LME: only the coordinator's acknowledgement (`lme_acked`, this call) says so: the record
+    ///   is not read back, so a re-entry writes it again (idempotent when nothing changed);
+    /// - reset: the last batch is a `MIRROR_PID_RESET` at the stop epoch or later.
+    ///
+    /// Log effects are applied only after `handle` returns, so the steps after one read
+    /// [`StopLog`], the log as the effects emitted so far leave it. Each step runs at most
+    /// once per call: whatever an order does, one call ends.
+    fn run_stop_steps(
+        &mut self,
+        config: &MirrorConfig,
+        log: &impl LogView,
+        lme_acked: bool,
+        out: &mut Vec<Effect>,
+    ) {
         let (Some(key), Some(leadership), Some(stored)) = (
             self.key(),
             self.leadership.clone(),
@@ -880,103 +914,112 @@ impl PartitionMirror {
             return;
         };
         let bumped = stored.previous_state == Some(MirrorState::Stopping);
-        if !bumped {
-            let latest = log.epoch_cache().latest_epoch();
-            let above_log = latest.is_none_or(|e| leadership.leader_epoch > e);
-            if above_log || mutant::active(config.mutant, Mutant::SkipEpochBump) {
-                // Local writes already carry a larger epoch than anything mirrored: no bump is
-                // needed, only the record of the epoch the stop writes at.
-                self.write_state(config, MirrorState::Stopping, None, out);
-            } else {
-                let request = self.request();
-                self.step = Step::AwaitingEpochBump(request);
-                out.push(Effect::BumpLeaderEpoch {
-                    request,
-                    at_least: leadership.leader_epoch.max(latest.unwrap_or(0)) + 1,
-                });
-            }
-            return;
-        }
         // Every write of this stop carries at least `stop_epoch`; mirrored epochs are below it.
         let stop_epoch = stored.leader_epoch;
-        // A batch written at the stop epoch means step 3 already ran (it precedes every local
-        // write): truncating again would cut this stop's own MIRROR_PID_RESET below the HW and
-        // write a second one at the same offset that followers holding the first do not share.
-        let stop_writes_start = log
-            .epoch_cache()
-            .entries()
-            .find(|e| e.epoch >= stop_epoch)
-            .map(|e| e.start_offset);
-        let truncate_to_lso = config.stop_strategy == StopStrategy::TruncateToLso
-            && stop_writes_start.is_none()
-            && !mutant::active(config.mutant, Mutant::SkipLsoTruncation);
-        let end_after_step3 = if truncate_to_lso {
-            let lso = if mutant::active(config.mutant, Mutant::LsoReleasedAtMarker) {
-                let hw = log.high_watermark();
-                log.producer_state()
-                    .first_open_transaction_offset()
-                    .map_or(hw, |first| first.min(hw))
-            } else {
-                log.last_stable_offset()
-            };
-            if lso < log.log_end_offset() {
-                out.push(Effect::Log(LogEffect::TruncateTo { offset: lso }));
+        let mut view = StopLog::new(log, stop_epoch);
+        for step in config.stop_order.steps() {
+            match step {
+                StopStep::Bump => {
+                    if bumped {
+                        continue;
+                    }
+                    let latest = view.latest_epoch;
+                    let above_log = latest.is_none_or(|e| leadership.leader_epoch > e);
+                    if above_log || mutant::active(config.mutant, Mutant::SkipEpochBump) {
+                        // Local writes already carry a larger epoch than anything in the log:
+                        // no bump is needed, only the record of the epoch the stop writes at.
+                        self.write_state(config, MirrorState::Stopping, None, out);
+                    } else {
+                        let request = self.request();
+                        self.step = Step::AwaitingEpochBump(request);
+                        out.push(Effect::BumpLeaderEpoch {
+                            request,
+                            at_least: leadership.leader_epoch.max(latest.unwrap_or(0)) + 1,
+                        });
+                    }
+                    // The bumped epoch is persisted with the STOPPING record before anything
+                    // else runs: the record's `previous_state == STOPPING` marks it done.
+                    return;
+                }
+                StopStep::Truncate => {
+                    if mutant::active(config.mutant, Mutant::SkipLsoTruncation) {
+                        continue;
+                    }
+                    match config.stop_strategy {
+                        StopStrategy::TruncateToLso => {
+                            // A batch at the stop epoch means step 3 already ran: truncating
+                            // again would cut this stop's own MIRROR_PID_RESET below the HW and
+                            // write a second one at the same offset that followers holding the
+                            // first do not share.
+                            if view.stop_writes_start.is_some() {
+                                continue;
+                            }
+                            let lso = if mutant::active(config.mutant, Mutant::LsoReleasedAtMarker)
+                            {
+                                view.lso_released_at_marker(log)
+                            } else {
+                                view.last_stable_offset(log)
+                            };
+                            if lso < view.log_end_offset {
+                                out.push(Effect::Log(LogEffect::TruncateTo { offset: lso }));
+                                view.truncate_to(lso);
+                            }
+                        }
+                        StopStrategy::AbortOpenTransactions => {
+                            for (producer_id, producer_epoch) in view.open_transactions(log) {
+                                out.push(Effect::Log(LogEffect::AbortTransaction {
+                                    producer_id,
+                                    producer_epoch,
+                                    leader_epoch: leadership.leader_epoch,
+                                }));
+                                view.append_control(leadership.leader_epoch, false);
+                            }
+                        }
+                    }
+                }
+                StopStep::Lme => {
+                    if lme_acked {
+                        continue;
+                    }
+                    // The LME ends where the first batch written at the stop epoch (or later)
+                    // begins, or at the log end.
+                    let last_mirrored_offset = view
+                        .stop_writes_start
+                        .map_or(view.log_end_offset, |s| s.min(view.log_end_offset));
+                    let last_mirrored_epoch =
+                        log.epoch_cache().epoch_for_offset(last_mirrored_offset - 1);
+                    let request = self.request();
+                    self.step = Step::AwaitingLmeWrite(request);
+                    out.push(Effect::WriteLastMirroredEpoch {
+                        request,
+                        key,
+                        value: LastMirroredEpochsValue {
+                            last_mirrored_epoch,
+                            last_mirrored_offset,
+                        },
+                    });
+                    return;
+                }
+                StopStep::Reset => {
+                    if mutant::active(config.mutant, Mutant::SkipPidReset)
+                        || view.last_is_stop_reset
+                    {
+                        continue;
+                    }
+                    out.push(Effect::Log(LogEffect::AppendPidReset {
+                        leader_epoch: leadership.leader_epoch,
+                    }));
+                    view.append_control(leadership.leader_epoch, true);
+                }
             }
-            lso
-        } else {
-            log.log_end_offset()
-        };
-        if config.stop_strategy == StopStrategy::AbortOpenTransactions
-            && !mutant::active(config.mutant, Mutant::SkipLsoTruncation)
+        }
+        // STOPPED once the stop's writes are committed (without a reset: at once, the mutant).
+        if mutant::active(config.mutant, Mutant::SkipPidReset)
+            || view.high_watermark >= view.log_end_offset
         {
-            for (producer_id, producer_epoch, _) in log.producer_state().open_transactions() {
-                out.push(Effect::Log(LogEffect::AbortTransaction {
-                    producer_id,
-                    producer_epoch,
-                    leader_epoch: leadership.leader_epoch,
-                }));
-            }
-        }
-        // The LME ends where the first batch written at the stop epoch (or later) begins.
-        let cache = log.epoch_cache();
-        let last_mirrored_offset =
-            stop_writes_start.map_or(end_after_step3, |s| s.min(end_after_step3));
-        let last_mirrored_epoch = cache.epoch_for_offset(last_mirrored_offset - 1);
-        let request = self.request();
-        self.step = Step::AwaitingLmeWrite(request);
-        out.push(Effect::WriteLastMirroredEpoch {
-            request,
-            key,
-            value: LastMirroredEpochsValue {
-                last_mirrored_epoch,
-                last_mirrored_offset,
-            },
-        });
-    }
-
-    /// STOPPING steps 5 and 6: `MIRROR_PID_RESET` (once), then persist STOPPED.
-    fn finish_stop(&mut self, config: &MirrorConfig, log: &impl LogView, out: &mut Vec<Effect>) {
-        let Some(leadership) = &self.leadership else {
-            return;
-        };
-        if mutant::active(config.mutant, Mutant::SkipPidReset) {
             self.write_state(config, MirrorState::Stopped, None, out);
-            return;
-        }
-        let stop_epoch = self
-            .stored_value()
-            .map_or(leadership.leader_epoch, |v| v.leader_epoch);
-        let already_reset = log.last_batch().is_some_and(|b| {
-            b.control == Some(crate::batch::ControlType::MirrorPidReset)
-                && b.partition_leader_epoch >= stop_epoch
-        });
-        if !already_reset {
-            out.push(Effect::Log(LogEffect::AppendPidReset {
-                leader_epoch: leadership.leader_epoch,
-            }));
-            self.step = Step::AwaitingPidResetCommit;
         } else {
-            self.write_stopped_once_committed(config, log, out);
+            self.step = Step::AwaitingPidResetCommit;
         }
     }
 
@@ -1035,5 +1078,104 @@ impl PartitionMirror {
             }
             _ => Err(Ignored::StaleCompletion(request)),
         }
+    }
+}
+
+/// The log as the STOPPING steps emitted so far in one `handle` call leave it: log effects are
+/// applied after the call returns, so a step after another reads this instead of the log.
+/// Only what the steps consult is tracked.
+struct StopLog {
+    log_end_offset: Offset,
+    high_watermark: Offset,
+    latest_epoch: Option<LeaderEpoch>,
+    /// The stop epoch the steps compare batches with.
+    stop_epoch: LeaderEpoch,
+    /// Where the first batch at the stop epoch or later starts (the stop's own writes).
+    stop_writes_start: Option<Offset>,
+    /// Whether the last batch is a `MIRROR_PID_RESET` at the stop epoch or later.
+    last_is_stop_reset: bool,
+    /// Whether an effect of this call changed the log (the producer state is then known only
+    /// through what the effects did: no transaction is open after any of them).
+    changed: bool,
+}
+
+impl StopLog {
+    fn new(log: &impl LogView, stop_epoch: LeaderEpoch) -> Self {
+        StopLog {
+            log_end_offset: log.log_end_offset(),
+            high_watermark: log.high_watermark(),
+            latest_epoch: log.epoch_cache().latest_epoch(),
+            stop_epoch,
+            stop_writes_start: log
+                .epoch_cache()
+                .entries()
+                .find(|e| e.epoch >= stop_epoch)
+                .map(|e| e.start_offset),
+            last_is_stop_reset: log.last_batch().is_some_and(|b| {
+                b.control == Some(crate::batch::ControlType::MirrorPidReset)
+                    && b.partition_leader_epoch >= stop_epoch
+            }),
+            changed: false,
+        }
+    }
+
+    /// The LSO. After a truncation to the LSO, ABORT markers or a `MIRROR_PID_RESET` no
+    /// transaction is open, and the LSO is the HW.
+    fn last_stable_offset(&self, log: &impl LogView) -> Offset {
+        if self.changed {
+            self.high_watermark
+        } else {
+            log.last_stable_offset()
+        }
+    }
+
+    /// The LSO of mutant `LsoReleasedAtMarker`: closed transactions never hold it.
+    fn lso_released_at_marker(&self, log: &impl LogView) -> Offset {
+        let hw = self.high_watermark;
+        if self.changed {
+            return hw;
+        }
+        log.producer_state()
+            .first_open_transaction_offset()
+            .map_or(hw, |first| first.min(hw))
+    }
+
+    /// The open transactions, `(producer id, producer epoch)`.
+    fn open_transactions(&self, log: &impl LogView) -> Vec<(ProducerId, ProducerEpoch)> {
+        if self.changed {
+            return Vec::new();
+        }
+        log.producer_state()
+            .open_transactions()
+            .map(|(producer_id, producer_epoch, _)| (producer_id, producer_epoch))
+            .collect()
+    }
+
+    /// After `TruncateTo { offset }` (at or below the LEO).
+    fn truncate_to(&mut self, offset: Offset) {
+        self.log_end_offset = offset;
+        self.high_watermark = self.high_watermark.min(offset);
+        if self.stop_writes_start.is_some_and(|s| s >= offset) {
+            self.stop_writes_start = None;
+        }
+        // The truncation ran because no batch at the stop epoch was left: neither is a reset.
+        self.last_is_stop_reset = false;
+        self.changed = true;
+    }
+
+    /// After a control batch (an ABORT marker, or `MIRROR_PID_RESET` when `reset`) appended
+    /// at `leader_epoch`.
+    fn append_control(&mut self, leader_epoch: LeaderEpoch, reset: bool) {
+        let at_stop_epoch = leader_epoch >= self.stop_epoch;
+        if at_stop_epoch && self.stop_writes_start.is_none() {
+            self.stop_writes_start = Some(self.log_end_offset);
+        }
+        self.log_end_offset += 1;
+        self.latest_epoch = Some(
+            self.latest_epoch
+                .map_or(leader_epoch, |e| e.max(leader_epoch)),
+        );
+        self.last_is_stop_reset = reset && at_stop_epoch;
+        self.changed = true;
     }
 }
