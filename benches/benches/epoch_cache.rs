@@ -28,7 +28,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use kmirror_harness::jvm::Oracle;
+use kmirror_testsupport::jvm::Oracle;
 use kmirror_kernel::batch::BatchHeader;
 use kmirror_kernel::epoch_cache::{EpochCache, EpochEntry};
 use kmirror_kernel::log::{LogView, PartitionLog};

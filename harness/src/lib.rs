@@ -3,22 +3,23 @@
 //! The on-disk side: [`record_batch`] (Kafka record batch v2 codec), [`segment`] (segment files
 //! and their offset index), [`file_log`] (a partition log on disk implementing the kernel's log
 //! contract), [`recovery`] (what opening a log after a crash repaired), [`error`].
+//!
+//! Running the kernel on those logs: [`driver`] (a partition's kernel driven over a cluster
+//! directory), [`mirror_state_log`] (the `__mirror_state` coordinator's log), [`source`] (what
+//! a mirror fetches from), [`producer`] (local producers behind the produce gate), [`sync`]
+//! (the metadata-sync executor) and [`wire`] (a Kafka wire-protocol client: a live broker as
+//! the source). The `kmirror` binary lives in the `kmirror` crate (`cli/`).
 
 pub mod error;
 pub mod file_log;
-pub mod jvm;
 pub mod record_batch;
 pub mod recovery;
 pub mod segment;
 
-pub mod cli;
-pub mod demo;
 pub mod driver;
 pub mod mirror_state_log;
 pub mod producer;
-pub mod replay;
 pub mod source;
 pub mod sync;
 
-pub mod kafka_broker;
 pub mod wire;

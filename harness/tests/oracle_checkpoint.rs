@@ -3,16 +3,14 @@
 //! Kafka reads what we write, we read what Kafka writes, and on damaged or unusual text our
 //! reader accepts and refuses exactly what Kafka's does.
 
-mod oracle_support;
-
 use std::collections::BTreeMap;
 use std::fs;
 
-use kmirror_harness::jvm::Oracle;
 use kmirror_harness::segment::write_atomically;
 use kmirror_kernel::checkpoint::{self, CheckpointError};
 use kmirror_kernel::epoch_cache::{EpochCache, EpochEntry};
-use oracle_support::{scratch_dir, LineOracle, SplitMix64};
+use kmirror_testsupport::jvm::Oracle;
+use kmirror_testsupport::oracle_support::{scratch_dir, LineOracle, SplitMix64};
 
 /// The oracle's `ok e@o e@o ...` answer for `entries`.
 fn ok_entries(entries: impl IntoIterator<Item = EpochEntry>) -> String {

@@ -8,16 +8,14 @@
 //! On the first difference the sequence is shrunk by greedy delta debugging and printed with both
 //! answers.
 
-mod oracle_support;
-
 use std::fmt;
 use std::time::Instant;
 
-use kmirror_harness::jvm::Oracle;
 use kmirror_kernel::checkpoint;
 use kmirror_kernel::epoch_cache::{EpochCache, EpochEntry};
 use kmirror_kernel::types::{LeaderEpoch, Offset};
-use oracle_support::{scratch_dir, shrink, LineOracle, SplitMix64};
+use kmirror_testsupport::jvm::Oracle;
+use kmirror_testsupport::oracle_support::{scratch_dir, shrink, LineOracle, SplitMix64};
 
 /// One operation of `LeaderEpochFileCache`, named after Kafka's method.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -14,17 +14,15 @@
 //! appended, where Kafka keeps a completed transaction in its LSO until the high watermark passes
 //! the marker; the kernel now does as Kafka (`oracle_log_lso_holds_until_the_marker_is_replicated`).
 
-mod oracle_support;
-
 use std::fmt;
 
-use kmirror_harness::jvm::Oracle;
 use kmirror_harness::record_batch::{leader_batch_header, RawBatch};
 use kmirror_kernel::batch::{BatchHeader, ControlType, LeaderBatch, ProducerBatchInfo};
 use kmirror_kernel::log::{LogError, LogView, PartitionLog};
 use kmirror_kernel::mem_log::MemLog;
 use kmirror_kernel::types::{Offset, ProducerEpoch, ProducerId, Sequence};
-use oracle_support::{scratch_dir, shrink, LineOracle, SplitMix64};
+use kmirror_testsupport::jvm::Oracle;
+use kmirror_testsupport::oracle_support::{scratch_dir, shrink, LineOracle, SplitMix64};
 
 /// The leader epoch of every append: producer state does not depend on it.
 const EPOCH: i32 = 0;

@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use kmirror_harness::jvm::Oracle;
+use kmirror_testsupport::jvm::Oracle;
 
 /// Run by `oracle_skip_banner_is_visible_without_java` in a child process without Java on
 /// `PATH`; on its own it just takes the oracle when there is one.

@@ -1,6 +1,6 @@
 //! The Apache Kafka oracle builds and runs Kafka 4.4.0 (`cargo test -- --include-ignored oracle`).
 
-use kmirror_harness::jvm::Oracle;
+use kmirror_testsupport::jvm::Oracle;
 
 /// The oracle's classpath carries Apache Kafka 4.4.0, the version every oracle test compares with.
 #[test]

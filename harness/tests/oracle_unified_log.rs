@@ -17,18 +17,16 @@
 //! at a new epoch leaves that epoch in Kafka's cache; the kernel's refused append changes
 //! nothing.
 
-mod oracle_support;
-
 use std::path::Path;
 
 use kmirror_harness::file_log::{FileLog, FileLogConfig, FlushPolicy};
-use kmirror_harness::jvm::Oracle;
 use kmirror_harness::record_batch::RawBatch;
 use kmirror_kernel::batch::{BatchHeader, ControlType, LeaderBatch, ProducerBatchInfo};
 use kmirror_kernel::log::{LogError, LogView, PartitionLog};
 use kmirror_kernel::mem_log::MemLog;
 use kmirror_kernel::types::{LeaderEpoch, Offset};
-use oracle_support::{scratch_dir, shrink, LineOracle, SplitMix64};
+use kmirror_testsupport::jvm::Oracle;
+use kmirror_testsupport::oracle_support::{scratch_dir, shrink, LineOracle, SplitMix64};
 
 /// Kafka's segment size in the test (it rolls every few batches) and index interval.
 const SEGMENT_BYTES: u64 = 600;

@@ -3,6 +3,14 @@
 //! A [`Mutant`] is carried in a configuration (`mutant: Option<Mutant>`) but only takes effect
 //! when the crate is built with feature `mutants`; without it [`active`] is constant `false` and
 //! the mutated branches compile away.
+//!
+//! Each mutant has a kebab-case [`name`](Mutant::name) (what `kmirror check --mutant NAME`
+//! takes, parsed back with [`FromStr`] and printed with [`Display`](fmt::Display)) and a
+//! one-line [`help`](Mutant::help); front ends list [`Mutant::ALL`], so a new mutant needs no
+//! change outside this file.
+
+use std::fmt;
+use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
@@ -69,10 +77,124 @@ impl Mutant {
         Mutant::SyncWriteUnfenced,
         Mutant::LsoReleasedAtMarker,
     ];
+
+    /// The kebab-case name (`SkipPidReset` is `skip-pid-reset`), unique among [`Mutant::ALL`].
+    pub const fn name(self) -> &'static str {
+        match self {
+            Mutant::SkipIsrWait => "skip-isr-wait",
+            Mutant::ActBeforePersist => "act-before-persist",
+            Mutant::SkipEpochBump => "skip-epoch-bump",
+            Mutant::SkipLsoTruncation => "skip-lso-truncation",
+            Mutant::SkipPidReset => "skip-pid-reset",
+            Mutant::WritableBeforeStopped => "writable-before-stopped",
+            Mutant::LmeOffByOne => "lme-off-by-one",
+            Mutant::AcceptFencedWrite => "accept-fenced-write",
+            Mutant::FetcherRunsInStopping => "fetcher-runs-in-stopping",
+            Mutant::FailbackWithoutPreparing => "failback-without-preparing",
+            Mutant::NeverRetry => "never-retry",
+            Mutant::IgnoreReplicaReports => "ignore-replica-reports",
+            Mutant::StallAfterLmeWrite => "stall-after-lme-write",
+            Mutant::SyncAfterStop => "sync-after-stop",
+            Mutant::SyncWriteUnfenced => "sync-write-unfenced",
+            Mutant::LsoReleasedAtMarker => "lso-released-at-marker",
+        }
+    }
+
+    /// What the mutant breaks, in one line (with the model knobs it needs to show).
+    pub const fn help(self) -> &'static str {
+        match self {
+            Mutant::SkipIsrWait => "PREPARING does not wait for the replicas to truncate",
+            Mutant::ActBeforePersist => {
+                "STOPPED is made writable before the coordinator acknowledged it"
+            }
+            Mutant::SkipEpochBump => "STOPPING does not bump the leader epoch",
+            Mutant::SkipLsoTruncation => {
+                "STOPPING neither truncates to the LSO nor aborts open transactions"
+            }
+            Mutant::SkipPidReset => "STOPPING does not append MIRROR_PID_RESET",
+            Mutant::WritableBeforeStopped => "Writable as soon as STOPPING starts",
+            Mutant::LmeOffByOne => "LME truncation keeps one offset too many",
+            Mutant::AcceptFencedWrite => "The coordinator accepts stale leader or state epochs",
+            Mutant::FetcherRunsInStopping => {
+                "The fetcher keeps running (and appending) in STOPPING"
+            }
+            Mutant::FailbackWithoutPreparing => "Failback goes from STOPPED straight to MIRRORING",
+            Mutant::NeverRetry => "FAILED never schedules a retry",
+            Mutant::IgnoreReplicaReports => "Followers' truncation reports are ignored",
+            Mutant::StallAfterLmeWrite => "The LME write's completion is dropped",
+            Mutant::SyncAfterStop => {
+                "The metadata-sync gate lets writes through after a stop (needs --sync-steps)"
+            }
+            Mutant::SyncWriteUnfenced => {
+                "The metadata-sync gate does not re-check at write time (needs --sync-steps)"
+            }
+            Mutant::LsoReleasedAtMarker => {
+                "STOPPING's LSO ignores closed transactions whose marker is not replicated \
+                 (needs --replicas 2)"
+            }
+        }
+    }
+}
+
+impl fmt::Display for Mutant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A name that is not one of [`Mutant::ALL`]'s.
+#[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
+#[error("unknown mutant `{0}`")]
+pub struct UnknownMutant(pub String);
+
+impl FromStr for Mutant {
+    type Err = UnknownMutant;
+
+    /// The mutant named `name` ([`Mutant::name`]).
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        Mutant::ALL
+            .into_iter()
+            .find(|m| m.name() == name)
+            .ok_or_else(|| UnknownMutant(name.to_owned()))
+    }
 }
 
 /// Whether `mutant` is the one configured (always `false` without feature `mutants`).
 #[inline(always)]
 pub fn active(configured: Option<Mutant>, mutant: Mutant) -> bool {
     cfg!(feature = "mutants") && configured == Some(mutant)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_kebab_case_and_parse_back() {
+        let mut seen = std::collections::BTreeSet::new();
+        for m in Mutant::ALL {
+            let name = m.name();
+            assert!(seen.insert(name), "{name} twice");
+            assert!(
+                name.chars().all(|c| c.is_ascii_lowercase() || c == '-'),
+                "{name} is not kebab-case"
+            );
+            // The kebab-case of the variant's Debug name.
+            let mut kebab = String::new();
+            for (i, c) in format!("{m:?}").chars().enumerate() {
+                if c.is_ascii_uppercase() && i > 0 {
+                    kebab.push('-');
+                }
+                kebab.push(c.to_ascii_lowercase());
+            }
+            assert_eq!(name, kebab);
+            assert_eq!(name.parse::<Mutant>(), Ok(m));
+            assert_eq!(m.to_string(), name);
+            assert!(!m.help().is_empty());
+        }
+        assert_eq!(
+            "no-such-mutant".parse::<Mutant>(),
+            Err(UnknownMutant("no-such-mutant".into()))
+        );
+    }
 }

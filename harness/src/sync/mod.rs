@@ -27,7 +27,6 @@
 //! `FindCoordinator`, `DescribeGroups`, `OffsetFetch` and `DescribeAcls`; the destination stays a
 //! local cluster directory ([`local_cluster::LocalMetadataSink`]).
 
-pub mod cli;
 pub mod consumer;
 pub mod error;
 pub mod executor;

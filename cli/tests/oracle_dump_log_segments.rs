@@ -19,8 +19,6 @@
 //! Kafka 4.4.0 knows no `MIRROR_PID_RESET` (control type 100, KIP-1279): `DumpLogSegments`
 //! prints its record as `controlType: UNKNOWN(100)` and carries on, which the tests assert.
 
-mod oracle_support;
-
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -30,7 +28,6 @@ use kmirror_harness::file_log::{
     decode_offset_checkpoint, FileLog, FileLogConfig, FlushPolicy, TopicPartition,
     HIGH_WATERMARK_FILE, LEADER_EPOCH_FILE, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE,
 };
-use kmirror_harness::jvm::Oracle;
 use kmirror_harness::record_batch::{RawBatch, Record, TIMESTAMP_TYPE_MASK};
 use kmirror_harness::segment::{
     index_file_name, log_file_name, parse_file_name, IndexEntry, INDEX_ENTRY_SIZE, INDEX_SUFFIX,
@@ -40,7 +37,8 @@ use kmirror_kernel::batch::{BatchHeader, ControlType, LeaderBatch, ProducerBatch
 use kmirror_kernel::checkpoint;
 use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::types::Offset;
-use oracle_support::{scratch_dir, LineOracle};
+use kmirror_testsupport::jvm::Oracle;
+use kmirror_testsupport::oracle_support::{scratch_dir, LineOracle};
 
 const DUMP_LOG_SEGMENTS: &str = "org.apache.kafka.tools.DumpLogSegments";
 
@@ -582,11 +580,15 @@ fn kmirror(dir: &Path, args: &[&str]) {
     );
 }
 
+/// Model traces saved by `kmirror check` (counterexamples of an earlier kernel), relative to
+/// this crate: replayed on real logs so DumpLogSegments reads what a replay writes.
+const TRACE_FIXTURES: &str = "tests/fixtures/traces";
+
 /// The CLI's own writers, step by step (`produce` with plain, idempotent and transactional
 /// batches, commits and aborts on a two-replica cluster; `mirror` until caught up, with a
 /// transaction left open on the source; `stop` (failover: LSO truncation and
 /// `MIRROR_PID_RESET`); local producers on the new primary; `start` (failback: LME truncation,
-/// mirroring back)), plus `kmirror replay` of every model trace saved in `kmirror-traces/`:
+/// mirroring back)), plus `kmirror replay` of every model trace in [`TRACE_FIXTURES`] (at least one):
 /// DumpLogSegments reads every segment of every cluster exactly as we wrote it.
 #[test]
 #[ignore = "needs Java 17 and Maven; run with `-- --include-ignored oracle`"]
@@ -642,21 +644,26 @@ fn oracle_dump_log_segments_reads_cli_clusters_and_replays() {
         ],
     );
 
-    let traces = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kmirror-traces");
+    let traces = Path::new(env!("CARGO_MANIFEST_DIR")).join(TRACE_FIXTURES);
+    let entries = fs::read_dir(&traces)
+        .unwrap_or_else(|e| panic!("the model trace fixtures {}: {e}", traces.display()));
+    let mut paths: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).collect();
+    paths.sort();
     let mut replayed = 0;
-    if let Ok(entries) = fs::read_dir(&traces) {
-        let mut paths: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).collect();
-        paths.sort();
-        for trace in paths
-            .iter()
-            .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        {
-            replayed += 1;
-            let out = format!("replay-{replayed}");
-            let trace = trace.display().to_string();
-            kmirror(dir, &["replay", &trace, "--dir", &out]);
-        }
+    for trace in paths
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+    {
+        replayed += 1;
+        let out = format!("replay-{replayed}");
+        let trace = trace.display().to_string();
+        kmirror(dir, &["replay", &trace, "--dir", &out]);
     }
+    assert!(
+        replayed > 0,
+        "no model trace replayed: {} holds no *.json trace",
+        traces.display()
+    );
 
     let tally = kafka_reads_everything_under(&oracle, dir);
     eprintln!("{replayed} model traces replayed");

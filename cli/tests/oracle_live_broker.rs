@@ -6,18 +6,14 @@
 //! copies the partition; `kmirror stop` fails over. Then the faults: the broker killed in the
 //! middle of a held Fetch, a mirror whose broker is gone, the broker's return, a wrong topic id.
 
-mod oracle_support;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use oracle_support::run;
+use kmirror_testsupport::oracle_support::run;
 
-use kmirror_harness::cli::SystemClock;
+use kmirror::log_cli::SystemClock;
 use kmirror_harness::driver::{Clock, Cluster, Driver, DriverOptions, Event, Idle, Until};
-use kmirror_harness::jvm::Oracle;
-use kmirror_harness::kafka_broker::KafkaBroker;
 use kmirror_harness::record_batch::RawBatch;
 use kmirror_harness::source::{Source, SourceError};
 use kmirror_harness::wire::{KafkaSource, KafkaSourceOptions, WireError};
@@ -27,6 +23,8 @@ use kmirror_kernel::fetch::FetchResponse;
 use kmirror_kernel::log::LogView;
 use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::{EpochAndOffset, Offset, TopicId};
+use kmirror_testsupport::jvm::Oracle;
+use kmirror_testsupport::kafka_broker::KafkaBroker;
 use serde_json::Value;
 
 /// Kafka's Java producer (`LiveProducer`): the JSON line of each step.

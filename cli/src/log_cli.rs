@@ -1,7 +1,7 @@
 //! The `kmirror` commands that run the kernel on real logs: `mirror`, `stop`, `start`, `pause`,
 //! `resume`, `status`, `produce` and `demo`.
 //!
-//! Every command works on cluster directories (see [`cluster`](crate::driver::cluster) for the
+//! Every command works on cluster directories (see [`cluster`](kmirror_harness::driver::cluster) for the
 //! layout and the `cluster.properties` format). Mirror requests (`start`, `stop`, `pause`,
 //! `resume`) go through the kernel's controller functions, which answer per topic with Kafka's
 //! error codes; the new `mirror.name` is persisted, then the partition's kernel is driven until
@@ -22,19 +22,20 @@ use kmirror_kernel::desired::DesiredState;
 use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::{MirrorName, TopicId};
 
-use crate::demo;
-use crate::driver::cluster::{parse_topic_id, topic_id_hex, ClusterConfig, ClusterDir};
-use crate::driver::{
+use kmirror_harness::driver::cluster::{parse_topic_id, topic_id_hex, ClusterConfig, ClusterDir};
+use kmirror_harness::driver::{
     Clock, Cluster, ClusterStatus, Driver, DriverError, DriverOptions, Event, RunEnd, Until,
     DEFAULT_MAX_FETCH_BATCHES,
 };
-use crate::producer::{self, ProduceOp};
-use crate::source::{LocalSource, Source, SourceError};
-use crate::wire::KafkaSource;
+use kmirror_harness::producer::{self, ProduceOp};
+use kmirror_harness::source::{LocalSource, Source, SourceError};
+use kmirror_harness::wire::KafkaSource;
 
-/// The commands of the harness (flattened into the `kmirror` binary's commands).
+use crate::demo;
+
+/// The commands on real logs (flattened into the `kmirror` binary's commands).
 #[derive(Subcommand, Debug)]
-pub enum HarnessCommand {
+pub enum LogCommand {
     /// Mirror a source cluster directory, or a live Kafka broker's topic, into a destination
     /// (created if missing).
     ///
@@ -94,9 +95,9 @@ pub enum HarnessCommand {
     /// owns its metadata. Prints every change, skip and rejection (a bad source item is
     /// rejected alone). --once runs one round; --interval-ms runs one every MS until the topic
     /// leaves MIRRORING / PAUSED. See the README (metadata sync).
-    Sync(crate::sync::cli::SyncArgs),
+    Sync(crate::sync_cli::SyncArgs),
     /// Commit, consume or list a local consumer group of a cluster directory.
-    Group(crate::sync::cli::GroupArgs),
+    Group(crate::sync_cli::GroupArgs),
 }
 
 /// How long to drive the kernel.
@@ -316,21 +317,21 @@ impl Clock for SystemClock {
 }
 
 /// Runs a harness command; `Err` is the message for `kmirror: <message>` (exit code 2).
-pub fn run(command: HarnessCommand) -> Result<ExitCode, String> {
+pub fn run(command: LogCommand) -> Result<ExitCode, String> {
     let result = match command {
-        HarnessCommand::Mirror(args) => mirror(args),
-        HarnessCommand::Stop(args) => stop(args),
-        HarnessCommand::Start(args) => start(args),
-        HarnessCommand::Pause(args) => pause(args),
-        HarnessCommand::Resume(args) => resume(args),
-        HarnessCommand::Status(args) => status(args),
-        HarnessCommand::Produce(args) => produce(args),
-        HarnessCommand::Demo(args) => demo_command(args),
-        HarnessCommand::Sync(args) => {
-            crate::sync::cli::sync(args).map_err(|e| DriverError::Invalid(e.to_string()))
+        LogCommand::Mirror(args) => mirror(args),
+        LogCommand::Stop(args) => stop(args),
+        LogCommand::Start(args) => start(args),
+        LogCommand::Pause(args) => pause(args),
+        LogCommand::Resume(args) => resume(args),
+        LogCommand::Status(args) => status(args),
+        LogCommand::Produce(args) => produce(args),
+        LogCommand::Demo(args) => demo_command(args),
+        LogCommand::Sync(args) => {
+            crate::sync_cli::sync(args).map_err(|e| DriverError::Invalid(e.to_string()))
         }
-        HarnessCommand::Group(args) => {
-            crate::sync::cli::group(args).map_err(|e| DriverError::Invalid(e.to_string()))
+        LogCommand::Group(args) => {
+            crate::sync_cli::group(args).map_err(|e| DriverError::Invalid(e.to_string()))
         }
     };
     match result {
@@ -515,7 +516,7 @@ fn drive(
 fn write_status_snapshot(driver: &Driver) {
     let status = ClusterStatus::of(driver.cluster());
     if let Ok(text) = serde_json::to_string_pretty(&status) {
-        let _ = crate::segment::write_atomically(
+        let _ = kmirror_harness::segment::write_atomically(
             driver.cluster().dir.root(),
             STATUS_SNAPSHOT_FILE,
             text.as_bytes(),
@@ -728,11 +729,11 @@ fn mirror_live(args: MirrorArgs) -> Result<ExitCode, DriverError> {
             "give either --source DIR or --source-bootstrap HOST:PORT with --topic NAME".into(),
         ));
     };
-    if args.partition != crate::driver::PARTITION {
+    if args.partition != kmirror_harness::driver::PARTITION {
         return Err(DriverError::Invalid(format!(
             "a destination holds one partition ({topic}-{}); mirroring partition {} of a live \
              broker is not supported yet",
-            crate::driver::PARTITION,
+            kmirror_harness::driver::PARTITION,
             args.partition
         )));
     }

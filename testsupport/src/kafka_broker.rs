@@ -25,7 +25,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::jvm::Oracle;
-use crate::wire::{codes, KafkaClient, WireError};
+use kmirror_harness::wire::{codes, KafkaClient, WireError};
 
 /// How long [`KafkaBroker::start`] waits for the broker to answer.
 pub const START_TIMEOUT: Duration = Duration::from_secs(90);

@@ -7,12 +7,12 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::OnceLock;
 
-use kmirror_harness::file_log::FileLog;
-use kmirror_harness::record_batch::RawBatch;
-use kmirror_harness::replay::{
+use kmirror::replay::{
     replay_journal, replay_trace, replica_partition_dir, run, Place, ReplayArgs, ReplayError,
     ReplaySummary, REPLAY_LOG_CONFIG,
 };
+use kmirror_harness::file_log::FileLog;
+use kmirror_harness::record_batch::RawBatch;
 use kmirror_kernel::config::StopStrategy;
 use kmirror_kernel::effect::LogEffect;
 use kmirror_kernel::log::LogView;

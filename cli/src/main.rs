@@ -4,8 +4,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-
-mod model_cli;
+use kmirror::{log_cli, model_cli, replay};
 
 /// Kafka cluster mirroring (KIP-1279): a pure kernel, its exhaustive model, and real logs.
 #[derive(Parser)]
@@ -25,10 +24,12 @@ enum Command {
     Explore(model_cli::ExploreArgs),
     /// Print a saved trace (a counterexample or example) as a numbered story.
     Show(model_cli::ShowArgs),
+    /// Print the mirror state machine (the kernel's transition table) as a Mermaid diagram.
+    Diagram,
     /// Replay a model trace on real on-disk Kafka logs, comparing after every step.
-    Replay(kmirror_harness::replay::ReplayArgs),
+    Replay(replay::ReplayArgs),
     #[command(flatten)]
-    Harness(kmirror_harness::cli::HarnessCommand),
+    Logs(log_cli::LogCommand),
 }
 
 fn main() -> ExitCode {
@@ -38,8 +39,12 @@ fn main() -> ExitCode {
         Command::Simulate(args) => model_cli::simulate(args),
         Command::Explore(args) => model_cli::explore(args),
         Command::Show(args) => model_cli::show(args),
-        Command::Replay(args) => kmirror_harness::replay::run(args),
-        Command::Harness(cmd) => kmirror_harness::cli::run(cmd),
+        Command::Diagram => {
+            print!("{}", kmirror_kernel::diagram::mermaid());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Replay(args) => replay::run(args),
+        Command::Logs(cmd) => log_cli::run(cmd),
     };
     match result {
         Ok(code) => code,

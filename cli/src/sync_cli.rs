@@ -11,12 +11,14 @@ use kmirror_kernel::sync::acl::{AclFilter, ResourceType};
 use kmirror_kernel::sync::gate::SyncRefused;
 use kmirror_kernel::sync::pattern::{Glob, NameFilter};
 
-use super::consumer;
-use super::local::MetadataDir;
-use super::local_cluster::{LocalMetadataSink, LocalMetadataSource};
-use super::{run_round, MetadataSink, MetadataSource, RoundReport, SyncError, SyncPolicy};
-use crate::driver::{Cluster, DriverError};
-use crate::wire::{KafkaMetadataSource, KafkaSourceOptions};
+use kmirror_harness::driver::{Cluster, DriverError};
+use kmirror_harness::sync::consumer;
+use kmirror_harness::sync::local::MetadataDir;
+use kmirror_harness::sync::local_cluster::{LocalMetadataSink, LocalMetadataSource};
+use kmirror_harness::sync::{
+    run_round, MetadataSink, MetadataSource, RoundReport, SyncError, SyncPolicy,
+};
+use kmirror_harness::wire::{KafkaMetadataSource, KafkaSourceOptions};
 
 /// How long a command waits for a directory another kmirror process holds.
 const BUSY_WAIT: Duration = Duration::from_secs(10);

@@ -26,12 +26,12 @@ use kmirror_kernel::log::LogView;
 use kmirror_kernel::types::{MirrorName, Offset, TopicId};
 use serde::Serialize;
 
-use crate::driver::cluster::{ClusterConfig, ClusterDir};
-use crate::driver::{
+use kmirror_harness::driver::cluster::{ClusterConfig, ClusterDir};
+use kmirror_harness::driver::{
     format_epochs, Clock, Cluster, ClusterStatus, Driver, DriverError, DriverOptions, Event, Until,
 };
-use crate::producer::{self, ProduceOp};
-use crate::source::LocalSource;
+use kmirror_harness::producer::{self, ProduceOp};
+use kmirror_harness::source::LocalSource;
 
 /// The demo's topic.
 pub const TOPIC: &str = "orders";

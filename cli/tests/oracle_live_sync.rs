@@ -8,22 +8,20 @@
 //! copies the metadata, `kmirror stop` fails over, and a consumer of the group resumes on the
 //! destination exactly at the synced offset.
 
-mod oracle_support;
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use oracle_support::run;
+use kmirror_testsupport::oracle_support::run;
 
-use kmirror_harness::jvm::Oracle;
-use kmirror_harness::kafka_broker::KafkaBroker;
 use kmirror_harness::sync::consumer;
 use kmirror_harness::sync::local::MetadataDir;
 use kmirror_harness::sync::MetadataSource;
 use kmirror_harness::wire::{KafkaMetadataSource, KafkaSourceOptions};
 use kmirror_kernel::sync::group_offsets::TopicPartition;
 use kmirror_kernel::types::Offset;
+use kmirror_testsupport::jvm::Oracle;
+use kmirror_testsupport::kafka_broker::KafkaBroker;
 use serde_json::Value;
 
 const TOPIC: &str = "orders";

@@ -70,13 +70,13 @@ use kmirror_model::world::{ClusterId, World, PARTITION, TOPIC, TOPIC_ID};
 use kmirror_model::ModelConfig;
 use serde::Serialize;
 
-use crate::error::{BatchError, FileLogError};
-use crate::file_log::{
+use kmirror_harness::error::{BatchError, FileLogError};
+use kmirror_harness::file_log::{
     decode_offset_checkpoint, FileLog, FileLogConfig, FlushPolicy, TopicPartition,
     HIGH_WATERMARK_FILE, LEADER_EPOCH_FILE, LOG_START_OFFSET_FILE,
 };
-use crate::mirror_state_log::batch_parts;
-use crate::record_batch::RawBatch;
+use kmirror_harness::mirror_state_log::batch_parts;
+use kmirror_harness::record_batch::RawBatch;
 
 /// The timestamp (ms) stamped on leader appends of step 0; step `n` stamps this plus `n`.
 pub const APPEND_TIMESTAMP_BASE_MS: i64 = 1_700_000_000_000;

@@ -4,12 +4,17 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, ValueEnum};
 use kmirror_kernel::config::{FetchIsolation, StopStrategy, TruncationQuorum};
 use kmirror_kernel::mutant::Mutant;
 use kmirror_model::runner::{self, CheckReport, RunOptions};
 use kmirror_model::trace::Trace;
 use kmirror_model::ModelConfig;
+
+/// Where `check` and `simulate` save counterexamples unless `--save-dir` says otherwise (under
+/// `target/`, so a run does not leave files in the repository).
+pub const DEFAULT_SAVE_DIR: &str = "target/kmirror-traces";
 
 /// The world's bounds and the kernel variant (defaults: the default check configuration).
 #[derive(Args, Debug, Clone)]
@@ -66,9 +71,16 @@ pub struct ModelArgs {
     /// property no_sync_write_after_stop).
     #[arg(long, default_value_t = 0)]
     sync_steps: u8,
-    /// Check a deliberately broken kernel (see `kmirror check --help`).
-    #[arg(long, value_enum)]
-    mutant: Option<MutantArg>,
+    /// Check a deliberately broken kernel (a build with `--features mutants` only).
+    #[arg(long, value_name = "NAME", value_parser = mutant_parser())]
+    mutant: Option<Mutant>,
+}
+
+/// `--mutant`'s parser: the names and help lines of [`Mutant::ALL`], so a new kernel mutant is
+/// listed by `--help` without a change here.
+fn mutant_parser() -> impl TypedValueParser<Value = Mutant> {
+    PossibleValuesParser::new(Mutant::ALL.map(|m| PossibleValue::new(m.name()).help(m.help())))
+        .try_map(|name| name.parse::<Mutant>())
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -93,44 +105,6 @@ enum IsolationArg {
     Committed,
     /// read_uncommitted: up to the source HW (what the seed's LSO truncation implies).
     Uncommitted,
-}
-
-/// The named mutants of `kmirror_kernel::mutant::Mutant`.
-#[derive(ValueEnum, Clone, Copy, Debug)]
-enum MutantArg {
-    /// PREPARING does not wait for the replicas to truncate.
-    SkipIsrWait,
-    /// STOPPED is made writable before the coordinator acknowledged it.
-    ActBeforePersist,
-    /// STOPPING does not bump the leader epoch.
-    SkipEpochBump,
-    /// STOPPING neither truncates to the LSO nor aborts open transactions.
-    SkipLsoTruncation,
-    /// STOPPING does not append MIRROR_PID_RESET.
-    SkipPidReset,
-    /// Writable as soon as STOPPING starts.
-    WritableBeforeStopped,
-    /// LME truncation keeps one offset too many.
-    LmeOffByOne,
-    /// The coordinator accepts stale leader or state epochs.
-    AcceptFencedWrite,
-    /// The fetcher keeps running (and appending) in STOPPING.
-    FetcherRunsInStopping,
-    /// Failback goes from STOPPED straight to MIRRORING.
-    FailbackWithoutPreparing,
-    /// FAILED never schedules a retry.
-    NeverRetry,
-    /// Followers' truncation reports are ignored.
-    IgnoreReplicaReports,
-    /// The LME write's completion is dropped.
-    StallAfterLmeWrite,
-    /// The metadata-sync gate lets writes through after a stop (needs --sync-steps).
-    SyncAfterStop,
-    /// The metadata-sync gate does not re-check at write time (needs --sync-steps).
-    SyncWriteUnfenced,
-    /// STOPPING's LSO ignores closed transactions whose marker is not replicated (needs
-    /// --replicas 2).
-    LsoReleasedAtMarker,
 }
 
 impl ModelArgs {
@@ -165,25 +139,21 @@ impl ModelArgs {
             IsolationArg::Uncommitted => FetchIsolation::ReadUncommitted,
         })
         .with_stop_from_paused(!self.refuse_stop_from_paused);
-        config.kernel.mutant = self.mutant.map(|m| match m {
-            MutantArg::SkipIsrWait => Mutant::SkipIsrWait,
-            MutantArg::ActBeforePersist => Mutant::ActBeforePersist,
-            MutantArg::SkipEpochBump => Mutant::SkipEpochBump,
-            MutantArg::SkipLsoTruncation => Mutant::SkipLsoTruncation,
-            MutantArg::SkipPidReset => Mutant::SkipPidReset,
-            MutantArg::WritableBeforeStopped => Mutant::WritableBeforeStopped,
-            MutantArg::LmeOffByOne => Mutant::LmeOffByOne,
-            MutantArg::AcceptFencedWrite => Mutant::AcceptFencedWrite,
-            MutantArg::FetcherRunsInStopping => Mutant::FetcherRunsInStopping,
-            MutantArg::FailbackWithoutPreparing => Mutant::FailbackWithoutPreparing,
-            MutantArg::NeverRetry => Mutant::NeverRetry,
-            MutantArg::IgnoreReplicaReports => Mutant::IgnoreReplicaReports,
-            MutantArg::StallAfterLmeWrite => Mutant::StallAfterLmeWrite,
-            MutantArg::SyncAfterStop => Mutant::SyncAfterStop,
-            MutantArg::SyncWriteUnfenced => Mutant::SyncWriteUnfenced,
-            MutantArg::LsoReleasedAtMarker => Mutant::LsoReleasedAtMarker,
-        });
+        config.kernel.mutant = self.mutant;
         config
+    }
+
+    /// [`Self::config`], refused when it asks for a mutant this build cannot run: without
+    /// feature `mutants` the kernel's mutated branches are compiled out (a production build
+    /// never carries them), so the check would silently run the correct kernel.
+    fn runnable_config(&self, command: &str) -> Result<ModelConfig, String> {
+        match self.mutant {
+            Some(mutant) if !cfg!(feature = "mutants") => Err(format!(
+                "--mutant {mutant} needs a build with the kernel's mutants; rebuild with \
+                 `cargo run --release --features mutants -- {command} --mutant {mutant}`"
+            )),
+            _ => Ok(self.config()),
+        }
     }
 }
 
@@ -202,7 +172,7 @@ pub struct CheckArgs {
     #[arg(long)]
     symmetry: bool,
     /// Directory where counterexamples are saved as JSON traces.
-    #[arg(long, default_value = "kmirror-traces")]
+    #[arg(long, default_value = DEFAULT_SAVE_DIR)]
     save_dir: PathBuf,
     /// Print the report as JSON on stdout instead of a table.
     #[arg(long)]
@@ -227,7 +197,7 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = 200)]
     depth: usize,
     /// Directory where counterexamples are saved as JSON traces.
-    #[arg(long, default_value = "kmirror-traces")]
+    #[arg(long, default_value = DEFAULT_SAVE_DIR)]
     save_dir: PathBuf,
     /// Print the report as JSON.
     #[arg(long)]
@@ -251,8 +221,9 @@ pub struct ShowArgs {
     trace: PathBuf,
 }
 
+/// `kmirror check`: exit 0 when every property holds, 1 on a violation.
 pub fn check(args: CheckArgs) -> Result<ExitCode, String> {
-    let config = args.model.config();
+    let config = args.model.runnable_config("check")?;
     let options = RunOptions {
         threads: args.threads,
         state_limit: args.max_states,
@@ -264,18 +235,22 @@ pub fn check(args: CheckArgs) -> Result<ExitCode, String> {
     finish(&report, &args.save_dir, args.json)
 }
 
+/// `kmirror simulate`: exit 0 when no walk found a violation, 1 otherwise.
 pub fn simulate(args: SimulateArgs) -> Result<ExitCode, String> {
-    let config = args.model.config();
+    let config = args.model.runnable_config("simulate")?;
     let report = runner::simulate(&config, args.seed, args.walks, args.depth);
     finish(&report, &args.save_dir, args.json)
 }
 
+/// `kmirror explore`: serves until interrupted.
 pub fn explore(args: ExploreArgs) -> Result<ExitCode, String> {
+    let config = args.model.runnable_config("explore")?;
     eprintln!("kmirror: serving the Explorer on http://{}", args.address);
-    runner::explore(&args.model.config(), &args.address);
+    runner::explore(&config, &args.address);
     Ok(ExitCode::SUCCESS)
 }
 
+/// `kmirror show`: prints a saved trace.
 pub fn show(args: ShowArgs) -> Result<ExitCode, String> {
     let text = std::fs::read_to_string(&args.trace)
         .map_err(|e| format!("cannot read {}: {e}", args.trace.display()))?;

@@ -1,8 +1,6 @@
 //! Shared by the Apache Kafka oracle tests: a long-running oracle process spoken to one line at a
-//! time, a deterministic PRNG, and a scratch directory on a RAM disk when there is one.
-//!
-//! Each test binary uses a subset of it.
-#![allow(dead_code)]
+//! time, a deterministic PRNG, delta debugging, a scratch directory on a RAM disk when there is
+//! one, and running a process with a timeout.
 
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
@@ -10,7 +8,7 @@ use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use kmirror_harness::jvm::Oracle;
+use crate::jvm::Oracle;
 
 /// One oracle JVM answering requests over stdin/stdout, one line each way.
 pub struct LineOracle {

@@ -1,0 +1,16 @@
+//! The `kmirror` binary's commands, as a library so that the integration tests can call them.
+//!
+//! - [`model_cli`]: `check`, `simulate`, `explore`, `show` (the stateright model).
+//! - [`replay`]: `replay`, a model trace replayed on real on-disk Kafka logs.
+//! - [`log_cli`]: `mirror`, `stop`, `start`, `pause`, `resume`, `status`, `produce`, `demo`
+//!   on cluster directories, and `sync`, `group` through [`sync_cli`].
+//! - [`demo`]: the scripted failover and failback of `kmirror demo`.
+//!
+//! The kernel is `kmirror-kernel`, the model `kmirror-model`, the on-disk and wire side
+//! `kmirror-harness`; this crate only parses arguments, reads the clock and prints.
+
+pub mod demo;
+pub mod log_cli;
+pub mod model_cli;
+pub mod replay;
+pub mod sync_cli;

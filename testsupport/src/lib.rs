@@ -1,0 +1,15 @@
+//! kmirror-testsupport: test infrastructure shared by the tests and benches of kmirror, used
+//! only as a dev-dependency (never part of the `kmirror` binary or the harness library).
+//!
+//! - [`jvm`]: the Apache Kafka 4.4.0 oracle's JVM side (finding `java` and `mvn`, building
+//!   `oracle/`, starting its programs).
+//! - [`kafka_broker`]: a single-node Apache Kafka broker run from the oracle's jars, the live
+//!   source of the wire tests.
+//! - [`oracle_support`]: what the oracle tests share (a line-at-a-time oracle process, a
+//!   deterministic PRNG, delta debugging, scratch directories, a process run with a timeout).
+//!
+//! Being test code, these helpers panic on failures instead of returning errors.
+
+pub mod jvm;
+pub mod kafka_broker;
+pub mod oracle_support;
