@@ -82,6 +82,67 @@ impl TopicMetadata {
     }
 }
 
+/// Every topic (or the topics asked for) as one Metadata answer describes them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetadataSnapshot {
+    /// The cluster id (`None` from a broker that does not say).
+    pub cluster_id: Option<String>,
+    /// The brokers: node id and `host:port`.
+    pub brokers: Vec<(i32, String)>,
+    /// The topics, in the broker's order.
+    pub topics: Vec<TopicEntry>,
+}
+
+/// One topic of a [`MetadataSnapshot`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopicEntry {
+    /// The topic's name.
+    pub name: String,
+    /// The topic's id.
+    pub topic_id: TopicId,
+    /// Whether it is one of Kafka's internal topics (`__consumer_offsets`...).
+    pub is_internal: bool,
+    /// The topic's error code (0: none; `UNKNOWN_TOPIC_OR_PARTITION` for a topic asked for by
+    /// name that does not exist).
+    pub error_code: i16,
+    /// Its partitions.
+    pub partitions: Vec<PartitionMetadata>,
+}
+
+/// A partition's answer to ListOffsets: the offset and its leader epoch (`None` for -1).
+pub type ListOffsetAnswer = Result<(i64, Option<i32>), WireError>;
+
+/// What a coalesced Fetch asks for one of its partitions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FetchPartitionParams {
+    /// The topic id.
+    pub topic_id: TopicId,
+    /// The partition.
+    pub partition: i32,
+    /// The offset to read from.
+    pub fetch_offset: i64,
+    /// The epoch of the last batch the fetcher holds (KIP-320), if any.
+    pub last_fetched_epoch: Option<i32>,
+    /// The leader epoch the fetcher believes current (KIP-320's fencing: the broker answers
+    /// `FENCED_LEADER_EPOCH` / `UNKNOWN_LEADER_EPOCH` when it differs); `None` sends -1, no check.
+    pub current_leader_epoch: Option<i32>,
+    /// The most bytes of records returned for this partition.
+    pub partition_max_bytes: i32,
+}
+
+/// A coalesced Fetch of many partitions on one broker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FetchManyParams {
+    /// [`READ_COMMITTED`] or [`READ_UNCOMMITTED`] (one per request, as in Kafka).
+    pub isolation_level: i8,
+    /// How long the broker may hold the request for data.
+    pub max_wait_ms: i32,
+    /// The most bytes of records returned in all.
+    pub max_bytes: i32,
+    /// The partitions, in the order the broker fills them.
+    pub partitions: Vec<FetchPartitionParams>,
+}
+
 /// What a Fetch asks for one partition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FetchParams {
@@ -204,48 +265,98 @@ impl KafkaClient {
         }
     }
 
-    /// Metadata of `topic` (never creating it): its id, partitions and leaders, the cluster id.
-    pub fn metadata(&mut self, topic: &str) -> Result<TopicMetadata, WireError> {
+    /// Whether a connection is open (it may still turn out broken on the next request).
+    pub fn is_connected(&self) -> bool {
+        self.connection.is_some()
+    }
+
+    /// Metadata of the named `topics` (never creating them), or of every topic of the cluster
+    /// for `None`: each topic's id, partitions and leaders (or its error code), the brokers and
+    /// the cluster id. A topic-level error is returned in its entry, not as an error.
+    pub fn metadata_topics(
+        &mut self,
+        topics: Option<&[String]>,
+    ) -> Result<MetadataSnapshot, WireError> {
+        self.metadata_versioned(topics)
+            .map(|(snapshot, _)| snapshot)
+    }
+
+    fn metadata_versioned(
+        &mut self,
+        topics: Option<&[String]>,
+    ) -> Result<(MetadataSnapshot, i16), WireError> {
         const API: &str = "Metadata";
-        let name = TopicName(StrBytes::from_string(topic.to_owned()));
+        let requested = topics.map(|names| {
+            names
+                .iter()
+                .map(|n| {
+                    MetadataRequestTopic::default()
+                        .with_name(Some(TopicName(StrBytes::from_string(n.clone()))))
+                })
+                .collect::<Vec<_>>()
+        });
         let (response, version) = self.call(API, METADATA_MIN_VERSION, |_| {
             MetadataRequest::default()
-                .with_topics(Some(vec![
-                    MetadataRequestTopic::default().with_name(Some(name.clone()))
-                ]))
+                .with_topics(requested.clone())
                 .with_allow_auto_topic_creation(false)
         })?;
-        let what = format!("topic {topic}");
         if response.error_code != 0 {
+            let what = match topics {
+                Some(names) => format!("topics {}", names.join(",")),
+                None => "every topic".to_owned(),
+            };
             return Err(self.broker_error(API, what, response.error_code));
         }
-        let found = response
-            .topics
-            .iter()
-            .find(|t| t.name.as_ref().map(|n| &*n.0) == Some(topic))
-            .ok_or_else(|| self.malformed(API, version, format!("no entry for topic {topic}")))?;
-        if found.error_code != 0 {
-            return Err(self.broker_error(API, what, found.error_code));
-        }
-        Ok(TopicMetadata {
+        let snapshot = MetadataSnapshot {
             cluster_id: response.cluster_id.as_ref().map(|c| c.to_string()),
-            topic: topic.to_owned(),
-            topic_id: topic_id_of(found.topic_id),
-            partitions: found
-                .partitions
-                .iter()
-                .map(|p| PartitionMetadata {
-                    index: p.partition_index,
-                    leader_id: p.leader_id.0,
-                    leader_epoch: p.leader_epoch,
-                    error_code: p.error_code,
-                })
-                .collect(),
             brokers: response
                 .brokers
                 .iter()
                 .map(|b| (b.node_id.0, format!("{}:{}", &*b.host, b.port)))
                 .collect(),
+            topics: response
+                .topics
+                .iter()
+                .map(|t| TopicEntry {
+                    name: t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default(),
+                    topic_id: topic_id_of(t.topic_id),
+                    is_internal: t.is_internal,
+                    error_code: t.error_code,
+                    partitions: t
+                        .partitions
+                        .iter()
+                        .map(|p| PartitionMetadata {
+                            index: p.partition_index,
+                            leader_id: p.leader_id.0,
+                            leader_epoch: p.leader_epoch,
+                            error_code: p.error_code,
+                        })
+                        .collect(),
+                })
+                .collect(),
+        };
+        Ok((snapshot, version))
+    }
+
+    /// Metadata of `topic` (never creating it): its id, partitions and leaders, the cluster id.
+    pub fn metadata(&mut self, topic: &str) -> Result<TopicMetadata, WireError> {
+        const API: &str = "Metadata";
+        let (snapshot, version) = self.metadata_versioned(Some(&[topic.to_owned()]))?;
+        let what = format!("topic {topic}");
+        let found = snapshot
+            .topics
+            .iter()
+            .find(|t| t.name == topic)
+            .ok_or_else(|| self.malformed(API, version, format!("no entry for topic {topic}")))?;
+        if found.error_code != 0 {
+            return Err(self.broker_error(API, what, found.error_code));
+        }
+        Ok(TopicMetadata {
+            cluster_id: snapshot.cluster_id.clone(),
+            topic: topic.to_owned(),
+            topic_id: found.topic_id,
+            partitions: found.partitions.clone(),
+            brokers: snapshot.brokers.clone(),
         })
     }
 
@@ -259,46 +370,132 @@ impl KafkaClient {
         timestamp: i64,
         isolation_level: i8,
     ) -> Result<(i64, Option<i32>), WireError> {
+        let asked = [(topic.to_owned(), partition)];
+        let mut answers = self.list_offsets(&asked, timestamp, isolation_level)?;
+        answers.pop().unwrap_or_else(|| {
+            Err(self.malformed(
+                "ListOffsets",
+                LIST_OFFSETS_MIN_VERSION,
+                format!("no entry for {topic}-{partition}"),
+            ))
+        })
+    }
+
+    /// ListOffsets of many partitions (`(topic, partition)`) in one request, at `timestamp`
+    /// under `isolation_level`: one answer per partition, in the order asked (a partition's
+    /// Kafka error code, or its missing entry, is that partition's error). A failed request is
+    /// the outer error.
+    pub fn list_offsets(
+        &mut self,
+        partitions: &[(String, i32)],
+        timestamp: i64,
+        isolation_level: i8,
+    ) -> Result<Vec<ListOffsetAnswer>, WireError> {
         const API: &str = "ListOffsets";
-        let name = TopicName(StrBytes::from_string(topic.to_owned()));
         let timeout_ms = i32::try_from(self.request_timeout.as_millis()).unwrap_or(i32::MAX);
+        let mut topics: Vec<ListOffsetsTopic> = Vec::new();
+        for (topic, partition) in partitions {
+            let entry = ListOffsetsPartition::default()
+                .with_partition_index(*partition)
+                .with_current_leader_epoch(-1)
+                .with_timestamp(timestamp);
+            match topics.iter_mut().find(|t| &*t.name.0 == topic.as_str()) {
+                Some(t) => t.partitions.push(entry),
+                None => topics.push(
+                    ListOffsetsTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(topic.clone())))
+                        .with_partitions(vec![entry]),
+                ),
+            }
+        }
         let (response, version) = self.call(API, LIST_OFFSETS_MIN_VERSION, |_| {
             ListOffsetsRequest::default()
                 .with_replica_id(BrokerId(CONSUMER_REPLICA_ID))
                 .with_isolation_level(isolation_level)
                 .with_timeout_ms(timeout_ms)
-                .with_topics(vec![ListOffsetsTopic::default()
-                    .with_name(name.clone())
-                    .with_partitions(vec![ListOffsetsPartition::default()
-                        .with_partition_index(partition)
-                        .with_current_leader_epoch(-1)
-                        .with_timestamp(timestamp)])])
+                .with_topics(topics)
         })?;
-        let p = response
-            .topics
+        Ok(partitions
             .iter()
-            .filter(|t| &*t.name.0 == topic)
-            .flat_map(|t| t.partitions.iter())
-            .find(|p| p.partition_index == partition)
-            .ok_or_else(|| {
-                self.malformed(API, version, format!("no entry for {topic}-{partition}"))
-            })?;
-        if p.error_code != 0 {
-            return Err(self.broker_error(
-                API,
-                format!("topic {topic} partition {partition}"),
-                p.error_code,
-            ));
-        }
-        Ok((p.offset, (p.leader_epoch >= 0).then_some(p.leader_epoch)))
+            .map(|(topic, partition)| {
+                let p = response
+                    .topics
+                    .iter()
+                    .filter(|t| &*t.name.0 == topic.as_str())
+                    .flat_map(|t| t.partitions.iter())
+                    .find(|p| p.partition_index == *partition)
+                    .ok_or_else(|| {
+                        self.malformed(API, version, format!("no entry for {topic}-{partition}"))
+                    })?;
+                if p.error_code != 0 {
+                    return Err(self.broker_error(
+                        API,
+                        format!("topic {topic} partition {partition}"),
+                        p.error_code,
+                    ));
+                }
+                Ok((p.offset, (p.leader_epoch >= 0).then_some(p.leader_epoch)))
+            })
+            .collect())
     }
 
     /// A consumer Fetch of one partition, addressed by topic id, without a fetch session. The
     /// partition's error code is returned in the answer (the caller maps it); a top-level error
     /// is a [`WireError::Broker`].
     pub fn fetch(&mut self, params: &FetchParams) -> Result<PartitionFetch, WireError> {
+        let many = FetchManyParams {
+            isolation_level: params.isolation_level,
+            max_wait_ms: params.max_wait_ms,
+            max_bytes: params.max_bytes,
+            partitions: vec![FetchPartitionParams {
+                topic_id: params.topic_id,
+                partition: params.partition,
+                fetch_offset: params.fetch_offset,
+                last_fetched_epoch: params.last_fetched_epoch,
+                current_leader_epoch: None,
+                partition_max_bytes: params.max_bytes,
+            }],
+        };
+        let mut answers = self.fetch_many(&many)?;
+        answers.pop().unwrap_or_else(|| {
+            Err(self.malformed(
+                "Fetch",
+                FETCH_MIN_VERSION,
+                "no partition in the answer".into(),
+            ))
+        })
+    }
+
+    /// A consumer Fetch of many partitions in ONE request (Kafka's fetcher shape), addressed
+    /// by topic id, without a fetch session: one answer per partition, in the order asked. A
+    /// partition's Kafka error code is returned in its [`PartitionFetch`] (the caller maps it);
+    /// a partition missing from the answer is that partition's [`WireError::Malformed`]; a
+    /// failed request or a top-level error is the outer error.
+    pub fn fetch_many(
+        &mut self,
+        params: &FetchManyParams,
+    ) -> Result<Vec<Result<PartitionFetch, WireError>>, WireError> {
         const API: &str = "Fetch";
-        let uuid = Uuid::from_bytes(params.topic_id.0);
+        let mut topics: Vec<FetchTopic> = Vec::new();
+        for p in &params.partitions {
+            let uuid = Uuid::from_bytes(p.topic_id.0);
+            let entry = FetchPartition::default()
+                .with_partition(p.partition)
+                .with_current_leader_epoch(p.current_leader_epoch.unwrap_or(-1))
+                .with_fetch_offset(p.fetch_offset)
+                .with_last_fetched_epoch(p.last_fetched_epoch.unwrap_or(-1))
+                .with_log_start_offset(-1)
+                .with_partition_max_bytes(p.partition_max_bytes);
+            // Consecutive partitions of a topic share its entry (the order asked is kept).
+            match topics.last_mut() {
+                Some(t) if t.topic_id == uuid => t.partitions.push(entry),
+                _ => topics.push(
+                    FetchTopic::default()
+                        .with_topic_id(uuid)
+                        .with_partitions(vec![entry]),
+                ),
+            }
+        }
         let (response, version) = self.call(API, FETCH_MIN_VERSION, |_| {
             FetchRequest::default()
                 .with_replica_id(BrokerId(CONSUMER_REPLICA_ID))
@@ -308,46 +505,58 @@ impl KafkaClient {
                 .with_isolation_level(params.isolation_level)
                 .with_session_id(0)
                 .with_session_epoch(-1)
-                .with_topics(vec![FetchTopic::default()
-                    .with_topic_id(uuid)
-                    .with_partitions(vec![FetchPartition::default()
-                        .with_partition(params.partition)
-                        .with_current_leader_epoch(-1)
-                        .with_fetch_offset(params.fetch_offset)
-                        .with_last_fetched_epoch(params.last_fetched_epoch.unwrap_or(-1))
-                        .with_log_start_offset(-1)
-                        .with_partition_max_bytes(params.max_bytes)])])
+                .with_topics(topics)
         })?;
-        let what = format!("topic id {} partition {}", uuid.simple(), params.partition);
+        let what_of = |p: &FetchPartitionParams| {
+            format!(
+                "topic id {} partition {}",
+                Uuid::from_bytes(p.topic_id.0).simple(),
+                p.partition
+            )
+        };
         if response.error_code != 0 {
+            let what = match params.partitions.as_slice() {
+                [one] => what_of(one),
+                many => format!("{} partitions", many.len()),
+            };
             return Err(self.broker_error(API, what, response.error_code));
         }
-        let p = response
-            .responses
+        Ok(params
+            .partitions
             .iter()
-            .filter(|t| t.topic_id == uuid)
-            .flat_map(|t| t.partitions.iter())
-            .find(|p| p.partition_index == params.partition)
-            .ok_or_else(|| self.malformed(API, version, format!("no entry for {what}")))?;
-        let diverging = (p.diverging_epoch.epoch != -1 || p.diverging_epoch.end_offset != -1)
-            .then_some(EpochAndOffset {
-                epoch: p.diverging_epoch.epoch,
-                end_offset: p.diverging_epoch.end_offset,
-            });
-        Ok(PartitionFetch {
-            error_code: p.error_code,
-            high_watermark: p.high_watermark,
-            last_stable_offset: p.last_stable_offset,
-            log_start_offset: p.log_start_offset,
-            diverging_epoch: diverging,
-            aborted_transactions: p
-                .aborted_transactions
-                .iter()
-                .flatten()
-                .map(|a| (a.producer_id.0, a.first_offset))
-                .collect(),
-            records: p.records.clone().unwrap_or_default(),
-        })
+            .map(|asked| {
+                let uuid = Uuid::from_bytes(asked.topic_id.0);
+                let p = response
+                    .responses
+                    .iter()
+                    .filter(|t| t.topic_id == uuid)
+                    .flat_map(|t| t.partitions.iter())
+                    .find(|p| p.partition_index == asked.partition)
+                    .ok_or_else(|| {
+                        self.malformed(API, version, format!("no entry for {}", what_of(asked)))
+                    })?;
+                let diverging = (p.diverging_epoch.epoch != -1
+                    || p.diverging_epoch.end_offset != -1)
+                    .then_some(EpochAndOffset {
+                        epoch: p.diverging_epoch.epoch,
+                        end_offset: p.diverging_epoch.end_offset,
+                    });
+                Ok(PartitionFetch {
+                    error_code: p.error_code,
+                    high_watermark: p.high_watermark,
+                    last_stable_offset: p.last_stable_offset,
+                    log_start_offset: p.log_start_offset,
+                    diverging_epoch: diverging,
+                    aborted_transactions: p
+                        .aborted_transactions
+                        .iter()
+                        .flatten()
+                        .map(|a| (a.producer_id.0, a.first_offset))
+                        .collect(),
+                    records: p.records.clone().unwrap_or_default(),
+                })
+            })
+            .collect())
     }
 
     /// OffsetForLeaderEpoch as a consumer: the end offset of `leader_epoch` in the partition's

@@ -38,16 +38,18 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use kmirror_kernel::config::FetchIsolation;
-use kmirror_kernel::fetch::{FetchResponse, FetchedRecords};
+use kmirror_kernel::fetch::FetchResponse;
 use kmirror_kernel::types::{LeaderEpoch, MirrorName, Offset, PartitionIndex, TopicId};
 
 use super::client::{
-    FetchParams, KafkaClient, TopicMetadata, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_COMMITTED,
-    READ_UNCOMMITTED,
+    FetchParams, KafkaClient, TopicMetadata, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_UNCOMMITTED,
 };
+#[cfg(test)]
+use super::source_cluster::split_batches;
+use super::source_cluster::{isolation_level, map_fetch_answer, FetchAnswer};
 use super::{codes, WireError};
 use crate::driver::cluster::topic_id_hex;
-use crate::record_batch::{batch_size_from_prefix, RawBatch};
+use crate::record_batch::RawBatch;
 use crate::source::{LmeAnswer, Source, SourceError, SourcePosition};
 
 /// Timeouts and sizes of a [`KafkaSource`].
@@ -233,21 +235,9 @@ impl KafkaSource {
     }
 
     /// Splits a fetch's records into whole batches (dropping a partial trailing one).
+    #[cfg(test)]
     fn batches(&self, records: &[u8]) -> Result<Vec<RawBatch>, SourceError> {
-        let mut out = Vec::new();
-        let mut pos = 0usize;
-        while records.len() - pos >= crate::record_batch::LOG_OVERHEAD {
-            let size =
-                batch_size_from_prefix(&records[pos..]).map_err(|e| self.bad_batch(pos, e))?;
-            if records.len() - pos < size {
-                break;
-            }
-            let batch =
-                RawBatch::parse(&records[pos..pos + size]).map_err(|e| self.bad_batch(pos, e))?;
-            out.push(batch);
-            pos += size;
-        }
-        Ok(out)
+        split_batches(records).map_err(|(pos, e)| self.bad_batch(pos, e))
     }
 
     fn bad_batch(&self, pos: usize, e: crate::error::BatchError) -> SourceError {
@@ -306,10 +296,7 @@ impl Source for KafkaSource {
         max_batches: usize,
     ) -> Result<FetchResponse<RawBatch>, SourceError> {
         self.check_topic(topic_id)?;
-        let isolation_level = match isolation {
-            FetchIsolation::ReadCommitted => READ_COMMITTED,
-            FetchIsolation::ReadUncommitted | FetchIsolation::Follower => READ_UNCOMMITTED,
-        };
+        let isolation_level = isolation_level(isolation);
         let params = FetchParams {
             topic_id,
             partition: self.partition,
@@ -321,17 +308,22 @@ impl Source for KafkaSource {
         };
         let result = self.leader()?.fetch(&params);
         let answer = result.map_err(|e| self.failed(e))?;
-        match answer.error_code {
-            0 => {}
-            codes::OFFSET_OUT_OF_RANGE => {
+        let mapped = map_fetch_answer(&answer, fetch_offset, isolation, max_batches)
+            .map_err(|(pos, e)| self.bad_batch(pos, e))?;
+        match mapped {
+            FetchAnswer::Answer(response, position) => {
+                self.position = Some(position);
+                Ok(response)
+            }
+            FetchAnswer::OutOfRange => {
                 let log_start_offset = self.list_offset(EARLIEST_TIMESTAMP, READ_UNCOMMITTED)?;
                 let high_watermark = self.list_offset(LATEST_TIMESTAMP, READ_UNCOMMITTED)?;
-                return Ok(FetchResponse::OffsetOutOfRange {
+                Ok(FetchResponse::OffsetOutOfRange {
                     log_start_offset,
                     log_end_offset: high_watermark,
-                });
+                })
             }
-            codes::UNKNOWN_TOPIC_ID => {
+            FetchAnswer::Error(codes::UNKNOWN_TOPIC_ID) => {
                 self.metadata = None;
                 let hosted = match self.metadata(true) {
                     Ok(m) => Some(m.topic_id),
@@ -342,54 +334,23 @@ impl Source for KafkaSource {
                     }
                     Err(e) => return Err(e),
                 };
-                return Err(self.unknown_topic_id(hosted, topic_id));
+                Err(self.unknown_topic_id(hosted, topic_id))
             }
-            code => {
+            FetchAnswer::Error(code) => {
                 let address = self
                     .leader
                     .as_ref()
                     .map_or(self.bootstrap.address(), KafkaClient::address)
                     .to_owned();
-                return Err(self.failed(WireError::Broker {
+                Err(self.failed(WireError::Broker {
                     address,
                     api: "Fetch",
                     what: format!("topic {} partition {}", self.topic, self.partition),
                     code,
                     name: super::error_name(code),
-                }));
+                }))
             }
         }
-        let position = SourcePosition {
-            log_start_offset: answer.log_start_offset,
-            high_watermark: answer.high_watermark,
-            last_stable_offset: answer.last_stable_offset,
-            log_end_offset: answer.high_watermark,
-        };
-        self.position = Some(position);
-        if let Some(diverging) = answer.diverging_epoch {
-            return Ok(FetchResponse::Diverging(diverging));
-        }
-        let bound = match isolation {
-            FetchIsolation::ReadCommitted => answer.last_stable_offset,
-            FetchIsolation::ReadUncommitted | FetchIsolation::Follower => answer.high_watermark,
-        };
-        let batches: Vec<RawBatch> = self
-            .batches(&answer.records)?
-            .into_iter()
-            .filter(|b| b.header().last_offset >= fetch_offset)
-            .take_while(|b| b.header().last_offset < bound)
-            .take(max_batches)
-            .collect();
-        let last = batches.last().map(RawBatch::header);
-        Ok(FetchResponse::Records(FetchedRecords {
-            next_offset: last.map_or(fetch_offset, |h| h.last_offset.saturating_add(1)),
-            last_epoch: last.map(|h| h.partition_leader_epoch),
-            batches,
-            log_start_offset: position.log_start_offset,
-            high_watermark: position.high_watermark,
-            last_stable_offset: position.last_stable_offset,
-            log_end_offset: position.log_end_offset,
-        }))
     }
 
     fn last_mirrored_epoch(

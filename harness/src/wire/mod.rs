@@ -15,6 +15,9 @@
 //!   FindCoordinator, DescribeGroups, ConsumerGroupDescribe, OffsetFetch, DescribeAcls).
 //! - [`metadata_source`]: [`KafkaMetadataSource`], the sync's
 //!   [`MetadataSource`](crate::sync::MetadataSource) on top of them.
+//! - [`source_cluster`]: [`SourceCluster`], every partition of the selected topics
+//!   ([`topic_selection`]: names and globs) of a multi-broker cluster, one connection per
+//!   broker and one coalesced Fetch per leader broker per round, answered per partition.
 //!
 //! Every failure is a [`WireError`] naming the broker's address and the API; a malformed
 //! response is an error, never a panic.
@@ -22,13 +25,22 @@
 pub mod admin;
 pub mod client;
 pub mod connection;
+#[cfg(test)]
+pub(crate) mod fake_broker;
 pub mod kafka_source;
 pub mod metadata_source;
+pub mod source_cluster;
+pub mod topic_selection;
 
 pub use client::{KafkaClient, PartitionFetch, TopicMetadata};
 pub use connection::Connection;
 pub use kafka_source::{KafkaSource, KafkaSourceOptions};
 pub use metadata_source::KafkaMetadataSource;
+pub use source_cluster::{
+    CurrentLeaderEpoch, PartitionFetchError, PartitionFetchRequest, PartitionFetchResult,
+    PartitionFetched, SourceCluster, SourceClusterOptions, SourceMetadata,
+};
+pub use topic_selection::TopicSelection;
 
 /// What can go wrong talking to a Kafka broker. Every message names the broker and the API.
 #[derive(Debug, thiserror::Error)]
@@ -109,6 +121,78 @@ pub enum WireError {
     },
 }
 
+impl Clone for WireError {
+    /// A copy for each partition of a failed coalesced request (the OS error is copied as its
+    /// kind and message).
+    fn clone(&self) -> Self {
+        match self {
+            WireError::Connect { address, source } => WireError::Connect {
+                address: address.clone(),
+                source: copy_io_error(source),
+            },
+            WireError::Io {
+                address,
+                api,
+                source,
+            } => WireError::Io {
+                address: address.clone(),
+                api,
+                source: copy_io_error(source),
+            },
+            WireError::Encode {
+                address,
+                api,
+                version,
+                reason,
+            } => WireError::Encode {
+                address: address.clone(),
+                api,
+                version: *version,
+                reason: reason.clone(),
+            },
+            WireError::Malformed {
+                address,
+                api,
+                version,
+                reason,
+            } => WireError::Malformed {
+                address: address.clone(),
+                api,
+                version: *version,
+                reason: reason.clone(),
+            },
+            WireError::Unsupported {
+                address,
+                api,
+                broker,
+                needed,
+            } => WireError::Unsupported {
+                address: address.clone(),
+                api,
+                broker: broker.clone(),
+                needed: needed.clone(),
+            },
+            WireError::Broker {
+                address,
+                api,
+                what,
+                code,
+                name,
+            } => WireError::Broker {
+                address: address.clone(),
+                api,
+                what: what.clone(),
+                code: *code,
+                name: name.clone(),
+            },
+        }
+    }
+}
+
+fn copy_io_error(e: &std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), e.to_string())
+}
+
 impl WireError {
     /// Whether the error is about the connection (reconnecting may help), not an answer.
     pub fn is_connection(&self) -> bool {
@@ -130,6 +214,8 @@ pub mod codes {
     pub const OFFSET_OUT_OF_RANGE: i16 = 1;
     /// `UNKNOWN_TOPIC_OR_PARTITION`.
     pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    /// `LEADER_NOT_AVAILABLE`.
+    pub const LEADER_NOT_AVAILABLE: i16 = 5;
     /// `NOT_LEADER_OR_FOLLOWER`.
     pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
     /// `UNSUPPORTED_VERSION`.
@@ -140,6 +226,28 @@ pub mod codes {
     pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
     /// `UNKNOWN_TOPIC_ID`.
     pub const UNKNOWN_TOPIC_ID: i16 = 100;
+    /// `OFFSET_NOT_AVAILABLE` (ListOffsets during a leader change).
+    pub const OFFSET_NOT_AVAILABLE: i16 = 78;
+    /// `REPLICA_NOT_AVAILABLE`.
+    pub const REPLICA_NOT_AVAILABLE: i16 = 9;
+    /// `KAFKA_STORAGE_ERROR` (the leader's log dir is offline; another replica takes over).
+    pub const KAFKA_STORAGE_ERROR: i16 = 56;
+
+    /// The per-partition codes after which the partition's leader must be looked up again
+    /// (Kafka's consumer refreshes its metadata on them): the request is retried, not failed.
+    pub fn is_leadership(code: i16) -> bool {
+        matches!(
+            code,
+            NOT_LEADER_OR_FOLLOWER
+                | FENCED_LEADER_EPOCH
+                | UNKNOWN_LEADER_EPOCH
+                | LEADER_NOT_AVAILABLE
+                | UNKNOWN_TOPIC_OR_PARTITION
+                | REPLICA_NOT_AVAILABLE
+                | KAFKA_STORAGE_ERROR
+                | OFFSET_NOT_AVAILABLE
+        )
+    }
 }
 
 /// Kafka's name of an error code (`UNKNOWN_TOPIC_ID`), from the protocol crate's table.

@@ -1,0 +1,403 @@
+//! A fake multi-broker Kafka cluster for the wire layer's unit tests: each broker a loopback
+//! listener answering ApiVersions, Metadata, Fetch and ListOffsets from one shared, mutable
+//! [`FakeState`] (leaders, epochs, batches, injected errors, brokers taken down). Every
+//! request is recorded.
+
+use std::collections::HashSet;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::fetch_response::{
+    EpochEndOffset, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, FetchRequest, FetchResponse,
+    ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse, RequestHeader,
+    ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, Message, StrBytes};
+use kmirror_kernel::batch::BatchHeader;
+use kmirror_kernel::types::TopicId;
+use uuid::Uuid;
+
+use crate::record_batch::RawBatch;
+
+/// One partition of a fake topic.
+#[derive(Clone, Debug)]
+pub struct FakePartition {
+    /// The leader's broker id (-1: none).
+    pub leader: i32,
+    /// The leader epoch.
+    pub epoch: i32,
+    /// The log start offset.
+    pub log_start: i64,
+    /// The batches, back to back from `log_start`.
+    pub batches: Vec<RawBatch>,
+    /// An error code the leader answers Fetch with, if set.
+    pub fetch_error: Option<i16>,
+    /// A diverging epoch the leader answers a Fetch carrying a last fetched epoch with.
+    pub diverging: Option<(i32, i64)>,
+}
+
+impl FakePartition {
+    /// A partition led by `leader` at `epoch` with `batches` plain batches of 2 records each.
+    pub fn with_batches(leader: i32, epoch: i32, batches: i64) -> FakePartition {
+        FakePartition {
+            leader,
+            epoch,
+            log_start: 0,
+            batches: (0..batches)
+                .map(|b| {
+                    RawBatch::synthesize(&BatchHeader::plain(2 * b, 2 * b + 1, epoch), 1_000)
+                        .expect("batch")
+                })
+                .collect(),
+            fetch_error: None,
+            diverging: None,
+        }
+    }
+
+    fn log_end(&self) -> i64 {
+        self.batches
+            .last()
+            .map_or(self.log_start, |b| b.header().last_offset + 1)
+    }
+}
+
+/// A fake topic.
+#[derive(Clone, Debug)]
+pub struct FakeTopic {
+    /// The name.
+    pub name: String,
+    /// The id.
+    pub id: TopicId,
+    /// The partitions, by index.
+    pub partitions: Vec<FakePartition>,
+}
+
+/// The fake cluster's state, shared by its brokers.
+#[derive(Debug, Default)]
+pub struct FakeState {
+    /// The brokers: id and address.
+    pub brokers: Vec<(i32, String)>,
+    /// The topics.
+    pub topics: Vec<FakeTopic>,
+    /// Brokers that close every connection at once.
+    pub down: HashSet<i32>,
+    /// Every request: (broker id, API key, partitions in it).
+    pub requests: Vec<(i32, i16, usize)>,
+}
+
+impl FakeState {
+    /// The requests of `api` sent to broker `id`.
+    pub fn count(&self, id: i32, api: ApiKey) -> usize {
+        self.requests
+            .iter()
+            .filter(|(b, k, _)| *b == id && *k == api as i16)
+            .count()
+    }
+}
+
+/// A fake cluster of brokers 1..=n.
+#[derive(Clone, Debug)]
+pub struct FakeCluster {
+    state: Arc<Mutex<FakeState>>,
+}
+
+impl FakeCluster {
+    /// Starts `n` brokers (ids 1..=n) on loopback with `topics`.
+    pub fn start(n: i32, topics: Vec<FakeTopic>) -> FakeCluster {
+        let state = Arc::new(Mutex::new(FakeState {
+            topics,
+            ..FakeState::default()
+        }));
+        for id in 1..=n {
+            let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+            let address = listener.local_addr().expect("address").to_string();
+            lock(&state).brokers.push((id, address));
+            let state = Arc::clone(&state);
+            std::thread::spawn(move || {
+                for stream in listener.incoming() {
+                    let Ok(stream) = stream else { return };
+                    let state = Arc::clone(&state);
+                    std::thread::spawn(move || serve(id, stream, &state));
+                }
+            });
+        }
+        FakeCluster { state }
+    }
+
+    /// The state, to read or change.
+    pub fn state(&self) -> MutexGuard<'_, FakeState> {
+        lock(&self.state)
+    }
+
+    /// Broker `id`'s address.
+    pub fn address(&self, id: i32) -> String {
+        self.state()
+            .brokers
+            .iter()
+            .find(|(b, _)| *b == id)
+            .map(|(_, a)| a.clone())
+            .expect("broker")
+    }
+}
+
+fn lock(state: &Mutex<FakeState>) -> MutexGuard<'_, FakeState> {
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn serve(id: i32, mut stream: TcpStream, state: &Mutex<FakeState>) {
+    loop {
+        let mut size = [0u8; 4];
+        if stream.read_exact(&mut size).is_err() {
+            return;
+        }
+        let mut frame = vec![0u8; i32::from_be_bytes(size).max(0) as usize];
+        if stream.read_exact(&mut frame).is_err() {
+            return;
+        }
+        if lock(state).down.contains(&id) {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            return;
+        }
+        let mut buf = Bytes::from(frame);
+        let (key, version) = {
+            let mut peek = buf.clone();
+            (peek.get_i16(), peek.get_i16())
+        };
+        let Ok(api) = ApiKey::try_from(key) else {
+            return;
+        };
+        let header =
+            RequestHeader::decode(&mut buf, api.request_header_version(version)).expect("header");
+        let mut body = BytesMut::new();
+        ResponseHeader::default()
+            .with_correlation_id(header.correlation_id)
+            .encode(&mut body, api.response_header_version(version))
+            .expect("encode header");
+        let mut state = lock(state);
+        match api {
+            ApiKey::ApiVersions => {
+                ApiVersionsRequest::decode(&mut buf, version).expect("request");
+                state.requests.push((id, key, 0));
+                api_versions().encode(&mut body, version).expect("encode");
+            }
+            ApiKey::Metadata => {
+                let request = MetadataRequest::decode(&mut buf, version).expect("request");
+                state.requests.push((id, key, 0));
+                metadata(&state, &request)
+                    .encode(&mut body, version)
+                    .expect("encode");
+            }
+            ApiKey::Fetch => {
+                let request = FetchRequest::decode(&mut buf, version).expect("request");
+                let n = request.topics.iter().map(|t| t.partitions.len()).sum();
+                state.requests.push((id, key, n));
+                fetch(id, &state, &request)
+                    .encode(&mut body, version)
+                    .expect("encode");
+            }
+            ApiKey::ListOffsets => {
+                let request = ListOffsetsRequest::decode(&mut buf, version).expect("request");
+                let n = request.topics.iter().map(|t| t.partitions.len()).sum();
+                state.requests.push((id, key, n));
+                list_offsets(id, &state, &request)
+                    .encode(&mut body, version)
+                    .expect("encode");
+            }
+            _ => return,
+        }
+        drop(state);
+        let mut out = BytesMut::new();
+        out.put_i32(body.len() as i32);
+        out.put_slice(&body);
+        if stream.write_all(&out).is_err() {
+            return;
+        }
+    }
+}
+
+fn api_versions() -> ApiVersionsResponse {
+    let range = |key: ApiKey, r: kafka_protocol::protocol::VersionRange| {
+        ApiVersion::default()
+            .with_api_key(key as i16)
+            .with_min_version(r.min)
+            .with_max_version(r.max)
+    };
+    ApiVersionsResponse::default().with_api_keys(vec![
+        range(ApiKey::ApiVersions, ApiVersionsRequest::VERSIONS),
+        range(ApiKey::Metadata, MetadataRequest::VERSIONS),
+        range(ApiKey::Fetch, FetchRequest::VERSIONS),
+        range(ApiKey::ListOffsets, ListOffsetsRequest::VERSIONS),
+    ])
+}
+
+fn metadata(state: &FakeState, request: &MetadataRequest) -> MetadataResponse {
+    let topic_entry = |t: &FakeTopic| {
+        MetadataResponseTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(t.name.clone()))))
+            .with_topic_id(Uuid::from_bytes(t.id.0))
+            .with_partitions(
+                t.partitions
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| {
+                        MetadataResponsePartition::default()
+                            .with_partition_index(i as i32)
+                            .with_leader_id(BrokerId(p.leader))
+                            .with_leader_epoch(p.epoch)
+                    })
+                    .collect(),
+            )
+    };
+    let topics = match &request.topics {
+        None => state.topics.iter().map(topic_entry).collect(),
+        Some(asked) => asked
+            .iter()
+            .map(|a| {
+                let name = a.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
+                match state.topics.iter().find(|t| t.name == name) {
+                    Some(t) => topic_entry(t),
+                    None => MetadataResponseTopic::default()
+                        .with_name(Some(TopicName(StrBytes::from_string(name))))
+                        .with_error_code(3),
+                }
+            })
+            .collect(),
+    };
+    MetadataResponse::default()
+        .with_cluster_id(Some(StrBytes::from_static_str("fake-cluster")))
+        .with_brokers(
+            state
+                .brokers
+                .iter()
+                .filter(|(id, _)| !state.down.contains(id))
+                .map(|(id, address)| {
+                    let (host, port) = address.rsplit_once(':').expect("host:port");
+                    MetadataResponseBroker::default()
+                        .with_node_id(BrokerId(*id))
+                        .with_host(StrBytes::from_string(host.to_owned()))
+                        .with_port(port.parse().expect("port"))
+                })
+                .collect(),
+        )
+        .with_topics(topics)
+}
+
+fn fetch(id: i32, state: &FakeState, request: &FetchRequest) -> FetchResponse {
+    let responses = request
+        .topics
+        .iter()
+        .map(|t| {
+            let topic = state
+                .topics
+                .iter()
+                .find(|x| Uuid::from_bytes(x.id.0) == t.topic_id);
+            FetchableTopicResponse::default()
+                .with_topic_id(t.topic_id)
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|asked| {
+                            let data = PartitionData::default()
+                                .with_partition_index(asked.partition)
+                                .with_high_watermark(-1)
+                                .with_last_stable_offset(-1)
+                                .with_log_start_offset(-1)
+                                .with_diverging_epoch(
+                                    EpochEndOffset::default().with_epoch(-1).with_end_offset(-1),
+                                );
+                            let Some(topic) = topic else {
+                                return data.with_error_code(100);
+                            };
+                            let Some(p) = topic.partitions.get(asked.partition as usize) else {
+                                return data.with_error_code(3);
+                            };
+                            if p.leader != id {
+                                return data.with_error_code(6);
+                            }
+                            if let Some(code) = p.fetch_error {
+                                return data.with_error_code(code);
+                            }
+                            let current = asked.current_leader_epoch;
+                            if current >= 0 && current < p.epoch {
+                                return data.with_error_code(74);
+                            }
+                            if current > p.epoch {
+                                return data.with_error_code(75);
+                            }
+                            let leo = p.log_end();
+                            if asked.fetch_offset < p.log_start || asked.fetch_offset > leo {
+                                return data.with_error_code(1);
+                            }
+                            let data = data
+                                .with_high_watermark(leo)
+                                .with_last_stable_offset(leo)
+                                .with_log_start_offset(p.log_start);
+                            if let (Some((epoch, end)), true) =
+                                (p.diverging, asked.last_fetched_epoch >= 0)
+                            {
+                                return data.with_diverging_epoch(
+                                    EpochEndOffset::default()
+                                        .with_epoch(epoch)
+                                        .with_end_offset(end),
+                                );
+                            }
+                            let mut records = Vec::new();
+                            for b in &p.batches {
+                                if b.header().last_offset >= asked.fetch_offset {
+                                    records.extend_from_slice(b.bytes());
+                                }
+                            }
+                            data.with_records(Some(Bytes::from(records)))
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    FetchResponse::default().with_responses(responses)
+}
+
+fn list_offsets(id: i32, state: &FakeState, request: &ListOffsetsRequest) -> ListOffsetsResponse {
+    let topics = request
+        .topics
+        .iter()
+        .map(|t| {
+            let topic = state.topics.iter().find(|x| x.name == *t.name.0);
+            ListOffsetsTopicResponse::default()
+                .with_name(t.name.clone())
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|asked| {
+                            let answer = ListOffsetsPartitionResponse::default()
+                                .with_partition_index(asked.partition_index)
+                                .with_leader_epoch(-1);
+                            match topic
+                                .and_then(|t| t.partitions.get(asked.partition_index as usize))
+                            {
+                                None => answer.with_error_code(3),
+                                Some(p) if p.leader != id => answer.with_error_code(6),
+                                Some(p) => answer.with_offset(if asked.timestamp == -2 {
+                                    p.log_start
+                                } else {
+                                    p.log_end()
+                                }),
+                            }
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    ListOffsetsResponse::default().with_topics(topics)
+}

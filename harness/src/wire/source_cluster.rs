@@ -1,0 +1,1550 @@
+//! [`SourceCluster`]: every partition of the selected topics of a live Kafka cluster, fetched
+//! the way Kafka's replica fetchers do: ONE Fetch per source broker per round, covering all the
+//! partitions that broker leads.
+//!
+//! - **Metadata** ([`SourceMetadata`]): for every selected topic ([`TopicSelection`]: names and
+//!   globs) its name, id and partitions, each partition's leader and leader epoch, and the
+//!   brokers' addresses. It is asked from a broker already connected (then the bootstrap
+//!   addresses) on the first request, on demand ([`SourceCluster::refresh_metadata`],
+//!   [`SourceCluster::invalidate_metadata`]), when older than
+//!   [`SourceClusterOptions::metadata_max_age`], and before the next round after any
+//!   partition's leadership error or a broker's failure. A selected name the cluster does not
+//!   have, or a glob matching nothing, is an error of that entry alone
+//!   ([`SourceMetadata::errors`]).
+//! - **Connections**: one [`KafkaClient`] per source broker, keyed by broker id, connected on
+//!   first use, closed after a connection error and reopened on the next request (to the
+//!   broker's current address).
+//! - **The coalesced fetch** ([`SourceCluster::fetch`]): the per-partition requests are grouped
+//!   by their leader in the metadata; each broker gets one Fetch (one per isolation level asked:
+//!   Kafka's Fetch has one) with all its partitions, the brokers in parallel (one thread each,
+//!   like Kafka's fetcher threads), the partitions' order rotated every round so that a full
+//!   response does not always starve the same ones. Each partition's answer is mapped exactly as
+//!   [`KafkaSource`](super::KafkaSource) maps its single partition (same function): records
+//!   as raw batches (a partial trailing batch dropped, batches ending below the fetch offset
+//!   skipped, only batches ending below the isolation bound), a diverging epoch (KIP-320: after
+//!   an unclean election on the source the new leader's shorter epoch is reported as it is, for
+//!   the kernel's truncation rules), `OFFSET_OUT_OF_RANGE` with ListOffsets earliest / latest
+//!   (one request each per broker for all such partitions).
+//! - **Errors are per partition** ([`PartitionFetchError`]): a leadership error
+//!   (`NOT_LEADER_OR_FOLLOWER`, `FENCED_LEADER_EPOCH`, `UNKNOWN_LEADER_EPOCH`,
+//!   `LEADER_NOT_AVAILABLE`, `UNKNOWN_TOPIC_OR_PARTITION`...) fails that partition only, as
+//!   retryable, and schedules a metadata refresh; a broker that cannot be reached fails only the
+//!   partitions it leads; the other partitions of the same round are answered.
+//!
+//! [`SourceCluster::request_stats`] counts the requests sent to each broker (to see the
+//! coalescing: one Fetch per broker per round, whatever the number of partitions).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use kmirror_kernel::config::FetchIsolation;
+use kmirror_kernel::fetch::{FetchResponse, FetchedRecords};
+use kmirror_kernel::types::{LeaderEpoch, Offset, PartitionIndex, TopicId};
+
+use super::client::{
+    FetchManyParams, FetchPartitionParams, KafkaClient, MetadataSnapshot, PartitionFetch,
+    EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED,
+};
+use super::topic_selection::{SelectionMiss, TopicSelection};
+use super::{codes, error_name, WireError};
+use crate::driver::cluster::topic_id_hex;
+use crate::error::BatchError;
+use crate::record_batch::{batch_size_from_prefix, RawBatch, LOG_OVERHEAD};
+use crate::source::SourcePosition;
+
+/// Timeouts, sizes and the metadata's age of a [`SourceCluster`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SourceClusterOptions {
+    /// How long a TCP connect may take.
+    pub connect_timeout: Duration,
+    /// How long a request may wait for its answer.
+    pub request_timeout: Duration,
+    /// How long a broker may hold a Fetch waiting for data (`max_wait_ms`).
+    pub fetch_max_wait_ms: i32,
+    /// The most bytes of records one Fetch returns in all (`max_bytes`).
+    pub fetch_max_bytes: i32,
+    /// The most bytes of records one Fetch returns per partition (`partition_max_bytes`).
+    pub partition_max_bytes: i32,
+    /// The metadata is asked again when older than this (Kafka's `metadata.max.age.ms`).
+    pub metadata_max_age: Duration,
+}
+
+impl Default for SourceClusterOptions {
+    /// 3 s to connect, 30 s per request, fetches held at most 100 ms, 50 MiB per fetch and
+    /// 1 MiB per partition (Kafka's consumer defaults), metadata at most 5 minutes old.
+    fn default() -> Self {
+        SourceClusterOptions {
+            connect_timeout: Duration::from_secs(3),
+            request_timeout: Duration::from_secs(30),
+            fetch_max_wait_ms: 100,
+            fetch_max_bytes: 50 << 20,
+            partition_max_bytes: 1 << 20,
+            metadata_max_age: Duration::from_secs(300),
+        }
+    }
+}
+
+/// A partition as the source's metadata describes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SourcePartition {
+    /// The partition index.
+    pub index: PartitionIndex,
+    /// The leader's broker id (`None`: no leader right now).
+    pub leader: Option<i32>,
+    /// The leader epoch.
+    pub leader_epoch: LeaderEpoch,
+    /// The partition's error code in the metadata (0: none).
+    pub error_code: i16,
+}
+
+/// A selected topic of the source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceTopic {
+    /// The topic's name.
+    pub name: String,
+    /// The topic's id.
+    pub topic_id: TopicId,
+    /// Its partitions, by index.
+    pub partitions: Vec<SourcePartition>,
+}
+
+impl SourceTopic {
+    /// Partition `index`, if the topic has it.
+    pub fn partition(&self, index: PartitionIndex) -> Option<&SourcePartition> {
+        self.partitions.iter().find(|p| p.index == index)
+    }
+}
+
+/// A selected topic the metadata cannot give.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TopicError {
+    /// A selected name the cluster does not have, or a glob matching nothing.
+    #[error("{miss} (Metadata from Kafka broker {address})")]
+    Selection {
+        /// Which entry, and why.
+        miss: SelectionMiss,
+        /// The broker that answered the Metadata.
+        address: String,
+    },
+    /// The topic exists but its metadata carries an error (`LEADER_NOT_AVAILABLE` while it is
+    /// being created...): retried with the next refresh.
+    #[error(
+        "Metadata of topic {topic} at Kafka broker {address} failed: {name} (error code {code})"
+    )]
+    Broker {
+        /// The topic.
+        topic: String,
+        /// The broker that answered.
+        address: String,
+        /// Kafka's error code.
+        code: i16,
+        /// Kafka's name of it.
+        name: String,
+    },
+}
+
+/// The selected topics of the source, as one Metadata answer describes them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceMetadata {
+    /// The cluster id (`None` from a broker that does not say).
+    pub cluster_id: Option<String>,
+    /// The brokers: id -> `host:port`.
+    pub brokers: BTreeMap<i32, String>,
+    /// The selected topics, by name.
+    pub topics: BTreeMap<String, SourceTopic>,
+    /// The entries of the selection that selected nothing, and the selected topics whose
+    /// metadata carries an error.
+    pub errors: Vec<TopicError>,
+    /// The address of the broker that answered.
+    pub answered_by: String,
+}
+
+impl SourceMetadata {
+    /// The selected topic with id `topic_id`.
+    pub fn topic_by_id(&self, topic_id: TopicId) -> Option<&SourceTopic> {
+        self.topics.values().find(|t| t.topic_id == topic_id)
+    }
+
+    /// The topic and partition of `topic_id` / `partition`.
+    pub fn partition(
+        &self,
+        topic_id: TopicId,
+        partition: PartitionIndex,
+    ) -> Option<(&SourceTopic, &SourcePartition)> {
+        let topic = self.topic_by_id(topic_id)?;
+        Some((topic, topic.partition(partition)?))
+    }
+
+    /// The leader's broker id of `topic_id` / `partition`, if it has one.
+    pub fn leader_of(&self, topic_id: TopicId, partition: PartitionIndex) -> Option<i32> {
+        self.partition(topic_id, partition)?.1.leader
+    }
+
+    /// Every selected partition: `(topic, partition)`, by topic name then index.
+    pub fn partitions(&self) -> impl Iterator<Item = (&SourceTopic, &SourcePartition)> {
+        self.topics
+            .values()
+            .flat_map(|t| t.partitions.iter().map(move |p| (t, p)))
+    }
+
+    /// How many partitions the selected topics have in all.
+    pub fn partition_count(&self) -> usize {
+        self.topics.values().map(|t| t.partitions.len()).sum()
+    }
+}
+
+/// Which current leader epoch a partition's Fetch carries (KIP-320's fencing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum CurrentLeaderEpoch {
+    /// The leader epoch of the metadata, as Kafka's consumer sends it: a broker that is behind
+    /// or ahead answers `UNKNOWN_LEADER_EPOCH` / `FENCED_LEADER_EPOCH` (retryable).
+    #[default]
+    FromMetadata,
+    /// -1: no check.
+    Unchecked,
+    /// This epoch.
+    Known(LeaderEpoch),
+}
+
+/// What the fetcher asks for one partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartitionFetchRequest {
+    /// The topic id.
+    pub topic_id: TopicId,
+    /// The partition.
+    pub partition: PartitionIndex,
+    /// The offset to read from.
+    pub fetch_offset: Offset,
+    /// The epoch of the last batch the fetcher holds (KIP-320), if any.
+    pub last_fetched_epoch: Option<LeaderEpoch>,
+    /// The current leader epoch sent.
+    pub current_leader_epoch: CurrentLeaderEpoch,
+    /// The isolation the kernel asked for (`Follower` reads as read-uncommitted: up to the HW).
+    pub isolation: FetchIsolation,
+    /// At most this many whole batches are returned.
+    pub max_batches: usize,
+}
+
+/// A partition's answer to a coalesced fetch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionFetched {
+    /// The answer, as the kernel's `serve_fetch` gives it for a local source.
+    pub response: FetchResponse<RawBatch>,
+    /// Where the source's partition is (from the Fetch; `None` after `OFFSET_OUT_OF_RANGE`,
+    /// whose answer carries no position).
+    pub position: Option<SourcePosition>,
+}
+
+/// Why one partition of a coalesced fetch got no answer. See [`is_retryable`](Self::is_retryable).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PartitionFetchError {
+    /// The broker is no longer (or not yet) the partition's leader, or its epoch differs:
+    /// `NOT_LEADER_OR_FOLLOWER`, `FENCED_LEADER_EPOCH`, `UNKNOWN_LEADER_EPOCH`,
+    /// `LEADER_NOT_AVAILABLE`, `UNKNOWN_TOPIC_OR_PARTITION`... The metadata is refreshed
+    /// before the next round.
+    #[error(
+        "{api} of topic {topic} partition {partition} at Kafka broker {broker} ({address}) \
+         failed: {name} (error code {code}); the leader is looked up again"
+    )]
+    Leadership {
+        /// The API (`Fetch`, `ListOffsets`).
+        api: &'static str,
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: PartitionIndex,
+        /// The broker asked.
+        broker: i32,
+        /// Its address.
+        address: String,
+        /// Kafka's error code.
+        code: i16,
+        /// Kafka's name of it.
+        name: String,
+    },
+    /// The metadata names no leader (or an unknown broker) for the partition right now.
+    #[error(
+        "topic {topic} partition {partition} has no leader in the source's metadata (from Kafka \
+         broker {address}); the leader is looked up again"
+    )]
+    NoLeader {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: PartitionIndex,
+        /// The broker whose Metadata said so.
+        address: String,
+    },
+    /// The partition's leader cannot be reached (connect refused, the connection broke or
+    /// timed out): only its partitions fail.
+    #[error("topic {topic} partition {partition}: Kafka broker {broker} is unreachable: {source}")]
+    Unreachable {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: PartitionIndex,
+        /// The leader's broker id.
+        broker: i32,
+        /// The connection error (naming the address and the API).
+        source: WireError,
+    },
+    /// The source does not host this topic id (deleted, or deleted and re-created under a new
+    /// id) or the topic has no such partition: `UNKNOWN_TOPIC_ID`.
+    #[error(
+        "the source cluster (Kafka broker {address}) hosts {hosted}, not topic id {asked} \
+         partition {partition} (UNKNOWN_TOPIC_ID)"
+    )]
+    UnknownTopicId {
+        /// The broker that said so (or whose Metadata lacks the topic id).
+        address: String,
+        /// What it hosts instead (`topic orders with id ...`, or `no selected topic with that
+        /// id`).
+        hosted: String,
+        /// The topic id asked for, in hex.
+        asked: String,
+        /// The partition asked for.
+        partition: PartitionIndex,
+    },
+    /// No metadata could be had from any broker.
+    #[error("topic id {topic_id} partition {partition}: no source metadata: {source}")]
+    NoMetadata {
+        /// The topic id, in hex.
+        topic_id: String,
+        /// The partition.
+        partition: PartitionIndex,
+        /// Why (the last broker's error).
+        source: WireError,
+    },
+    /// The same partition was asked twice in one fetch (the second is not sent).
+    #[error("topic id {topic_id} partition {partition} is asked twice in one fetch")]
+    Duplicate {
+        /// The topic id, in hex.
+        topic_id: String,
+        /// The partition.
+        partition: PartitionIndex,
+    },
+    /// Any other failure: another Kafka error code, a malformed answer or record batch.
+    #[error("topic {topic} partition {partition}: {source}")]
+    Failed {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: PartitionIndex,
+        /// The error, naming the broker and the API.
+        source: WireError,
+    },
+}
+
+impl PartitionFetchError {
+    /// Whether asking again (after the refresh this error scheduled) may succeed without
+    /// anything else changing: leadership errors, no leader, an unreachable broker, no metadata.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            PartitionFetchError::Leadership { .. }
+            | PartitionFetchError::NoLeader { .. }
+            | PartitionFetchError::Unreachable { .. }
+            | PartitionFetchError::NoMetadata { .. } => true,
+            PartitionFetchError::Failed { source, .. } => source.is_connection(),
+            PartitionFetchError::UnknownTopicId { .. } | PartitionFetchError::Duplicate { .. } => {
+                false
+            }
+        }
+    }
+
+    /// The wire error underneath, if there is one.
+    pub fn wire(&self) -> Option<&WireError> {
+        match self {
+            PartitionFetchError::Unreachable { source, .. }
+            | PartitionFetchError::NoMetadata { source, .. }
+            | PartitionFetchError::Failed { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// One partition's result of [`SourceCluster::fetch`].
+#[derive(Debug, Clone)]
+pub struct PartitionFetchResult {
+    /// The topic id asked.
+    pub topic_id: TopicId,
+    /// The partition asked.
+    pub partition: PartitionIndex,
+    /// The broker the request went to (`None` when it was not sent).
+    pub broker: Option<i32>,
+    /// The answer.
+    pub outcome: Result<PartitionFetched, PartitionFetchError>,
+}
+
+/// Why the metadata could not be had at all.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ClusterError {
+    /// No broker answered Metadata.
+    #[error(
+        "no broker of the source cluster answered Metadata (tried {tried}); the last error: {last}"
+    )]
+    Metadata {
+        /// The addresses tried.
+        tried: String,
+        /// The last error (naming its broker).
+        last: WireError,
+    },
+}
+
+impl ClusterError {
+    /// The last wire error.
+    pub fn wire(&self) -> &WireError {
+        match self {
+            ClusterError::Metadata { last, .. } => last,
+        }
+    }
+}
+
+/// Requests sent to one broker.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BrokerStats {
+    /// Fetch requests (each covering many partitions).
+    pub fetch_requests: u64,
+    /// Partition entries in those Fetch requests.
+    pub partitions_fetched: u64,
+    /// ListOffsets requests (after `OFFSET_OUT_OF_RANGE`, or asked directly).
+    pub list_offsets_requests: u64,
+    /// Metadata requests.
+    pub metadata_requests: u64,
+    /// Requests that failed as a whole (connection errors, malformed answers).
+    pub failed_requests: u64,
+}
+
+#[derive(Debug)]
+struct BrokerConnection {
+    client: KafkaClient,
+    stats: BrokerStats,
+    rotation: usize,
+}
+
+/// Many partitions of a live Kafka cluster. See the [module documentation](self).
+#[derive(Debug)]
+pub struct SourceCluster {
+    bootstrap: Vec<KafkaClient>,
+    bootstrap_metadata_requests: u64,
+    selection: TopicSelection,
+    options: SourceClusterOptions,
+    metadata: Option<SourceMetadata>,
+    metadata_at: Option<Instant>,
+    stale: bool,
+    last_metadata_error: Option<WireError>,
+    brokers: HashMap<i32, BrokerConnection>,
+}
+
+/// The partitions of one broker's share of a round.
+struct BrokerJob {
+    broker: i32,
+    connection: BrokerConnection,
+    items: Vec<JobItem>,
+}
+
+struct JobItem {
+    index: usize,
+    topic: String,
+    request: PartitionFetchRequest,
+    current_leader_epoch: Option<LeaderEpoch>,
+}
+
+/// One partition's outcome.
+type Outcome = Result<PartitionFetched, PartitionFetchError>;
+
+struct JobOutput {
+    broker: i32,
+    connection: BrokerConnection,
+    results: Vec<(usize, Outcome)>,
+    refresh: bool,
+}
+
+impl SourceCluster {
+    /// The cluster reached at `bootstrap` (`host:port`, several separated by commas), its
+    /// topics selected by `selection`. Nothing is sent until the first request.
+    pub fn new(bootstrap: &str, selection: TopicSelection, options: SourceClusterOptions) -> Self {
+        let bootstrap = bootstrap
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(|a| KafkaClient::new(a, options.connect_timeout, options.request_timeout))
+            .collect();
+        SourceCluster {
+            bootstrap,
+            bootstrap_metadata_requests: 0,
+            selection,
+            options,
+            metadata: None,
+            metadata_at: None,
+            stale: true,
+            last_metadata_error: None,
+            brokers: HashMap::new(),
+        }
+    }
+
+    /// The bootstrap addresses, separated by commas.
+    pub fn bootstrap(&self) -> String {
+        self.bootstrap
+            .iter()
+            .map(KafkaClient::address)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The topic selection.
+    pub fn selection(&self) -> &TopicSelection {
+        &self.selection
+    }
+
+    /// The options.
+    pub fn options(&self) -> &SourceClusterOptions {
+        &self.options
+    }
+
+    /// The metadata last had, however old (`None` before the first refresh succeeded).
+    pub fn cached_metadata(&self) -> Option<&SourceMetadata> {
+        self.metadata.as_ref()
+    }
+
+    /// Marks the metadata stale: the next request asks for it again first.
+    pub fn invalidate_metadata(&mut self) {
+        self.stale = true;
+    }
+
+    /// Whether the next request asks for the metadata first.
+    pub fn metadata_is_stale(&self) -> bool {
+        self.stale
+            || self.metadata.is_none()
+            || match self.metadata_at {
+                None => true,
+                Some(at) => at.elapsed() >= self.options.metadata_max_age,
+            }
+    }
+
+    /// The metadata, asked again first if it is stale.
+    pub fn metadata(&mut self) -> Result<&SourceMetadata, ClusterError> {
+        if self.metadata_is_stale() {
+            self.refresh_metadata()?;
+        }
+        self.metadata.as_ref().ok_or_else(|| self.no_metadata())
+    }
+
+    fn no_metadata(&self) -> ClusterError {
+        ClusterError::Metadata {
+            tried: self.bootstrap(),
+            last: self
+                .last_metadata_error
+                .clone()
+                .unwrap_or_else(|| WireError::Connect {
+                    address: self.bootstrap(),
+                    source: std::io::Error::other("no metadata yet"),
+                }),
+        }
+    }
+
+    /// Asks for the metadata now: from the brokers already connected, then the others known,
+    /// then the bootstrap addresses, until one answers. On failure the old metadata (if any)
+    /// stays and is still used, marked stale.
+    pub fn refresh_metadata(&mut self) -> Result<&SourceMetadata, ClusterError> {
+        let names = self.selection.exact_names();
+        let mut tried: Vec<String> = Vec::new();
+        let mut last: Option<WireError> = None;
+        let mut ids: Vec<i32> = self.brokers.keys().copied().collect();
+        ids.sort_by_key(|id| (!self.brokers[id].client.is_connected(), *id));
+        let mut answer: Option<(MetadataSnapshot, String)> = None;
+        for id in ids {
+            let Some(connection) = self.brokers.get_mut(&id) else {
+                continue;
+            };
+            connection.stats.metadata_requests += 1;
+            let address = connection.client.address().to_owned();
+            match connection.client.metadata_topics(names.as_deref()) {
+                Ok(snapshot) => {
+                    answer = Some((snapshot, address));
+                    break;
+                }
+                Err(e) => {
+                    connection.stats.failed_requests += 1;
+                    tried.push(address);
+                    last = Some(e);
+                }
+            }
+        }
+        if answer.is_none() {
+            for client in &mut self.bootstrap {
+                if tried.iter().any(|a| a == client.address()) {
+                    continue;
+                }
+                self.bootstrap_metadata_requests += 1;
+                match client.metadata_topics(names.as_deref()) {
+                    Ok(snapshot) => {
+                        answer = Some((snapshot, client.address().to_owned()));
+                        // Later refreshes go to the brokers themselves.
+                        client.disconnect();
+                        break;
+                    }
+                    Err(e) => {
+                        tried.push(client.address().to_owned());
+                        last = Some(e);
+                    }
+                }
+            }
+        }
+        let Some((snapshot, address)) = answer else {
+            self.stale = true;
+            let last = last.unwrap_or_else(|| WireError::Connect {
+                address: self.bootstrap(),
+                source: std::io::Error::other("no bootstrap address"),
+            });
+            self.last_metadata_error = Some(last.clone());
+            return Err(ClusterError::Metadata {
+                tried: tried.join(", "),
+                last,
+            });
+        };
+        let metadata = self.select(snapshot, address);
+        // Brokers gone from the metadata (down, fenced) lose their connections; their counts
+        // stay.
+        for (id, connection) in &mut self.brokers {
+            if !metadata.brokers.contains_key(id) {
+                connection.client.disconnect();
+            }
+        }
+        self.metadata = Some(metadata);
+        self.metadata_at = Some(Instant::now());
+        self.stale = false;
+        self.last_metadata_error = None;
+        self.metadata.as_ref().ok_or_else(|| self.no_metadata())
+    }
+
+    /// Applies the selection to a Metadata answer.
+    fn select(&self, snapshot: MetadataSnapshot, address: String) -> SourceMetadata {
+        // A topic with an error other than "unknown" exists: the selection finds it, and its
+        // error is reported.
+        let present: Vec<(&str, bool)> = snapshot
+            .topics
+            .iter()
+            .filter(|t| t.error_code != codes::UNKNOWN_TOPIC_OR_PARTITION && !t.name.is_empty())
+            .map(|t| (t.name.as_str(), t.is_internal))
+            .collect();
+        let (selected, misses) = self.selection.resolve(present.iter().copied());
+        let mut errors: Vec<TopicError> = misses
+            .into_iter()
+            .map(|miss| TopicError::Selection {
+                miss,
+                address: address.clone(),
+            })
+            .collect();
+        let mut topics = BTreeMap::new();
+        for entry in snapshot.topics {
+            if !selected.contains(&entry.name) {
+                continue;
+            }
+            if entry.error_code != 0 {
+                errors.push(TopicError::Broker {
+                    topic: entry.name.clone(),
+                    address: address.clone(),
+                    code: entry.error_code,
+                    name: error_name(entry.error_code),
+                });
+                continue;
+            }
+            let mut partitions: Vec<SourcePartition> = entry
+                .partitions
+                .iter()
+                .map(|p| SourcePartition {
+                    index: p.index,
+                    leader: (p.leader_id >= 0).then_some(p.leader_id),
+                    leader_epoch: p.leader_epoch,
+                    error_code: p.error_code,
+                })
+                .collect();
+            partitions.sort_by_key(|p| p.index);
+            topics.insert(
+                entry.name.clone(),
+                SourceTopic {
+                    name: entry.name,
+                    topic_id: entry.topic_id,
+                    partitions,
+                },
+            );
+        }
+        SourceMetadata {
+            cluster_id: snapshot.cluster_id,
+            brokers: snapshot.brokers.into_iter().collect(),
+            topics,
+            errors,
+            answered_by: address,
+        }
+    }
+
+    /// Requests sent so far, per broker id.
+    pub fn request_stats(&self) -> BTreeMap<i32, BrokerStats> {
+        self.brokers.iter().map(|(id, c)| (*id, c.stats)).collect()
+    }
+
+    /// Metadata requests sent to the bootstrap addresses (not yet known by broker id).
+    pub fn bootstrap_metadata_requests(&self) -> u64 {
+        self.bootstrap_metadata_requests
+    }
+
+    /// The connection of broker `id` at `address` (a new one if it moved).
+    fn take_connection(&mut self, id: i32, address: &str) -> BrokerConnection {
+        match self.brokers.remove(&id) {
+            Some(c) if c.client.address() == address => c,
+            old => BrokerConnection {
+                client: KafkaClient::new(
+                    address,
+                    self.options.connect_timeout,
+                    self.options.request_timeout,
+                ),
+                stats: old.map(|c| c.stats).unwrap_or_default(),
+                rotation: 0,
+            },
+        }
+    }
+
+    /// The client of broker `id` (connected lazily), for requests this layer does not make.
+    pub fn broker_client(&mut self, id: i32) -> Result<&mut KafkaClient, ClusterError> {
+        let address =
+            self.metadata()?
+                .brokers
+                .get(&id)
+                .cloned()
+                .ok_or_else(|| ClusterError::Metadata {
+                    tried: self.bootstrap(),
+                    last: WireError::Connect {
+                        address: format!("broker id {id}"),
+                        source: std::io::Error::other("the source's metadata has no such broker"),
+                    },
+                })?;
+        let connection = self.take_connection(id, &address);
+        Ok(&mut self.brokers.entry(id).or_insert(connection).client)
+    }
+
+    /// Fetches every partition of `requests`: one Fetch per leader broker (per isolation
+    /// level), the brokers in parallel; one result per request, in the order asked. See the
+    /// [module documentation](self).
+    pub fn fetch(&mut self, requests: &[PartitionFetchRequest]) -> Vec<PartitionFetchResult> {
+        let mut outcomes: Vec<Option<(Option<i32>, Outcome)>> =
+            (0..requests.len()).map(|_| None).collect();
+        if self.metadata_is_stale() {
+            // On failure the old metadata (if any) is used; the partitions say what failed.
+            let _ = self.refresh_metadata();
+        }
+        let mut jobs: BTreeMap<i32, Vec<JobItem>> = BTreeMap::new();
+        let mut addresses: BTreeMap<i32, String> = BTreeMap::new();
+        let mut seen = HashSet::new();
+        let mut refresh = false;
+        for (index, request) in requests.iter().enumerate() {
+            let hex = || topic_id_hex(request.topic_id);
+            if !seen.insert((request.topic_id, request.partition)) {
+                outcomes[index] = Some((
+                    None,
+                    Err(PartitionFetchError::Duplicate {
+                        topic_id: hex(),
+                        partition: request.partition,
+                    }),
+                ));
+                continue;
+            }
+            let Some(metadata) = self.metadata.as_ref() else {
+                outcomes[index] = Some((
+                    None,
+                    Err(PartitionFetchError::NoMetadata {
+                        topic_id: hex(),
+                        partition: request.partition,
+                        source: self.no_metadata().wire().clone(),
+                    }),
+                ));
+                continue;
+            };
+            let unresolved = match metadata.partition(request.topic_id, request.partition) {
+                None => {
+                    refresh = true;
+                    let hosted = match metadata.topic_by_id(request.topic_id) {
+                        Some(t) => format!(
+                            "topic {} with id {} and {} partitions",
+                            t.name,
+                            hex(),
+                            t.partitions.len()
+                        ),
+                        None => "no selected topic with that id".to_owned(),
+                    };
+                    Some(PartitionFetchError::UnknownTopicId {
+                        address: metadata.answered_by.clone(),
+                        hosted,
+                        asked: hex(),
+                        partition: request.partition,
+                    })
+                }
+                Some((topic, partition)) => {
+                    let leader = partition
+                        .leader
+                        .and_then(|id| metadata.brokers.get(&id).map(|a| (id, a)));
+                    match leader {
+                        None => {
+                            refresh = true;
+                            Some(PartitionFetchError::NoLeader {
+                                topic: topic.name.clone(),
+                                partition: request.partition,
+                                address: metadata.answered_by.clone(),
+                            })
+                        }
+                        Some((id, address)) => {
+                            addresses.insert(id, address.clone());
+                            jobs.entry(id).or_default().push(JobItem {
+                                index,
+                                topic: topic.name.clone(),
+                                request: *request,
+                                current_leader_epoch: match request.current_leader_epoch {
+                                    CurrentLeaderEpoch::FromMetadata => {
+                                        Some(partition.leader_epoch)
+                                    }
+                                    CurrentLeaderEpoch::Unchecked => None,
+                                    CurrentLeaderEpoch::Known(e) => Some(e),
+                                },
+                            });
+                            None
+                        }
+                    }
+                }
+            };
+            if let Some(error) = unresolved {
+                outcomes[index] = Some((None, Err(error)));
+            }
+        }
+
+        let jobs: Vec<BrokerJob> = jobs
+            .into_iter()
+            .map(|(broker, items)| BrokerJob {
+                broker,
+                connection: self.take_connection(broker, &addresses[&broker]),
+                items,
+            })
+            .collect();
+        let options = self.options;
+        let outputs: Vec<JobOutput> = if jobs.len() <= 1 {
+            jobs.into_iter().map(|job| run_job(job, &options)).collect()
+        } else {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = jobs
+                    .into_iter()
+                    .map(|job| scope.spawn(move || run_job(job, &options)))
+                    .collect();
+                handles.into_iter().filter_map(|h| h.join().ok()).collect()
+            })
+        };
+        for output in outputs {
+            refresh |= output.refresh;
+            for (index, outcome) in output.results {
+                outcomes[index] = Some((Some(output.broker), outcome));
+            }
+            self.brokers.insert(output.broker, output.connection);
+        }
+        if refresh {
+            self.stale = true;
+        }
+        requests
+            .iter()
+            .zip(outcomes)
+            .map(|(request, outcome)| {
+                let (broker, outcome) = outcome.unwrap_or_else(|| {
+                    // Only a panicked fetch thread leaves a partition without an answer.
+                    (
+                        None,
+                        Err(PartitionFetchError::Failed {
+                            topic: topic_id_hex(request.topic_id),
+                            partition: request.partition,
+                            source: WireError::Malformed {
+                                address: String::new(),
+                                api: "Fetch",
+                                version: -1,
+                                reason: "the fetch of this partition's broker did not finish"
+                                    .into(),
+                            },
+                        }),
+                    )
+                });
+                PartitionFetchResult {
+                    topic_id: request.topic_id,
+                    partition: request.partition,
+                    broker,
+                    outcome,
+                }
+            })
+            .collect()
+    }
+}
+
+/// What to do with one partition's Fetch answer.
+#[derive(Debug)]
+pub(crate) enum FetchAnswer {
+    /// The kernel's answer and where the source's partition is.
+    Answer(FetchResponse<RawBatch>, SourcePosition),
+    /// `OFFSET_OUT_OF_RANGE`: ask ListOffsets for the log start and the high watermark.
+    OutOfRange,
+    /// Another Kafka error code.
+    Error(i16),
+}
+
+/// Maps one partition's Fetch answer as `serve_fetch` answers for a local source (shared by
+/// [`KafkaSource`](super::KafkaSource) and [`SourceCluster`]): a diverging epoch as is;
+/// records as whole raw batches, those ending below the fetch offset skipped, only those ending
+/// below the isolation bound (LSO for read-committed, HW otherwise), at most `max_batches`.
+/// A batch that does not parse is the error `(byte position, why)`.
+pub(crate) fn map_fetch_answer(
+    answer: &PartitionFetch,
+    fetch_offset: Offset,
+    isolation: FetchIsolation,
+    max_batches: usize,
+) -> Result<FetchAnswer, (usize, BatchError)> {
+    match answer.error_code {
+        0 => {}
+        codes::OFFSET_OUT_OF_RANGE => return Ok(FetchAnswer::OutOfRange),
+        code => return Ok(FetchAnswer::Error(code)),
+    }
+    let position = SourcePosition {
+        log_start_offset: answer.log_start_offset,
+        high_watermark: answer.high_watermark,
+        last_stable_offset: answer.last_stable_offset,
+        // A consumer cannot see the LEO: the high watermark stands for it.
+        log_end_offset: answer.high_watermark,
+    };
+    if let Some(diverging) = answer.diverging_epoch {
+        return Ok(FetchAnswer::Answer(
+            FetchResponse::Diverging(diverging),
+            position,
+        ));
+    }
+    let bound = match isolation {
+        FetchIsolation::ReadCommitted => answer.last_stable_offset,
+        FetchIsolation::ReadUncommitted | FetchIsolation::Follower => answer.high_watermark,
+    };
+    let batches: Vec<RawBatch> = split_batches(&answer.records)?
+        .into_iter()
+        .filter(|b| b.header().last_offset >= fetch_offset)
+        .take_while(|b| b.header().last_offset < bound)
+        .take(max_batches)
+        .collect();
+    let last = batches.last().map(RawBatch::header);
+    Ok(FetchAnswer::Answer(
+        FetchResponse::Records(FetchedRecords {
+            next_offset: last.map_or(fetch_offset, |h| h.last_offset.saturating_add(1)),
+            last_epoch: last.map(|h| h.partition_leader_epoch),
+            batches,
+            log_start_offset: position.log_start_offset,
+            high_watermark: position.high_watermark,
+            last_stable_offset: position.last_stable_offset,
+            log_end_offset: position.log_end_offset,
+        }),
+        position,
+    ))
+}
+
+/// Splits a fetch's records into whole batches, dropping a partial trailing one (Kafka cuts
+/// the last batch at `max_bytes`). A batch that does not parse is `(byte position, why)`.
+pub(crate) fn split_batches(records: &[u8]) -> Result<Vec<RawBatch>, (usize, BatchError)> {
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    while records.len() - pos >= LOG_OVERHEAD {
+        let size = batch_size_from_prefix(&records[pos..]).map_err(|e| (pos, e))?;
+        if records.len() - pos < size {
+            break;
+        }
+        out.push(RawBatch::parse(&records[pos..pos + size]).map_err(|e| (pos, e))?);
+        pos += size;
+    }
+    Ok(out)
+}
+
+/// The Kafka isolation level of the kernel's.
+pub(crate) fn isolation_level(isolation: FetchIsolation) -> i8 {
+    match isolation {
+        FetchIsolation::ReadCommitted => READ_COMMITTED,
+        FetchIsolation::ReadUncommitted | FetchIsolation::Follower => READ_UNCOMMITTED,
+    }
+}
+
+/// One broker's share of a round: its Fetch (one per isolation level), then ListOffsets for
+/// the partitions out of range.
+#[allow(clippy::result_large_err)] // per-partition outcomes, kept by value
+fn run_job(mut job: BrokerJob, options: &SourceClusterOptions) -> JobOutput {
+    let broker = job.broker;
+    let mut results = Vec::with_capacity(job.items.len());
+    let mut refresh = false;
+    let connection = &mut job.connection;
+    let address = connection.client.address().to_owned();
+    let mut out_of_range: Vec<&JobItem> = Vec::new();
+    for level in [READ_COMMITTED, READ_UNCOMMITTED] {
+        let mut items: Vec<&JobItem> = job
+            .items
+            .iter()
+            .filter(|i| isolation_level(i.request.isolation) == level)
+            .collect();
+        if items.is_empty() {
+            continue;
+        }
+        let len = items.len();
+        items.rotate_left(connection.rotation % len);
+        connection.rotation = connection.rotation.wrapping_add(1);
+        let params = FetchManyParams {
+            isolation_level: level,
+            max_wait_ms: options.fetch_max_wait_ms,
+            max_bytes: options.fetch_max_bytes,
+            partitions: items
+                .iter()
+                .map(|i| FetchPartitionParams {
+                    topic_id: i.request.topic_id,
+                    partition: i.request.partition,
+                    fetch_offset: i.request.fetch_offset,
+                    last_fetched_epoch: i.request.last_fetched_epoch,
+                    current_leader_epoch: i.current_leader_epoch,
+                    partition_max_bytes: options.partition_max_bytes,
+                })
+                .collect(),
+        };
+        connection.stats.fetch_requests += 1;
+        connection.stats.partitions_fetched += len as u64;
+        let answers = match connection.client.fetch_many(&params) {
+            Ok(answers) => answers,
+            Err(e) => {
+                connection.stats.failed_requests += 1;
+                refresh = true;
+                for item in items {
+                    results.push((item.index, Err(request_failed(item, broker, e.clone()))));
+                }
+                continue;
+            }
+        };
+        for (item, answer) in items.into_iter().zip(answers) {
+            let r = &item.request;
+            let outcome = match answer {
+                Err(e) => Err(PartitionFetchError::Failed {
+                    topic: item.topic.clone(),
+                    partition: r.partition,
+                    source: e,
+                }),
+                Ok(answer) => {
+                    match map_fetch_answer(&answer, r.fetch_offset, r.isolation, r.max_batches) {
+                        Ok(FetchAnswer::Answer(response, position)) => Ok(PartitionFetched {
+                            response,
+                            position: Some(position),
+                        }),
+                        Ok(FetchAnswer::OutOfRange) => {
+                            out_of_range.push(item);
+                            continue;
+                        }
+                        Ok(FetchAnswer::Error(code)) => {
+                            if codes::is_leadership(code) || code == codes::UNKNOWN_TOPIC_ID {
+                                refresh = true;
+                            }
+                            Err(partition_error(item, broker, &address, "Fetch", code))
+                        }
+                        Err((pos, e)) => Err(PartitionFetchError::Failed {
+                            topic: item.topic.clone(),
+                            partition: r.partition,
+                            source: WireError::Malformed {
+                                address: address.clone(),
+                                api: "Fetch",
+                                version: -1,
+                                reason: format!(
+                                    "the record batch at byte {pos} of {}-{} does not parse: {e}",
+                                    item.topic, r.partition
+                                ),
+                            },
+                        }),
+                    }
+                }
+            };
+            results.push((item.index, outcome));
+        }
+    }
+    if !out_of_range.is_empty() {
+        let asked: Vec<(String, i32)> = out_of_range
+            .iter()
+            .map(|i| (i.topic.clone(), i.request.partition))
+            .collect();
+        let mut answers = Vec::new();
+        for timestamp in [EARLIEST_TIMESTAMP, LATEST_TIMESTAMP] {
+            connection.stats.list_offsets_requests += 1;
+            let answer = connection
+                .client
+                .list_offsets(&asked, timestamp, READ_UNCOMMITTED);
+            if answer.is_err() {
+                connection.stats.failed_requests += 1;
+                refresh = true;
+            }
+            answers.push(answer);
+        }
+        for (k, item) in out_of_range.into_iter().enumerate() {
+            let offset =
+                |answer: &Result<Vec<super::client::ListOffsetAnswer>, WireError>| match answer {
+                    Err(e) => Err(request_failed(item, broker, e.clone())),
+                    Ok(all) => match all.get(k) {
+                        Some(Ok((offset, _))) => Ok(*offset),
+                        Some(Err(e)) => Err(match e.code() {
+                            Some(code) if codes::is_leadership(code) => {
+                                partition_error(item, broker, &address, "ListOffsets", code)
+                            }
+                            _ => PartitionFetchError::Failed {
+                                topic: item.topic.clone(),
+                                partition: item.request.partition,
+                                source: e.clone(),
+                            },
+                        }),
+                        None => Err(PartitionFetchError::Failed {
+                            topic: item.topic.clone(),
+                            partition: item.request.partition,
+                            source: WireError::Malformed {
+                                address: address.clone(),
+                                api: "ListOffsets",
+                                version: -1,
+                                reason: "an answer is missing".into(),
+                            },
+                        }),
+                    },
+                };
+            let outcome = offset(&answers[0]).and_then(|log_start_offset| {
+                offset(&answers[1]).map(|high_watermark| PartitionFetched {
+                    response: FetchResponse::OffsetOutOfRange {
+                        log_start_offset,
+                        log_end_offset: high_watermark,
+                    },
+                    position: None,
+                })
+            });
+            if matches!(outcome, Err(PartitionFetchError::Leadership { .. })) {
+                refresh = true;
+            }
+            results.push((item.index, outcome));
+        }
+    }
+    JobOutput {
+        broker,
+        connection: job.connection,
+        results,
+        refresh,
+    }
+}
+
+/// A partition's error for a whole request's failure.
+fn request_failed(item: &JobItem, broker: i32, e: WireError) -> PartitionFetchError {
+    if e.is_connection() {
+        PartitionFetchError::Unreachable {
+            topic: item.topic.clone(),
+            partition: item.request.partition,
+            broker,
+            source: e,
+        }
+    } else {
+        PartitionFetchError::Failed {
+            topic: item.topic.clone(),
+            partition: item.request.partition,
+            source: e,
+        }
+    }
+}
+
+/// A partition's error for its Kafka error code.
+fn partition_error(
+    item: &JobItem,
+    broker: i32,
+    address: &str,
+    api: &'static str,
+    code: i16,
+) -> PartitionFetchError {
+    let r = &item.request;
+    if code == codes::UNKNOWN_TOPIC_ID {
+        return PartitionFetchError::UnknownTopicId {
+            address: address.to_owned(),
+            hosted: format!(
+                "no topic with that id (it hosts topic {} under another id, or none)",
+                item.topic
+            ),
+            asked: topic_id_hex(r.topic_id),
+            partition: r.partition,
+        };
+    }
+    if codes::is_leadership(code) {
+        return PartitionFetchError::Leadership {
+            api,
+            topic: item.topic.clone(),
+            partition: r.partition,
+            broker,
+            address: address.to_owned(),
+            code,
+            name: error_name(code),
+        };
+    }
+    PartitionFetchError::Failed {
+        topic: item.topic.clone(),
+        partition: r.partition,
+        source: WireError::Broker {
+            address: address.to_owned(),
+            api,
+            what: format!("topic {} partition {}", item.topic, r.partition),
+            code,
+            name: error_name(code),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::ApiKey;
+
+    use super::super::fake_broker::{FakeCluster, FakePartition, FakeTopic};
+    use super::*;
+
+    const ORDERS: TopicId = TopicId([1; 16]);
+    const PAY_EU: TopicId = TopicId([2; 16]);
+
+    fn options() -> SourceClusterOptions {
+        SourceClusterOptions {
+            connect_timeout: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(2),
+            ..SourceClusterOptions::default()
+        }
+    }
+
+    /// Brokers 1 and 2; `orders` with 4 partitions led alternately by 1 and 2, `pay.eu` with
+    /// 2 partitions led by 2; 3 batches of 2 records in each partition.
+    fn fake() -> FakeCluster {
+        FakeCluster::start(
+            2,
+            vec![
+                FakeTopic {
+                    name: "orders".into(),
+                    id: ORDERS,
+                    partitions: (0..4)
+                        .map(|i| FakePartition::with_batches(1 + i % 2, 5, 3))
+                        .collect(),
+                },
+                FakeTopic {
+                    name: "pay.eu".into(),
+                    id: PAY_EU,
+                    partitions: (0..2)
+                        .map(|_| FakePartition::with_batches(2, 7, 3))
+                        .collect(),
+                },
+            ],
+        )
+    }
+
+    fn cluster(fake: &FakeCluster, selection: &str) -> SourceCluster {
+        SourceCluster::new(
+            &fake.address(1),
+            TopicSelection::parse(selection).expect("selection"),
+            options(),
+        )
+    }
+
+    fn request(topic_id: TopicId, partition: i32, fetch_offset: Offset) -> PartitionFetchRequest {
+        PartitionFetchRequest {
+            topic_id,
+            partition,
+            fetch_offset,
+            last_fetched_epoch: None,
+            current_leader_epoch: CurrentLeaderEpoch::FromMetadata,
+            isolation: FetchIsolation::ReadCommitted,
+            max_batches: 100,
+        }
+    }
+
+    fn all(from: Offset) -> Vec<PartitionFetchRequest> {
+        let mut r: Vec<_> = (0..4).map(|p| request(ORDERS, p, from)).collect();
+        r.extend((0..2).map(|p| request(PAY_EU, p, from)));
+        r
+    }
+
+    fn records(result: &PartitionFetchResult) -> &FetchedRecords<RawBatch> {
+        match &result.outcome {
+            Ok(PartitionFetched {
+                response: FetchResponse::Records(r),
+                ..
+            }) => r,
+            other => panic!("expected records, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn metadata_selects_names_and_globs_and_reports_misses() {
+        let fake = fake();
+        let mut source = cluster(&fake, "orders,pay.*,audit,x*");
+        let metadata = source.metadata().expect("metadata");
+        assert_eq!(metadata.cluster_id.as_deref(), Some("fake-cluster"));
+        assert_eq!(
+            metadata.topics.keys().collect::<Vec<_>>(),
+            vec!["orders", "pay.eu"]
+        );
+        assert_eq!(metadata.partition_count(), 6);
+        assert_eq!(metadata.leader_of(ORDERS, 1), Some(2));
+        assert_eq!(metadata.topics["pay.eu"].partitions[0].leader_epoch, 7);
+        assert_eq!(metadata.brokers.len(), 2);
+        let errors: Vec<String> = metadata.errors.iter().map(ToString::to_string).collect();
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(
+            errors[0].contains("topic audit does not exist"),
+            "{errors:?}"
+        );
+        assert!(errors[1].contains("glob x* matches no topic"), "{errors:?}");
+        assert!(errors[0].contains(&fake.address(1)), "{errors:?}");
+        // Names only: Metadata asks for just them; an unknown one is its own error.
+        let mut named = cluster(&fake, "orders,audit");
+        let metadata = named.metadata().expect("metadata");
+        assert_eq!(metadata.topics.len(), 1);
+        assert!(matches!(
+            &metadata.errors[..],
+            [TopicError::Selection {
+                miss: SelectionMiss::UnknownTopic { .. },
+                ..
+            }]
+        ));
+    }
+
+    #[test]
+    fn one_fetch_per_broker_covers_all_its_partitions() {
+        let fake = fake();
+        let mut source = cluster(&fake, "orders,pay.*");
+        for round in 0..3 {
+            let results = source.fetch(&all(2 * round));
+            assert_eq!(results.len(), 6);
+            for (r, asked) in results.iter().zip(all(2 * round)) {
+                assert_eq!((r.topic_id, r.partition), (asked.topic_id, asked.partition));
+                let got = records(r);
+                assert_eq!(got.batches.len() as i64, 3 - round, "{r:?}");
+                assert_eq!(got.next_offset, 6);
+                assert_eq!(got.high_watermark, 6);
+            }
+            assert_eq!(results[1].broker, Some(2));
+            assert_eq!(results[2].broker, Some(1));
+        }
+        let state = fake.state();
+        assert_eq!(state.count(1, ApiKey::Fetch), 3);
+        assert_eq!(state.count(2, ApiKey::Fetch), 3);
+        // Broker 1 leads orders-0 and orders-2; broker 2 the other four partitions.
+        assert!(state
+            .requests
+            .iter()
+            .filter(|(_, k, _)| *k == ApiKey::Fetch as i16)
+            .all(|(b, _, n)| *n == if *b == 1 { 2 } else { 4 }));
+        drop(state);
+        let stats = source.request_stats();
+        assert_eq!(stats[&1].fetch_requests, 3);
+        assert_eq!(stats[&2].fetch_requests, 3);
+        assert_eq!(stats[&2].partitions_fetched, 12);
+        assert_eq!(source.bootstrap_metadata_requests(), 1);
+    }
+
+    #[test]
+    fn each_partition_gets_its_own_outcome_in_one_request() {
+        let fake = fake();
+        let mut source = cluster(&fake, "orders");
+        source.metadata().expect("metadata");
+        {
+            let mut state = fake.state();
+            let orders = &mut state.topics[0].partitions;
+            // orders-0 (broker 1): diverging after an unclean election on the source.
+            orders[0].diverging = Some((4, 3));
+            // orders-2 (broker 1): its leader moved to broker 2 (the cached metadata is old).
+            orders[2].leader = 2;
+            orders[2].epoch = 6;
+            // orders-1 (broker 2): the log start moved past the fetch offset.
+            orders[1].log_start = 4;
+            orders[1].batches.drain(..2);
+            // orders-3 (broker 2): some other error.
+            orders[3].fetch_error = Some(87);
+        }
+        let mut asked: Vec<_> = (0..4).map(|p| request(ORDERS, p, 2)).collect();
+        asked[0].last_fetched_epoch = Some(5);
+        let results = source.fetch(&asked);
+        match &results[0].outcome {
+            Ok(PartitionFetched {
+                response: FetchResponse::Diverging(d),
+                position: Some(_),
+            }) => assert_eq!((d.epoch, d.end_offset), (4, 3)),
+            other => panic!("expected diverging, got {other:?}"),
+        }
+        match &results[1].outcome {
+            Ok(PartitionFetched {
+                response:
+                    FetchResponse::OffsetOutOfRange {
+                        log_start_offset,
+                        log_end_offset,
+                    },
+                position: None,
+            }) => assert_eq!((*log_start_offset, *log_end_offset), (4, 6)),
+            other => panic!("expected out of range, got {other:?}"),
+        }
+        let error = results[2].outcome.as_ref().expect_err("not the leader");
+        assert!(
+            matches!(
+                error,
+                PartitionFetchError::Leadership {
+                    code: 6,
+                    broker: 1,
+                    ..
+                }
+            ),
+            "{error}"
+        );
+        assert!(error.is_retryable());
+        let message = error.to_string();
+        for part in [
+            "orders",
+            "partition 2",
+            "NOT_LEADER_OR_FOLLOWER",
+            &fake.address(1),
+        ] {
+            assert!(message.contains(part), "{message}");
+        }
+        let error = results[3].outcome.as_ref().expect_err("other error");
+        assert!(
+            matches!(error, PartitionFetchError::Failed { .. }),
+            "{error}"
+        );
+        assert!(!error.is_retryable());
+        // One Fetch per broker, one ListOffsets pair for the partition out of range.
+        assert_eq!(fake.state().count(1, ApiKey::Fetch), 1);
+        assert_eq!(fake.state().count(2, ApiKey::Fetch), 1);
+        assert_eq!(fake.state().count(2, ApiKey::ListOffsets), 2);
+
+        // The leadership error refreshed the metadata: orders-2 now goes to broker 2, at the
+        // same offset.
+        assert!(source.metadata_is_stale());
+        let results = source.fetch(&[request(ORDERS, 2, 2)]);
+        assert_eq!(results[0].broker, Some(2));
+        assert_eq!(records(&results[0]).next_offset, 6);
+    }
+
+    #[test]
+    fn an_unreachable_broker_fails_only_its_partitions() {
+        let fake = fake();
+        let mut source = cluster(&fake, "orders,pay.*");
+        source.metadata().expect("metadata");
+        fake.state().down.insert(2);
+        let results = source.fetch(&all(0));
+        for r in &results {
+            if r.broker == Some(2) {
+                let error = r.outcome.as_ref().expect_err("broker 2 is down");
+                assert!(
+                    matches!(error, PartitionFetchError::Unreachable { broker: 2, .. }),
+                    "{error}"
+                );
+                assert!(error.is_retryable());
+                assert!(error.to_string().contains(&fake.address(2)), "{error}");
+            } else {
+                assert_eq!(records(r).batches.len(), 3);
+            }
+        }
+        assert_eq!(results.iter().filter(|r| r.outcome.is_ok()).count(), 2);
+        // The leaders move to broker 1; the next round follows them.
+        {
+            let mut state = fake.state();
+            for t in &mut state.topics {
+                for p in &mut t.partitions {
+                    p.leader = 1;
+                    p.epoch += 1;
+                }
+            }
+        }
+        let results = source.fetch(&all(0));
+        assert!(results.iter().all(|r| r.broker == Some(1)), "{results:?}");
+        assert!(results.iter().all(|r| records(r).batches.len() == 3));
+        assert_eq!(source.request_stats()[&2].failed_requests, 1);
+    }
+
+    #[test]
+    fn fenced_and_unknown_leader_epochs_are_retryable() {
+        let fake = fake();
+        let mut source = cluster(&fake, "orders");
+        let mut asked = vec![request(ORDERS, 0, 0), request(ORDERS, 2, 0)];
+        asked[0].current_leader_epoch = CurrentLeaderEpoch::Known(4);
+        asked[1].current_leader_epoch = CurrentLeaderEpoch::Known(9);
+        let results = source.fetch(&asked);
+        let codes: Vec<i16> = results
+            .iter()
+            .map(|r| match r.outcome.as_ref().expect_err("fenced") {
+                PartitionFetchError::Leadership { code, .. } => *code,
+                other => panic!("{other}"),
+            })
+            .collect();
+        assert_eq!(codes, vec![74, 75]);
+        // Unchecked: the broker does not compare.
+        asked[0].current_leader_epoch = CurrentLeaderEpoch::Unchecked;
+        assert_eq!(records(&source.fetch(&asked[..1])[0]).batches.len(), 3);
+    }
+
+    #[test]
+    fn unknown_topic_ids_duplicates_and_no_metadata_are_per_partition() {
+        let fake = fake();
+        let mut source = cluster(&fake, "orders");
+        let results = source.fetch(&[
+            request(ORDERS, 0, 0),
+            request(ORDERS, 0, 0),
+            request(TopicId([9; 16]), 0, 0),
+            request(ORDERS, 7, 0),
+        ]);
+        assert_eq!(records(&results[0]).batches.len(), 3);
+        assert!(matches!(
+            results[1].outcome,
+            Err(PartitionFetchError::Duplicate { .. })
+        ));
+        let error = results[2].outcome.as_ref().expect_err("unknown id");
+        assert!(matches!(error, PartitionFetchError::UnknownTopicId { .. }));
+        assert!(error.to_string().contains("UNKNOWN_TOPIC_ID"), "{error}");
+        let error = results[3].outcome.as_ref().expect_err("no partition 7");
+        assert!(error.to_string().contains("4 partitions"), "{error}");
+
+        // Nothing listens: every partition says so, naming the address.
+        let mut nowhere = SourceCluster::new(
+            "127.0.0.1:1",
+            TopicSelection::parse("orders").expect("selection"),
+            options(),
+        );
+        let error = nowhere.metadata().expect_err("nothing listens");
+        assert!(error.to_string().contains("127.0.0.1:1"), "{error}");
+        let results = nowhere.fetch(&[request(ORDERS, 0, 0)]);
+        let error = results[0].outcome.as_ref().expect_err("no metadata");
+        assert!(
+            matches!(error, PartitionFetchError::NoMetadata { .. }),
+            "{error}"
+        );
+        assert!(error.to_string().contains("127.0.0.1:1"), "{error}");
+    }
+
+    #[test]
+    fn a_partial_trailing_batch_and_max_batches_trim_like_kafka_source() {
+        let answer = |records: Vec<u8>| PartitionFetch {
+            error_code: 0,
+            high_watermark: 10,
+            last_stable_offset: 4,
+            log_start_offset: 0,
+            diverging_epoch: None,
+            aborted_transactions: vec![],
+            records: records.into(),
+        };
+        let batch = |b, l| {
+            RawBatch::synthesize(&kmirror_kernel::batch::BatchHeader::plain(b, l, 0), 1)
+                .expect("batch")
+        };
+        let mut bytes = Vec::new();
+        for (b, l) in [(0, 1), (2, 3), (4, 5)] {
+            bytes.extend_from_slice(batch(b, l).bytes());
+        }
+        bytes.truncate(bytes.len() - 3);
+        let map = |iso, max| match map_fetch_answer(&answer(bytes.clone()), 2, iso, max) {
+            Ok(FetchAnswer::Answer(FetchResponse::Records(r), _)) => r,
+            other => panic!("{other:?}"),
+        };
+        // From offset 2, below the LSO 4: only [2, 3].
+        let r = map(FetchIsolation::ReadCommitted, 10);
+        assert_eq!(r.batches, vec![batch(2, 3)]);
+        assert_eq!((r.next_offset, r.last_epoch), (4, Some(0)));
+        // Read-uncommitted reads to the HW, but [4, 5] is cut: still only [2, 3].
+        assert_eq!(map(FetchIsolation::ReadUncommitted, 10).batches.len(), 1);
+        assert!(map(FetchIsolation::ReadCommitted, 0).batches.is_empty());
+        assert_eq!(map(FetchIsolation::ReadCommitted, 0).next_offset, 2);
+    }
+}
