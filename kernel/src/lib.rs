@@ -190,6 +190,7 @@ pub mod input;
 pub mod log;
 pub mod mem_log;
 pub mod mutant;
+pub mod node;
 pub mod partition;
 pub mod partitioner;
 pub mod producer_state;

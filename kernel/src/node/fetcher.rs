@@ -1,0 +1,155 @@
+//! Fetch coalescing, as Kafka's fetcher threads do it: one request per source leader and
+//! fetcher, covering every partition ready to fetch.
+//!
+//! A partition's [`Effect::Fetch`](crate::effect::Effect::Fetch) is not handed to the executor:
+//! the manager keeps it in the partition's **fetch slot** until [`NodeMirror::poll_fetches`]
+//! (super::NodeMirror::poll_fetches) puts it in a [`CoalescedFetch`]. A slot is
+//!
+//! - **ready** once the partition asked for the fetch, or at `not_before` after a retriable
+//!   error;
+//! - **in flight** once polled, until its fetcher's response (or failure) comes back.
+//!
+//! A partition is assigned to fetcher [`fetcher_id`] of its source leader. Each fetcher has at
+//! most one request in flight (a Kafka fetcher thread waits for its response), so a partition
+//! that becomes ready meanwhile goes in that fetcher's next request. A partition with no slot
+//! (backing off in FAILED, truncating in PREPARING, PAUSED, STOPPING...), with a slot not ready,
+//! or with no known source leader is simply not in any request; the others are not delayed.
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::FetchIsolation;
+use crate::effect::RequestId;
+use crate::input::FetchOutcome;
+use crate::partitioner::{murmur2, to_positive};
+use crate::types::{BrokerId, LeaderEpoch, Offset};
+
+use super::PartitionKey;
+
+/// The fetcher of partition `key` among `num_fetchers` (Kafka's `num.replica.fetchers`):
+/// `to_positive(murmur2(topic id bytes, partition as int32 big-endian)) % num_fetchers`.
+///
+/// Kafka's `AbstractFetcherManager.getFetcherId` hashes the topic name and partition the same
+/// way up to the hash function; topic ids are used here because the kernel knows no names.
+/// `num_fetchers == 0` is treated as 1.
+pub fn fetcher_id(key: &PartitionKey, num_fetchers: u32) -> u32 {
+    let mut bytes = [0u8; 20];
+    bytes[..16].copy_from_slice(&key.topic_id.0);
+    bytes[16..].copy_from_slice(&key.partition.to_be_bytes());
+    to_positive(murmur2(&bytes)).unsigned_abs() % num_fetchers.max(1)
+}
+
+/// One fetcher: a source broker and a fetcher number on it (Kafka's `BrokerIdAndFetcherId`).
+#[derive(
+    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default, Serialize, Deserialize,
+)]
+pub struct FetcherKey {
+    /// The source broker leading the partitions fetched.
+    pub source_broker: BrokerId,
+    /// The fetcher's number, below `num_fetchers`.
+    pub fetcher_id: u32,
+}
+
+/// One partition's part of a fetch: the fields of the partition's own
+/// [`Effect::Fetch`](crate::effect::Effect::Fetch), unchanged.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub struct FetchRequest {
+    /// The partition's correlation id: echo it in the answer.
+    pub request: RequestId,
+    /// The offset to fetch from.
+    pub fetch_offset: Offset,
+    /// The epoch of the last local batch, for the source's divergence check.
+    pub last_fetched_epoch: Option<LeaderEpoch>,
+    /// How far the source may read.
+    pub isolation: FetchIsolation,
+}
+
+/// One request to send: every ready partition of one fetcher.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub struct CoalescedFetch {
+    /// The source broker and fetcher it goes through.
+    pub fetcher: FetcherKey,
+    /// The partitions, in key order, each with its own fetch.
+    pub partitions: Vec<(PartitionKey, FetchRequest)>,
+}
+
+/// What the source answered for one partition of a coalesced fetch.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub enum PartitionFetchResult {
+    /// An answer the partition acts on: fed as
+    /// [`Input::FetchCompleted`](crate::input::Input::FetchCompleted).
+    Completed(FetchOutcome),
+    /// A non-retriable error (authorization, unknown topic...): fed as
+    /// [`Input::RequestFailed`](crate::input::Input::RequestFailed), as for a lone fetch.
+    Failed(String),
+    /// A retriable error (`NOT_LEADER_OR_FOLLOWER`, `UNKNOWN_LEADER_EPOCH`, a timeout...): the
+    /// partition is not told; its fetch is sent again after the node's fetch backoff, as a
+    /// Kafka fetcher thread delays a partition with an error.
+    Retriable(String),
+}
+
+/// One partition's answer in a [`CoalescedFetchResponse`].
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub struct PartitionFetchResponse {
+    /// The partition.
+    pub key: PartitionKey,
+    /// The request answered (from the [`FetchRequest`]).
+    pub request: RequestId,
+    /// The answer.
+    pub result: PartitionFetchResult,
+}
+
+/// The source's answer to a [`CoalescedFetch`]. A partition of the request left out of the
+/// response (as Kafka's incremental fetch sessions leave out partitions with nothing new) is
+/// fetched again in the fetcher's next request, and its partition is not told.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub struct CoalescedFetchResponse {
+    /// The fetcher the request went through.
+    pub fetcher: FetcherKey,
+    /// The answers, one per partition at most.
+    pub partitions: Vec<PartitionFetchResponse>,
+}
+
+/// Where a partition's fetch is.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub enum FetchStatus {
+    /// To be sent by the next poll at or after `not_before` (`None`: at once).
+    Ready {
+        /// The earliest poll time (after a retriable error), in the caller's milliseconds.
+        not_before: Option<u64>,
+    },
+    /// Sent through this fetcher; waiting for its response.
+    InFlight(FetcherKey),
+}
+
+/// A partition's fetch and where it is.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub struct FetchSlot {
+    /// The partition's fetch.
+    pub request: FetchRequest,
+    /// Where it is.
+    pub status: FetchStatus,
+}
+
+impl FetchSlot {
+    /// Whether a poll at `now` may send it.
+    pub(super) fn ready_at(&self, now: u64) -> bool {
+        matches!(self.status, FetchStatus::Ready { not_before } if not_before.is_none_or(|t| t <= now))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::TopicId;
+
+    #[test]
+    fn fetcher_ids_are_stable_and_in_range() {
+        let key = PartitionKey::new(TopicId::from_u64(7), 3);
+        assert_eq!(fetcher_id(&key, 1), 0);
+        assert_eq!(fetcher_id(&key, 0), 0, "0 fetchers is treated as 1");
+        for n in 1..20 {
+            assert!(fetcher_id(&key, n) < n);
+            assert_eq!(fetcher_id(&key, n), fetcher_id(&key, n));
+        }
+    }
+}

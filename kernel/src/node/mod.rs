@@ -1,0 +1,995 @@
+//! The node manager: every mirrored partition one broker leads, behind one value.
+//!
+//! KIP-1279's `MirrorMetadataManager` (reacts to `mirror.name` and leadership changes, talks to
+//! the `__mirror_state` coordinators) and `MirrorFetcherManager` (the fetcher threads) as one
+//! pure value, [`NodeMirror`].
+//!
+//! # The contract
+//!
+//! - **Routing and batching, never decisions.** Every per-partition decision is the
+//!   [`PartitionMirror`]'s own: the manager hands each partition exactly the inputs it would get
+//!   alone, and returns exactly its effects, tagged with its [`PartitionKey`]. The one
+//!   exception is [`Effect::Fetch`], which the manager keeps and sends coalesced
+//!   ([`NodeMirror::poll_fetches`]); a partition's share of a coalesced response is fed to it
+//!   as the [`Input::FetchCompleted`] (or [`Input::RequestFailed`]) a lone fetch would get.
+//! - **Pure and deterministic**, like the rest of the kernel: no I/O, no clock (`now` is an
+//!   argument, in the caller's milliseconds), no randomness, no threads; canonical containers
+//!   only, iterated in key order, so a [`NodeMirror`] can sit in a model checker's state.
+//! - **Inputs in, effects out.** [`NodeMirror::handle`] takes one [`NodeInput`] and the local
+//!   logs ([`NodeLogs`], read only) and returns a [`NodeOutput`]: the tagged effects in order,
+//!   and a typed [`NodeError`] per input or partition that changed nothing (an unknown or stale
+//!   key, a partition's [`Ignored`](crate::partition::Ignored)...), never a panic. Log effects
+//!   are applied by the executor before the next input, as for a lone partition.
+//! - **The node's view of the world is input, never decided**: topics and their `mirror.name`
+//!   and partition count ([`NodeInput::Topic`]), the source leaders ([`NodeInput::SourceTopic`]),
+//!   leadership ([`Input::BecameLeader`] / [`Input::BecameFollower`] in
+//!   [`NodeInput::Partition`]), coordinator moves ([`NodeInput::CoordinatorMoved`]).
+//!
+//! # What it routes
+//!
+//! - **Leadership, per partition** (the seed's remove flow, steps 3 and 5: the partition
+//!   leader's manager acts): `BecameLeader` creates the partition's [`PartitionMirror`] with its
+//!   topic's desired state, `BecameFollower` is handed to it (it stops its fetcher and revokes
+//!   writes) and then retired: kept inert (no leadership, nothing in flight, nothing routed to
+//!   it) only so that its request numbering continues at the next leadership and late answers
+//!   from this one stay stale, exactly as for a partition that was never dropped.
+//! - **`mirror.name`, per topic**: a changed desired state is fanned out to every partition of
+//!   the topic this node leads, in partition order.
+//! - **Fetches, coalesced** ([`fetcher`]): one [`CoalescedFetch`] per source leader and fetcher
+//!   ([`fetcher_id`]: `murmur2(topic id, partition) % num_fetchers`), covering every ready
+//!   partition; a partition not ready is left out without delaying the others.
+//! - **Source partition count**: a source topic with more partitions than the destination
+//!   yields [`NodeEffect::CreatePartitions`] (Kafka Admin `createPartitions`), asked once per
+//!   count by the node leading destination partition 0; fewer yields
+//!   [`NodeError::SourcePartitionsShrank`] and no effect.
+//! - **`__mirror_state` placement**: each mirrored partition's state lives on `__mirror_state`
+//!   partition [`mirror_state_partition`] of its key. Coordinator answers
+//!   ([`NodeInput::CoordinatorAnswer`]) are checked against it and routed; a move of coordinator
+//!   partition `k` fails the in-flight coordinator request of every partition whose state lives
+//!   on `k` ([`Input::RequestFailed`] with [`coordinator_moved_error`]), which re-reads after its
+//!   backoff: the partition's own reaction to a lost coordinator.
+//!
+//! # Example: two partitions, one coalesced fetch
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//! use kmirror_kernel::config::MirrorConfig;
+//! use kmirror_kernel::coordinator::Coordinator;
+//! use kmirror_kernel::desired::DesiredState;
+//! use kmirror_kernel::effect::Effect;
+//! use kmirror_kernel::input::{FetchOutcome, Input};
+//! use kmirror_kernel::mem_log::MemLog;
+//! use kmirror_kernel::node::{
+//!     CoalescedFetchResponse, NodeConfig, NodeEffect, NodeInput, NodeMirror, PartitionFetchResponse,
+//!     PartitionFetchResult, PartitionKey,
+//! };
+//! use kmirror_kernel::types::{MirrorName, TopicId};
+//!
+//! let config = MirrorConfig::default();
+//! let mut node = NodeMirror::new(NodeConfig::new(1)).unwrap();
+//! let topic = TopicId::from_u64(7);
+//! let keys = [PartitionKey::new(topic, 0), PartitionKey::new(topic, 1)];
+//! let logs: BTreeMap<PartitionKey, MemLog> = keys.iter().map(|k| (*k, MemLog::new())).collect();
+//! let mut coordinator = Coordinator::new(config.transitions.clone());
+//!
+//! // The destination topic (mirrored from "east") and its source leaders: broker 101 for both.
+//! let desired = DesiredState::Mirror(MirrorName::new("east").unwrap());
+//! node.handle(&config, 0, NodeInput::Topic { topic_id: topic, desired, partitions: 2 }, &logs);
+//! node.handle(&config, 0, NodeInput::SourceTopic { topic_id: topic, leaders: vec![Some(101); 2] }, &logs);
+//!
+//! // Lead both; answer every request at once (the source has nothing to mirror yet).
+//! let mut pending: Vec<NodeInput> = keys
+//!     .iter()
+//!     .map(|&key| NodeInput::Partition {
+//!         key,
+//!         input: Input::BecameLeader { leader_epoch: 1, replicas: im::ordset![1], isr: im::ordset![1] },
+//!     })
+//!     .collect();
+//! while let Some(input) = pending.pop() {
+//!     let output = node.handle(&config, 0, input, &logs);
+//!     assert!(output.errors.is_empty());
+//!     for effect in output.effects {
+//!         let NodeEffect::Partition { key, effect } = effect else { continue };
+//!         let input = match effect {
+//!             Effect::ReadState { request, key } => {
+//!                 Input::StateRead { request, value: coordinator.read_state(&key).cloned() }
+//!             }
+//!             Effect::WriteState { request, key, value, expected_state_epoch } => {
+//!                 let value = coordinator.write_state(&key, value, expected_state_epoch).unwrap();
+//!                 Input::StateWritten { request, value }
+//!             }
+//!             Effect::QueryLastMirroredEpoch { request, .. } => {
+//!                 Input::LastMirroredEpochReceived { request, lme: None, source_log_start_offset: 0 }
+//!             }
+//!             _ => continue, // log effects (none here), StartFetcher
+//!         };
+//!         pending.push(NodeInput::Partition { key, input });
+//!     }
+//! }
+//!
+//! // Both partitions are MIRRORING; their fetches go out as one request to broker 101.
+//! let fetches = node.poll_fetches(0);
+//! assert_eq!(fetches.len(), 1);
+//! assert_eq!(fetches[0].fetcher.source_broker, 101);
+//! assert_eq!(fetches[0].partitions.len(), 2);
+//! assert!(node.poll_fetches(0).is_empty(), "one request in flight per fetcher");
+//!
+//! // The response is split back: each partition gets its own FetchCompleted and asks again.
+//! let response = CoalescedFetchResponse {
+//!     fetcher: fetches[0].fetcher,
+//!     partitions: fetches[0]
+//!         .partitions
+//!         .iter()
+//!         .map(|(key, fetch)| PartitionFetchResponse {
+//!             key: *key,
+//!             request: fetch.request,
+//!             result: PartitionFetchResult::Completed(FetchOutcome::Records {
+//!                 next_offset: fetch.fetch_offset,
+//!                 last_epoch: None,
+//!             }),
+//!         })
+//!         .collect(),
+//! };
+//! let output = node.handle(&config, 0, NodeInput::FetchResponse(response), &logs);
+//! assert!(output.errors.is_empty() && output.effects.is_empty());
+//! assert_eq!(node.poll_fetches(0)[0].partitions.len(), 2);
+//! ```
+
+mod error;
+pub mod fetcher;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::MirrorConfig;
+use crate::desired::DesiredState;
+use crate::effect::{Effect, RequestId};
+use crate::input::Input;
+use crate::log::LogView;
+use crate::partition::{PartitionMirror, Step};
+use crate::partitioner::mirror_state_partition;
+use crate::types::{BrokerId, MirrorName, MirrorPartition, PartitionIndex, TopicId};
+
+pub use error::{InvalidNodeConfig, NodeError};
+pub use fetcher::{
+    fetcher_id, CoalescedFetch, CoalescedFetchResponse, FetchRequest, FetchSlot, FetchStatus,
+    FetcherKey, PartitionFetchResponse, PartitionFetchResult,
+};
+
+/// One partition of one topic, as the node addresses it (the source and the destination share
+/// topic ids).
+#[derive(
+    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default, Serialize, Deserialize,
+)]
+pub struct PartitionKey {
+    /// The topic.
+    pub topic_id: TopicId,
+    /// The partition index.
+    pub partition: PartitionIndex,
+}
+
+impl PartitionKey {
+    /// Partition `partition` of `topic_id`.
+    pub const fn new(topic_id: TopicId, partition: PartitionIndex) -> Self {
+        PartitionKey {
+            topic_id,
+            partition,
+        }
+    }
+
+    /// The `__mirror_state` key of this partition in `mirror`.
+    pub fn in_mirror(&self, mirror: MirrorName) -> MirrorPartition {
+        MirrorPartition {
+            mirror,
+            topic_id: self.topic_id,
+            partition: self.partition,
+        }
+    }
+
+    /// Every key of `topic_id`, for range queries.
+    fn topic_range(topic_id: TopicId) -> std::ops::RangeInclusive<PartitionKey> {
+        PartitionKey::new(topic_id, PartitionIndex::MIN)
+            ..=PartitionKey::new(topic_id, PartitionIndex::MAX)
+    }
+}
+
+impl fmt::Display for PartitionKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}-{}", self.topic_id, self.partition)
+    }
+}
+
+/// How the node runs its partitions.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub struct NodeConfig {
+    /// This broker's id (the partitions' own replica id).
+    pub broker: BrokerId,
+    /// Fetchers per source broker (Kafka's `num.replica.fetchers`, default 1).
+    pub num_fetchers: u32,
+    /// How long a partition waits after a retriable fetch error (Kafka's
+    /// `replica.fetch.backoff.ms`, default 1000), in the unit of `now`.
+    pub fetch_backoff_ms: u64,
+    /// The partition count of `__mirror_state` (default 50, like `__consumer_offsets`).
+    pub mirror_state_partitions: u32,
+}
+
+impl NodeConfig {
+    /// Kafka's defaults for broker `broker`: 1 fetcher, 1000 ms backoff, 50 `__mirror_state`
+    /// partitions.
+    pub fn new(broker: BrokerId) -> Self {
+        NodeConfig {
+            broker,
+            num_fetchers: 1,
+            fetch_backoff_ms: 1_000,
+            mirror_state_partitions: 50,
+        }
+    }
+}
+
+/// The local logs of the partitions this node leads, read only.
+pub trait NodeLogs {
+    /// The log type.
+    type Log: LogView;
+    /// The log of `key`, if the executor has it.
+    fn log(&self, key: &PartitionKey) -> Option<&Self::Log>;
+}
+
+impl<L: LogView> NodeLogs for BTreeMap<PartitionKey, L> {
+    type Log = L;
+    fn log(&self, key: &PartitionKey) -> Option<&L> {
+        self.get(key)
+    }
+}
+
+impl<L: LogView + Clone> NodeLogs for im::OrdMap<PartitionKey, L> {
+    type Log = L;
+    fn log(&self, key: &PartitionKey) -> Option<&L> {
+        self.get(key)
+    }
+}
+
+/// An event for the node.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub enum NodeInput {
+    /// The destination topic's metadata: its `mirror.name` (parsed) and partition count. A
+    /// changed desired state is fanned out to every partition of the topic this node leads.
+    Topic {
+        /// The topic.
+        topic_id: TopicId,
+        /// What its `mirror.name` asks.
+        desired: DesiredState,
+        /// Its partition count.
+        partitions: PartitionIndex,
+    },
+    /// The source topic's metadata: the leader of each partition (index = partition; `None`:
+    /// no leader known). Its length is the source's partition count.
+    SourceTopic {
+        /// The topic (the same id on both clusters).
+        topic_id: TopicId,
+        /// The source leader of each partition.
+        leaders: Vec<Option<BrokerId>>,
+    },
+    /// An input for one partition: leadership, ISR, replica reports, the high watermark, or the
+    /// completion of one of its requests. Not `DesiredStateChanged` (see [`NodeInput::Topic`]).
+    Partition {
+        /// The partition.
+        key: PartitionKey,
+        /// The input.
+        input: Input,
+    },
+    /// A `__mirror_state` coordinator's answer (`StateRead`, `StateWritten`, `WriteFenced`,
+    /// `LastMirroredEpochWritten`, `RequestFailed`) about `key`, from `__mirror_state`
+    /// partition `coordinator_partition`.
+    CoordinatorAnswer {
+        /// The `__mirror_state` partition that answered.
+        coordinator_partition: u32,
+        /// The key answered about.
+        key: MirrorPartition,
+        /// The answer.
+        input: Input,
+    },
+    /// The leadership of `__mirror_state` partition `coordinator_partition` moved: requests in
+    /// flight to it are lost.
+    CoordinatorMoved {
+        /// The `__mirror_state` partition.
+        coordinator_partition: u32,
+    },
+    /// The source's answer to a [`CoalescedFetch`].
+    FetchResponse(CoalescedFetchResponse),
+    /// A [`CoalescedFetch`] failed as a whole (connection lost, timeout): its partitions are
+    /// fetched again after the backoff and are not told.
+    FetchFailed {
+        /// The fetcher whose request failed.
+        fetcher: FetcherKey,
+    },
+}
+
+/// Something the executor must do for the node.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub enum NodeEffect {
+    /// An effect of one partition's [`PartitionMirror`] (never [`Effect::Fetch`]: fetches go
+    /// out through [`NodeMirror::poll_fetches`]).
+    Partition {
+        /// The partition.
+        key: PartitionKey,
+        /// Its effect, unchanged.
+        effect: Effect,
+    },
+    /// Kafka Admin `createPartitions`: grow the destination topic to `total` partitions, the
+    /// source's count.
+    CreatePartitions {
+        /// The topic.
+        topic_id: TopicId,
+        /// The partition count asked for.
+        total: PartitionIndex,
+    },
+}
+
+/// What one input produced.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct NodeOutput {
+    /// The effects, in order (fanned-out inputs: partition order).
+    pub effects: Vec<NodeEffect>,
+    /// What changed nothing, one entry per refused input or partition.
+    pub errors: Vec<NodeError>,
+}
+
+/// The error message fed with [`Input::RequestFailed`] to a partition whose coordinator request
+/// was in flight when `__mirror_state` partition `coordinator_partition` moved (Kafka's
+/// `NOT_COORDINATOR`).
+pub fn coordinator_moved_error(coordinator_partition: u32) -> String {
+    format!("NOT_COORDINATOR: __mirror_state partition {coordinator_partition} moved")
+}
+
+/// The destination topic as this node knows it.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+struct Topic {
+    desired: DesiredState,
+    partitions: PartitionIndex,
+    /// The source leaders, once known (length: the source partition count).
+    source_leaders: Option<Vec<Option<BrokerId>>>,
+    /// The largest count `createPartitions` was asked for.
+    requested_partitions: Option<PartitionIndex>,
+}
+
+/// A partition this node leads.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+struct Led {
+    mirror: PartitionMirror,
+    fetch: Option<FetchSlot>,
+    /// The `__mirror_state` partition of its current key.
+    coordinator: Option<u32>,
+}
+
+/// Every mirrored partition one broker leads: routing and batching around their
+/// [`PartitionMirror`]s (see the [module documentation](self)).
+#[derive(Clone, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+pub struct NodeMirror {
+    config: NodeConfig,
+    topics: BTreeMap<TopicId, Topic>,
+    led: BTreeMap<PartitionKey, Led>,
+    /// Partitions this node led before, inert (after `BecameFollower`), kept for their request
+    /// numbering at the next leadership.
+    retired: BTreeMap<PartitionKey, PartitionMirror>,
+    /// Which led partitions keep their state on each `__mirror_state` partition.
+    by_coordinator: BTreeMap<u32, BTreeSet<PartitionKey>>,
+    /// The request in flight of each fetcher: the partitions and requests it carried.
+    in_flight: BTreeMap<FetcherKey, Vec<(PartitionKey, RequestId)>>,
+}
+
+impl NodeMirror {
+    /// A node leading nothing yet.
+    pub fn new(config: NodeConfig) -> Result<Self, InvalidNodeConfig> {
+        if config.num_fetchers == 0 {
+            return Err(InvalidNodeConfig::NoFetchers);
+        }
+        if config.mirror_state_partitions == 0 {
+            return Err(InvalidNodeConfig::NoMirrorStatePartitions);
+        }
+        Ok(NodeMirror {
+            config,
+            topics: BTreeMap::new(),
+            led: BTreeMap::new(),
+            retired: BTreeMap::new(),
+            by_coordinator: BTreeMap::new(),
+            in_flight: BTreeMap::new(),
+        })
+    }
+
+    /// The node's configuration.
+    pub fn config(&self) -> &NodeConfig {
+        &self.config
+    }
+
+    /// The state machine of `key`, if this node leads it.
+    pub fn partition(&self, key: &PartitionKey) -> Option<&PartitionMirror> {
+        self.led.get(key).map(|l| &l.mirror)
+    }
+
+    /// Every partition this node leads, in key order.
+    pub fn partitions(&self) -> impl Iterator<Item = (&PartitionKey, &PartitionMirror)> {
+        self.led.iter().map(|(k, l)| (k, &l.mirror))
+    }
+
+    /// The desired state of `topic_id`, if known.
+    pub fn desired(&self, topic_id: &TopicId) -> Option<&DesiredState> {
+        self.topics.get(topic_id).map(|t| &t.desired)
+    }
+
+    /// The fetch `key`'s partition asked for and where it is, if any.
+    pub fn fetch_slot(&self, key: &PartitionKey) -> Option<&FetchSlot> {
+        self.led.get(key).and_then(|l| l.fetch.as_ref())
+    }
+
+    /// The source leader of `key`, if known.
+    pub fn source_leader(&self, key: &PartitionKey) -> Option<BrokerId> {
+        let leaders = self.topics.get(&key.topic_id)?.source_leaders.as_ref()?;
+        *leaders.get(usize::try_from(key.partition).ok()?)?
+    }
+
+    /// The fetcher `key` is fetched through: its source leader and [`fetcher_id`].
+    pub fn fetcher_of(&self, key: &PartitionKey) -> Option<FetcherKey> {
+        self.source_leader(key).map(|source_broker| FetcherKey {
+            source_broker,
+            fetcher_id: fetcher_id(key, self.config.num_fetchers),
+        })
+    }
+
+    /// The `__mirror_state` partition holding the state of led partition `key` under its
+    /// current mirror (`None`: not led, or not in a mirror).
+    pub fn coordinator_partition(&self, key: &PartitionKey) -> Option<u32> {
+        self.led.get(key).and_then(|l| l.coordinator)
+    }
+
+    /// The led partitions whose state lives on `__mirror_state` partition
+    /// `coordinator_partition`, in key order.
+    pub fn partitions_on_coordinator(
+        &self,
+        coordinator_partition: u32,
+    ) -> impl Iterator<Item = &PartitionKey> {
+        self.by_coordinator
+            .get(&coordinator_partition)
+            .into_iter()
+            .flatten()
+    }
+
+    /// The earliest `now` at which a fetch held back by a retriable error becomes ready, if any.
+    pub fn next_fetch_due(&self) -> Option<u64> {
+        self.led
+            .values()
+            .filter_map(|l| match l.fetch?.status {
+                FetchStatus::Ready { not_before } => not_before,
+                FetchStatus::InFlight(_) => None,
+            })
+            .min()
+    }
+
+    /// Handles one input and returns its effects and errors.
+    pub fn handle(
+        &mut self,
+        config: &MirrorConfig,
+        now: u64,
+        input: NodeInput,
+        logs: &impl NodeLogs,
+    ) -> NodeOutput {
+        let mut out = NodeOutput::default();
+        match input {
+            NodeInput::Topic {
+                topic_id,
+                desired,
+                partitions,
+            } => self.on_topic(config, topic_id, desired, partitions, logs, &mut out),
+            NodeInput::SourceTopic { topic_id, leaders } => {
+                self.on_source_topic(topic_id, leaders, &mut out)
+            }
+            NodeInput::Partition { key, input } => self.route(config, key, input, logs, &mut out),
+            NodeInput::CoordinatorAnswer {
+                coordinator_partition,
+                key,
+                input,
+            } => {
+                let pk = PartitionKey::new(key.topic_id, key.partition);
+                match self.led.get(&pk) {
+                    None => out.errors.push(NodeError::UnknownPartition { key: pk }),
+                    Some(led)
+                        if led.coordinator != Some(coordinator_partition)
+                            || led.mirror.key().as_ref() != Some(&key) =>
+                    {
+                        out.errors.push(NodeError::WrongCoordinator {
+                            key: pk,
+                            expected: led.coordinator,
+                            got: coordinator_partition,
+                        })
+                    }
+                    Some(_) => self.route(config, pk, input, logs, &mut out),
+                }
+            }
+            NodeInput::CoordinatorMoved {
+                coordinator_partition,
+            } => {
+                let keys: Vec<PartitionKey> = self
+                    .partitions_on_coordinator(coordinator_partition)
+                    .copied()
+                    .collect();
+                for key in keys {
+                    let request = match self.led.get(&key).map(|l| l.mirror.step()) {
+                        Some(
+                            Step::Reading(r)
+                            | Step::Writing { request: r, .. }
+                            | Step::AwaitingLmeWrite(r),
+                        ) => *r,
+                        _ => continue,
+                    };
+                    let error = coordinator_moved_error(coordinator_partition);
+                    self.route(
+                        config,
+                        key,
+                        Input::RequestFailed { request, error },
+                        logs,
+                        &mut out,
+                    );
+                }
+            }
+            NodeInput::FetchResponse(response) => {
+                self.on_fetch_response(config, now, response, logs, &mut out)
+            }
+            NodeInput::FetchFailed { fetcher } => {
+                let Some(sent) = self.in_flight.remove(&fetcher) else {
+                    out.errors.push(NodeError::NoFetchInFlight { fetcher });
+                    return out;
+                };
+                let not_before = Some(now.saturating_add(self.config.fetch_backoff_ms));
+                for (key, request) in sent {
+                    self.requeue(&key, request, fetcher, not_before);
+                }
+            }
+        }
+        out
+    }
+
+    /// Takes every ready fetch whose fetcher has no request in flight, marks it in flight, and
+    /// returns one [`CoalescedFetch`] per fetcher, in fetcher order.
+    pub fn poll_fetches(&mut self, now: u64) -> Vec<CoalescedFetch> {
+        let mut groups: BTreeMap<FetcherKey, Vec<(PartitionKey, FetchRequest)>> = BTreeMap::new();
+        for (key, led) in self.led.iter_mut() {
+            let Some(slot) = led.fetch.as_mut() else {
+                continue;
+            };
+            if !slot.ready_at(now) {
+                continue;
+            }
+            let leader = self
+                .topics
+                .get(&key.topic_id)
+                .and_then(|t| t.source_leaders.as_ref())
+                .and_then(|l| {
+                    l.get(usize::try_from(key.partition).ok()?)
+                        .copied()
+                        .flatten()
+                });
+            let Some(source_broker) = leader else {
+                continue;
+            };
+            let fetcher = FetcherKey {
+                source_broker,
+                fetcher_id: fetcher_id(key, self.config.num_fetchers),
+            };
+            if self.in_flight.contains_key(&fetcher) {
+                continue;
+            }
+            slot.status = FetchStatus::InFlight(fetcher);
+            groups
+                .entry(fetcher)
+                .or_default()
+                .push((*key, slot.request));
+        }
+        groups
+            .into_iter()
+            .map(|(fetcher, partitions)| {
+                self.in_flight.insert(
+                    fetcher,
+                    partitions.iter().map(|(k, f)| (*k, f.request)).collect(),
+                );
+                CoalescedFetch {
+                    fetcher,
+                    partitions,
+                }
+            })
+            .collect()
+    }
+
+    fn on_topic(
+        &mut self,
+        config: &MirrorConfig,
+        topic_id: TopicId,
+        desired: DesiredState,
+        partitions: PartitionIndex,
+        logs: &impl NodeLogs,
+        out: &mut NodeOutput,
+    ) {
+        let changed = match self.topics.get_mut(&topic_id) {
+            None => {
+                self.topics.insert(
+                    topic_id,
+                    Topic {
+                        desired: desired.clone(),
+                        partitions,
+                        source_leaders: None,
+                        requested_partitions: None,
+                    },
+                );
+                false
+            }
+            Some(topic) if partitions < topic.partitions => {
+                out.errors.push(NodeError::DestinationPartitionsShrank {
+                    topic_id,
+                    current: topic.partitions,
+                    got: partitions,
+                });
+                return;
+            }
+            Some(topic) => {
+                topic.partitions = partitions;
+                let changed = topic.desired != desired;
+                topic.desired.clone_from(&desired);
+                changed
+            }
+        };
+        if changed {
+            let keys: Vec<PartitionKey> = self
+                .led
+                .range(PartitionKey::topic_range(topic_id))
+                .map(|(k, _)| *k)
+                .collect();
+            for key in keys {
+                let input = Input::DesiredStateChanged(desired.clone());
+                self.route_unchecked(config, key, input, logs, out);
+            }
+        }
+        self.check_growth(topic_id, out);
+    }
+
+    fn on_source_topic(
+        &mut self,
+        topic_id: TopicId,
+        leaders: Vec<Option<BrokerId>>,
+        out: &mut NodeOutput,
+    ) {
+        let Some(topic) = self.topics.get_mut(&topic_id) else {
+            out.errors.push(NodeError::UnknownTopic { topic_id });
+            return;
+        };
+        let source_partitions =
+            PartitionIndex::try_from(leaders.len()).unwrap_or(PartitionIndex::MAX);
+        let mirrored = matches!(
+            topic.desired,
+            DesiredState::Mirror(_) | DesiredState::Pause(_)
+        );
+        if mirrored && source_partitions < topic.partitions {
+            out.errors.push(NodeError::SourcePartitionsShrank {
+                topic_id,
+                source_partitions,
+                destination_partitions: topic.partitions,
+            });
+            return;
+        }
+        topic.source_leaders = Some(leaders);
+        // A fetch in flight to a broker that no longer leads its partition is sent again to the
+        // new leader; the old leader's answer will be stale.
+        let num_fetchers = self.config.num_fetchers;
+        let topics = &self.topics;
+        for (key, led) in self.led.range_mut(PartitionKey::topic_range(topic_id)) {
+            let Some(slot) = led.fetch.as_mut() else {
+                continue;
+            };
+            if let FetchStatus::InFlight(fetcher) = slot.status {
+                let leader = topics
+                    .get(&key.topic_id)
+                    .and_then(|t| t.source_leaders.as_ref())
+                    .and_then(|l| {
+                        l.get(usize::try_from(key.partition).ok()?)
+                            .copied()
+                            .flatten()
+                    });
+                let current = leader.map(|source_broker| FetcherKey {
+                    source_broker,
+                    fetcher_id: fetcher_id(key, num_fetchers),
+                });
+                if current != Some(fetcher) {
+                    slot.status = FetchStatus::Ready { not_before: None };
+                }
+            }
+        }
+        self.check_growth(topic_id, out);
+    }
+
+    /// Asks for the destination partitions the source has and the destination lacks, once per
+    /// count, from the leader of destination partition 0 only.
+    fn check_growth(&mut self, topic_id: TopicId, out: &mut NodeOutput) {
+        if !self.led.contains_key(&PartitionKey::new(topic_id, 0)) {
+            return;
+        }
+        let Some(topic) = self.topics.get_mut(&topic_id) else {
+            return;
+        };
+        let Some(leaders) = &topic.source_leaders else {
+            return;
+        };
+        let source = PartitionIndex::try_from(leaders.len()).unwrap_or(PartitionIndex::MAX);
+        let mirrored = matches!(
+            topic.desired,
+            DesiredState::Mirror(_) | DesiredState::Pause(_)
+        );
+        if mirrored
+            && source > topic.partitions
+            && topic.requested_partitions.is_none_or(|r| r < source)
+        {
+            topic.requested_partitions = Some(source);
+            out.effects.push(NodeEffect::CreatePartitions {
+                topic_id,
+                total: source,
+            });
+        }
+    }
+
+    fn on_fetch_response(
+        &mut self,
+        config: &MirrorConfig,
+        now: u64,
+        response: CoalescedFetchResponse,
+        logs: &impl NodeLogs,
+        out: &mut NodeOutput,
+    ) {
+        let fetcher = response.fetcher;
+        let Some(sent) = self.in_flight.remove(&fetcher) else {
+            out.errors.push(NodeError::NoFetchInFlight { fetcher });
+            return;
+        };
+        let mut answered = BTreeSet::new();
+        for PartitionFetchResponse {
+            key,
+            request,
+            result,
+        } in response.partitions
+        {
+            let asked = sent.contains(&(key, request));
+            if !asked || !answered.insert(key) || self.fetcher_of(&key) != Some(fetcher) {
+                out.errors.push(NodeError::StaleFetch {
+                    key,
+                    request,
+                    fetcher,
+                });
+                continue;
+            }
+            match result {
+                PartitionFetchResult::Completed(outcome) => {
+                    let input = Input::FetchCompleted { request, outcome };
+                    self.route(config, key, input, logs, out)
+                }
+                PartitionFetchResult::Failed(error) => {
+                    let input = Input::RequestFailed { request, error };
+                    self.route(config, key, input, logs, out)
+                }
+                PartitionFetchResult::Retriable(_) => {
+                    let not_before = Some(now.saturating_add(self.config.fetch_backoff_ms));
+                    if !self.requeue(&key, request, fetcher, not_before) {
+                        out.errors.push(NodeError::StaleFetch {
+                            key,
+                            request,
+                            fetcher,
+                        });
+                    }
+                }
+            }
+        }
+        for (key, request) in sent {
+            if !answered.contains(&key) {
+                self.requeue(&key, request, fetcher, None);
+            }
+        }
+    }
+
+    /// Makes `key`'s fetch `request`, in flight through `fetcher`, ready again at `not_before`;
+    /// false if that is not the partition's fetch in flight there.
+    fn requeue(
+        &mut self,
+        key: &PartitionKey,
+        request: RequestId,
+        fetcher: FetcherKey,
+        not_before: Option<u64>,
+    ) -> bool {
+        match self.led.get_mut(key).and_then(|l| l.fetch.as_mut()) {
+            Some(slot)
+                if slot.request.request == request
+                    && slot.status == FetchStatus::InFlight(fetcher) =>
+            {
+                slot.status = FetchStatus::Ready { not_before };
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Routes one partition input, creating the partition on `BecameLeader` and dropping it
+    /// after `BecameFollower`.
+    fn route(
+        &mut self,
+        config: &MirrorConfig,
+        key: PartitionKey,
+        input: Input,
+        logs: &impl NodeLogs,
+        out: &mut NodeOutput,
+    ) {
+        match &input {
+            Input::DesiredStateChanged(_) => {
+                out.errors.push(NodeError::TopicWideInput { key });
+                return;
+            }
+            Input::BecameLeader { .. } if !self.led.contains_key(&key) => {
+                let Some(topic) = self.topics.get(&key.topic_id) else {
+                    out.errors.push(NodeError::UnknownTopic {
+                        topic_id: key.topic_id,
+                    });
+                    return;
+                };
+                if !(0..topic.partitions).contains(&key.partition) {
+                    out.errors.push(NodeError::UnknownPartition { key });
+                    return;
+                }
+                if logs.log(&key).is_none() {
+                    out.errors.push(NodeError::NoLog { key });
+                    return;
+                }
+                let mirror = match self.retired.remove(&key) {
+                    Some(mut mirror) => {
+                        // Not leader: the partition only records the desired state.
+                        let desired = Input::DesiredStateChanged(topic.desired.clone());
+                        if let Some(log) = logs.log(&key) {
+                            let _ = mirror.handle(config, desired, log);
+                        }
+                        mirror
+                    }
+                    None => PartitionMirror::new(
+                        self.config.broker,
+                        key.topic_id,
+                        key.partition,
+                        topic.desired.clone(),
+                    ),
+                };
+                let coordinator = self.placement(&mirror);
+                self.led.insert(
+                    key,
+                    Led {
+                        mirror,
+                        fetch: None,
+                        coordinator,
+                    },
+                );
+                if let Some(c) = coordinator {
+                    self.by_coordinator.entry(c).or_default().insert(key);
+                }
+            }
+            _ => {}
+        }
+        let follower = matches!(input, Input::BecameFollower);
+        let leader = matches!(input, Input::BecameLeader { .. });
+        self.route_unchecked(config, key, input, logs, out);
+        if follower {
+            if let Some(led) = self.led.remove(&key) {
+                self.retired.insert(key, led.mirror);
+                self.unindex(key, led.coordinator);
+            }
+        }
+        if leader && key.partition == 0 {
+            self.check_growth(key.topic_id, out);
+        }
+    }
+
+    /// Hands `input` to the led partition `key` and keeps the fetch slot and the coordinator
+    /// index in step with it.
+    fn route_unchecked(
+        &mut self,
+        config: &MirrorConfig,
+        key: PartitionKey,
+        input: Input,
+        logs: &impl NodeLogs,
+        out: &mut NodeOutput,
+    ) {
+        let Some(log) = logs.log(&key) else {
+            let error = if self.led.contains_key(&key) {
+                NodeError::NoLog { key }
+            } else {
+                NodeError::UnknownPartition { key }
+            };
+            out.errors.push(error);
+            return;
+        };
+        let placement_partitions = self.config.mirror_state_partitions;
+        let Some(led) = self.led.get_mut(&key) else {
+            out.errors.push(NodeError::UnknownPartition { key });
+            return;
+        };
+        // The answer to the fetch in the slot empties it: the partition asks again if it wants.
+        let answered = match &input {
+            Input::FetchCompleted { request, .. } | Input::RequestFailed { request, .. } => {
+                Some(*request)
+            }
+            _ => None,
+        };
+        let before = led.fetch;
+        if led
+            .fetch
+            .is_some_and(|s| Some(s.request.request) == answered)
+        {
+            led.fetch = None;
+        }
+        let effects = match led.mirror.handle(config, input, log) {
+            Ok(effects) => effects,
+            Err(reason) => {
+                led.fetch = before;
+                out.errors.push(NodeError::Ignored { key, reason });
+                return;
+            }
+        };
+        for effect in effects {
+            match effect {
+                Effect::Fetch {
+                    request,
+                    fetch_offset,
+                    last_fetched_epoch,
+                    isolation,
+                } => {
+                    // The same fetch again keeps its place (in flight or backing off).
+                    if led.fetch.is_none_or(|s| s.request.request != request) {
+                        led.fetch = Some(FetchSlot {
+                            request: FetchRequest {
+                                request,
+                                fetch_offset,
+                                last_fetched_epoch,
+                                isolation,
+                            },
+                            status: FetchStatus::Ready { not_before: None },
+                        });
+                    }
+                }
+                effect => out.effects.push(NodeEffect::Partition { key, effect }),
+            }
+        }
+        if led
+            .fetch
+            .is_some_and(|s| led.mirror.step() != &Step::Fetching(s.request.request))
+        {
+            led.fetch = None;
+        }
+        let coordinator = led
+            .mirror
+            .key()
+            .and_then(|k| mirror_state_partition(&k, placement_partitions).ok());
+        if coordinator != led.coordinator {
+            let old = std::mem::replace(&mut led.coordinator, coordinator);
+            self.unindex(key, old);
+            if let Some(c) = coordinator {
+                self.by_coordinator.entry(c).or_default().insert(key);
+            }
+        }
+    }
+
+    fn placement(&self, mirror: &PartitionMirror) -> Option<u32> {
+        mirror
+            .key()
+            .and_then(|k| mirror_state_partition(&k, self.config.mirror_state_partitions).ok())
+    }
+
+    fn unindex(&mut self, key: PartitionKey, coordinator: Option<u32>) {
+        if let Some(c) = coordinator {
+            if let Some(keys) = self.by_coordinator.get_mut(&c) {
+                keys.remove(&key);
+                if keys.is_empty() {
+                    self.by_coordinator.remove(&c);
+                }
+            }
+        }
+    }
+}
