@@ -27,7 +27,7 @@
 //! fsynced. Files ending in `.tmp` or `.deleted` are leftovers of an interrupted write or
 //! deletion, removed (and reported) when the log is opened.
 //!
-//! # Semantics and durability
+//! # Semantics
 //!
 //! The log's decisions (offsets, epoch cache, producer state, what an operation refuses) are the
 //! kernel's [`MemLog`]'s: `FileLog` runs every operation on a clone of its `MemLog`, performs the
@@ -37,25 +37,61 @@
 //!
 //! - **Appends** write the batch bytes at the end of the active segment (rolling to a new segment
 //!   at LEO when the next batch would take the segment past [`FileLogConfig::segment_bytes`]).
-//!   With [`FlushPolicy::EveryAppend`] (the default) the segment is fsynced before the append
-//!   returns; with [`FlushPolicy::Manual`] only [`FileLog::flush`] (and a roll) fsyncs.
+//!   The batches of one call (a fetch round) going into one segment are written with one
+//!   vectored write, their index entries with one more. Whether the append is fsynced is the
+//!   [`FlushPolicy`]'s (below).
 //! - **The recovery point** is the offset below which every batch is known to be on disk. It is
 //!   persisted when a segment rolls (after fsyncing it), on [`FileLog::flush`] and
 //!   [`FileLog::close`], and lowered (first) by a truncation. On open, batches from the recovery
-//!   point on are allowed to be torn and are cut; a bad batch below it is an error.
-//! - **The high watermark** is persisted on every change with [`FlushPolicy::EveryAppend`], and on
-//!   flush or close with [`FlushPolicy::Manual`] (Kafka checkpoints it periodically likewise).
-//! - **The epoch cache and log start offset** are persisted whenever they change.
+//!   point on are verified whole and allowed to be torn (a bad tail is cut); below it only the
+//!   batch headers are read ([`Verify`]).
+//! - **The high watermark** is checkpointed on every change with [`FlushPolicy::EveryAppend`],
+//!   and otherwise on flush, close and when a truncation lowers it (Kafka checkpoints it
+//!   periodically likewise). It is written after the data it covers is fsynced, so the
+//!   checkpoint never names data that may be lost; recovery clamps it to what survived anyway.
+//! - **The epoch cache and log start offset** are persisted whenever they change, before the
+//!   append that changes them (as Kafka's `LeaderEpochFileCache.assign`); recovery repairs a
+//!   checkpoint that ran ahead of the batches that survived.
 //! - **Truncation** cuts the segment holding the new end first, then deletes later segments
 //!   newest first, so a crash part-way leaves a gap that recovery (which sees the lowered recovery
 //!   point) completes. **Full truncation** renames every segment to `*.deleted` newest first,
 //!   writes the new checkpoints, creates the new segment, then deletes the renamed files; a crash
-//!   part-way leaves either a prefix of the old log or the new empty log.
+//!   part-way leaves either a prefix of the old log or the new empty log. Truncations are
+//!   fsynced under every policy.
 //! - **I/O errors** during a mutation leave disk and memory possibly apart: the log then refuses
 //!   every further operation with [`FileLogError::Failed`] until it is reopened (Kafka takes the
 //!   log directory offline likewise). [`PartitionLog::read`] cannot return an error: it returns
 //!   the batches read before the failure and marks the log failed; use [`FileLog::try_read`] to
 //!   see the error.
+//!
+//! # Durability: Kafka's flush policy, and what a mirror can fetch again
+//!
+//! Kafka does not fsync appends: `log.flush.interval.messages` and `log.flush.interval.ms`
+//! default to never, and durability comes from replication plus the recovery point (after a
+//! crash, everything from the recovery point on is verified and a torn tail is cut). A mirror's
+//! destination has one more source of durability: **anything it fetched and has not yet
+//! acknowledged downstream can be fetched again from the source**, byte for byte at the same
+//! offsets. [`FlushPolicy::Kafka`] (the default) follows from that:
+//!
+//! | written | fsynced | why |
+//! |---|---|---|
+//! | mirrored (follower) batches, a fetch round per write | no; at a roll, flush, close | a lost tail is cut by recovery and fetched again: the fetcher restarts at the recovered LEO |
+//! | offset index entries | with their segment at a roll, flush, close | derived data: recovery checks it against the batches and rebuilds it |
+//! | high watermark, recovery point | checkpointed at a roll (recovery point), flush, close | only ever name fsynced data; recovery clamps the HW to the recovered LEO |
+//! | leader-epoch checkpoint | written atomically when the cache changes (a new source epoch: rare) | may run ahead of a lost tail: recovery rebuilds the cache from the batches that survived and rewrites it |
+//! | leader batches (`MIRROR_PID_RESET`, ABORT markers, local produces) | yes, before the append returns | this cluster's own decision: no source holds it |
+//! | truncations (LME, LSO, divergence) | yes | the kernel names the new end in records it writes next |
+//! | `__mirror_state` records (state, LME) | yes, before the write is acknowledged ([`crate::mirror_state_log`]) | persist first, act after |
+//!
+//! The driver adds the last rule for the data the records name: it flushes the mirrored log
+//! before every `__mirror_state` write, so the LME record's offset and the STOPPED state (after
+//! the `MIRROR_PID_RESET`) never name data a crash can take back. Everything the kernel was told
+//! is durable therefore is; what is not yet durable is exactly what the source still holds and
+//! nothing downstream has been promised. A crash of the process alone (SIGKILL) loses nothing,
+//! since the page cache survives it; a crash of the machine loses at most the unflushed tail of
+//! mirrored batches. [`FlushPolicy::EveryAppend`] fsyncs every append and checkpoints every
+//! high-watermark change, for those who want the destination's own disk to hold every fetched
+//! batch.
 //!
 //! One `FileLog` owns its directory: opening the same directory twice at once is not detected
 //! and corrupts it.
@@ -88,6 +124,8 @@ pub const LEADER_EPOCH_FILE: &str = kmirror_kernel::checkpoint::FILE_NAME;
 pub const DEFAULT_SEGMENT_BYTES: u64 = 1 << 30;
 /// Kafka's default `log.index.interval.bytes`.
 pub const DEFAULT_INDEX_INTERVAL_BYTES: u64 = 4096;
+/// Most bytes [`FileLog::try_read`] reads with one system call.
+pub const READ_CHUNK_BYTES: u64 = 16 << 20;
 
 /// A topic partition, named as in its directory `<topic>-<partition>`.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
@@ -138,16 +176,84 @@ impl TopicPartition {
     }
 }
 
-/// When appended data is fsynced.
+/// When appended data is fsynced. The [module documentation](self) argues for
+/// [`FlushPolicy::Kafka`], the default.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub enum FlushPolicy {
-    /// Every append fsyncs its segment before returning (and every high-watermark change is
-    /// checkpointed): nothing acknowledged is lost in a crash.
+    /// Kafka's default (`flush.messages` / `flush.ms` never), the default here: a follower
+    /// append (a batch fetched from a source or a leader, which can be fetched again) is written
+    /// with one write per call and left in the page cache; the offset index and the high
+    /// watermark are not fsynced or checkpointed. A leader append (a batch this log's own
+    /// cluster decided, such as `MIRROR_PID_RESET`, an ABORT marker or a local produce, which
+    /// nothing can re-fetch) is fsynced before it returns. Segment rolls, [`FileLog::flush`],
+    /// [`FileLog::close`] and truncations fsync and move the recovery point; the leader-epoch
+    /// checkpoint is rewritten whenever the cache changes, before the append. A crash (of the
+    /// machine, not the process) may lose the unflushed tail of follower appends, which recovery
+    /// cuts and the fetcher fetches again.
     #[default]
+    Kafka,
+    /// Every append fsyncs its segment before returning (and every high-watermark change is
+    /// checkpointed): nothing appended is lost in a crash. For the paranoid; about 5x slower
+    /// mirroring (BENCHMARKS.md section 5).
     EveryAppend,
-    /// Only [`FileLog::flush`], [`FileLog::close`] and segment rolls fsync (Kafka's default of
-    /// leaving it to the OS): a crash may lose the unflushed tail, which recovery then cuts.
+    /// No append fsyncs, not even a leader append: only [`FileLog::flush`],
+    /// [`FileLog::close`], segment rolls and truncations do. For tests and benchmarks that build
+    /// logs; a crash may lose any unflushed tail.
     Manual,
+}
+
+impl FlushPolicy {
+    /// The name `kmirror mirror --flush` takes: `kafka`, `every-append` or `manual`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FlushPolicy::Kafka => "kafka",
+            FlushPolicy::EveryAppend => "every-append",
+            FlushPolicy::Manual => "manual",
+        }
+    }
+}
+
+impl std::fmt::Display for FlushPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A flush policy name that is not one of [`FlushPolicy::name`]'s.
+#[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
+#[error("unknown flush policy {0:?}: use `kafka` (the default) or `every-append`")]
+pub struct UnknownFlushPolicy(pub String);
+
+impl std::str::FromStr for FlushPolicy {
+    type Err = UnknownFlushPolicy;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [
+            FlushPolicy::Kafka,
+            FlushPolicy::EveryAppend,
+            FlushPolicy::Manual,
+        ]
+        .into_iter()
+        .find(|p| p.name() == s)
+        .ok_or_else(|| UnknownFlushPolicy(s.to_owned()))
+    }
+}
+
+/// How much of a log [`FileLog::open_with`] CRC-checks.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum Verify {
+    /// Kafka's recovery: batches from the recovery point on are verified whole (CRC-32C
+    /// included) and a bad tail there is cut; below the recovery point (data known to have been
+    /// fsynced) only the batch headers are read and checked for structure (length, magic,
+    /// offsets in order), enough to rebuild the in-memory index, epoch cache and producer
+    /// state. A flipped payload byte below the recovery point goes unnoticed until the batch is
+    /// read (every read checks the CRC again). The default of [`FileLog::open`].
+    #[default]
+    FromRecoveryPoint,
+    /// Every batch of every segment is verified whole, CRC included (`kmirror verify`); a bad
+    /// batch below the recovery point is [`FileLogError::CorruptSegment`]. Costs a read of the
+    /// whole log.
+    All,
 }
 
 /// How a [`FileLog`] lays out and flushes its data.
@@ -172,7 +278,7 @@ impl Default for FileLogConfig {
         FileLogConfig {
             segment_bytes: DEFAULT_SEGMENT_BYTES,
             index_interval_bytes: DEFAULT_INDEX_INTERVAL_BYTES,
-            flush: FlushPolicy::EveryAppend,
+            flush: FlushPolicy::Kafka,
             append_timestamp_ms: 0,
         }
     }
@@ -198,20 +304,34 @@ pub struct FileLog {
     persisted: Persisted,
     timestamp_ms: i64,
     failed: Mutex<Option<String>>,
+    /// The buffer reads go through, reused so that a fetch costs no fresh allocation of its size.
+    read_buf: Mutex<Vec<u8>>,
 }
 
 impl FileLog {
     /// Opens (creating if needed) the log of `tp` under `log_dir`, in
     /// `log_dir/<topic>-<partition>/`, recovering it after a crash: see
-    /// [`recovery`] for what is checked, repaired and refused. The report says
-    /// what recovery changed.
+    /// [`recovery`] for what is checked, repaired and refused. Batches below the recovery point
+    /// are trusted ([`Verify::FromRecoveryPoint`], Kafka's recovery); use
+    /// [`FileLog::open_with`] and [`Verify::All`] to CRC-check everything. The report says what
+    /// recovery changed.
     pub fn open(
         log_dir: &Path,
         tp: TopicPartition,
         config: FileLogConfig,
     ) -> Result<(FileLog, RecoveryReport), FileLogError> {
+        FileLog::open_with(log_dir, tp, config, Verify::FromRecoveryPoint)
+    }
+
+    /// [`FileLog::open`], verifying as much as `verify` says.
+    pub fn open_with(
+        log_dir: &Path,
+        tp: TopicPartition,
+        config: FileLogConfig,
+        verify: Verify,
+    ) -> Result<(FileLog, RecoveryReport), FileLogError> {
         let dir = log_dir.join(tp.dir_name());
-        let recovered = recovery::recover(&dir, &tp, &config)?;
+        let recovered = recovery::recover(&dir, &tp, &config, verify)?;
         let log = FileLog {
             dir,
             tp,
@@ -221,6 +341,7 @@ impl FileLog {
             persisted: recovered.persisted,
             timestamp_ms: config.append_timestamp_ms,
             failed: Mutex::new(None),
+            read_buf: Mutex::new(Vec::new()),
         };
         Ok((log, recovered.report))
     }
@@ -229,6 +350,15 @@ impl FileLog {
     pub fn open_dir(
         dir: &Path,
         config: FileLogConfig,
+    ) -> Result<(FileLog, RecoveryReport), FileLogError> {
+        FileLog::open_dir_with(dir, config, Verify::FromRecoveryPoint)
+    }
+
+    /// [`FileLog::open_dir`], verifying as much as `verify` says.
+    pub fn open_dir_with(
+        dir: &Path,
+        config: FileLogConfig,
+        verify: Verify,
     ) -> Result<(FileLog, RecoveryReport), FileLogError> {
         let inconsistent = |reason: &str| FileLogError::Inconsistent {
             dir: dir.to_path_buf(),
@@ -240,7 +370,7 @@ impl FileLog {
             .ok_or_else(|| inconsistent("the directory has no UTF-8 name"))?;
         let tp = TopicPartition::from_dir_name(name).map_err(|e| inconsistent(&e.to_string()))?;
         let parent = dir.parent().unwrap_or(Path::new("."));
-        FileLog::open(parent, tp, config)
+        FileLog::open_with(parent, tp, config, verify)
     }
 
     /// The partition directory.
@@ -273,6 +403,13 @@ impl FileLog {
         self.persisted.recovery_point
     }
 
+    /// Changes when later appends are fsynced ([`FlushPolicy`]): `kmirror mirror --flush` sets
+    /// it on an opened cluster's logs. What was appended before stays as durable as it was until
+    /// the next flush (or, with [`FlushPolicy::EveryAppend`], the next append).
+    pub fn set_flush_policy(&mut self, flush: FlushPolicy) {
+        self.config.flush = flush;
+    }
+
     /// Sets the timestamp (ms) later leader appends stamp on their records.
     pub fn set_append_timestamp(&mut self, timestamp_ms: i64) {
         self.timestamp_ms = timestamp_ms;
@@ -294,7 +431,8 @@ impl FileLog {
             return Ok(header);
         }
         let raw = RawBatch::synthesize(&header, timestamp_ms).map_err(FileLogError::Encode)?;
-        self.write_appended(next, &[raw])?;
+        let sync = self.config.flush != FlushPolicy::Manual;
+        self.write_appended(next, &[raw], sync)?;
         Ok(header)
     }
 
@@ -306,10 +444,12 @@ impl FileLog {
     }
 
     /// Whole batches with `last_offset >= from` and `base_offset < below`, oldest first, read
-    /// from disk (and CRC-checked again).
+    /// from disk (and CRC-checked again): one read per segment (at most [`READ_CHUNK_BYTES`]
+    /// at a time) into a reused buffer.
     pub fn try_read(&self, from: Offset, below: Offset) -> Result<Vec<RawBatch>, FileLogError> {
         self.check_not_failed()?;
         let mut out = Vec::new();
+        let mut buf = self.read_buf.lock().unwrap_or_else(|p| p.into_inner());
         let start = self
             .segments
             .partition_point(|s| s.next_offset() <= from)
@@ -320,14 +460,37 @@ impl FileLog {
             }
             let batches = seg.batches();
             let first = batches.partition_point(|b| b.header.last_offset < from);
-            for entry in &batches[first..] {
-                if entry.header.base_offset >= below {
-                    return Ok(out);
-                }
-                out.push(seg.read_batch(entry)?);
+            let end = batches.partition_point(|b| b.header.base_offset < below);
+            let mut rest = batches.get(first..end).unwrap_or(&[]);
+            while let Some(head) = rest.first() {
+                // A chunk of at most READ_CHUNK_BYTES (or one batch larger than that).
+                let n = rest
+                    .iter()
+                    .position(|b| b.end() - head.position > READ_CHUNK_BYTES)
+                    .unwrap_or(rest.len())
+                    .max(1);
+                seg.read_batches(&rest[..n], &mut buf, &mut out)?;
+                rest = &rest[n..];
+            }
+            if end < batches.len() {
+                break;
             }
         }
+        if buf.capacity() > 2 * READ_CHUNK_BYTES as usize {
+            *buf = Vec::new();
+        }
         Ok(out)
+    }
+
+    /// Fsyncs what was appended: the active segment's `.log` file (earlier segments were
+    /// fsynced when they rolled). Does not move the recovery point; see [`FileLog::flush`].
+    pub fn sync_data(&mut self) -> Result<(), FileLogError> {
+        self.check_not_failed()?;
+        let result = match self.segments.last() {
+            Some(active) => active.sync_log(),
+            None => Ok(()),
+        };
+        self.fail_on_error(result)
     }
 
     /// Fsyncs the active segment, then persists the recovery point (= LEO) and the high
@@ -348,6 +511,8 @@ impl FileLog {
         if let Some(active) = self.segments.last() {
             active.sync()?;
         }
+        let cache = self.mem.epoch_cache().clone();
+        self.persist_epoch_cache(&cache)?;
         self.persist_recovery_point(self.mem.log_end_offset())?;
         self.persist_high_watermark(self.mem.high_watermark())
     }
@@ -374,9 +539,14 @@ impl FileLog {
     }
 
     /// Writes `batches`, whose headers `next` (a clone of the in-memory log with them
-    /// appended) accepted, then adopts `next`.
-    fn write_appended(&mut self, next: MemLog, batches: &[RawBatch]) -> Result<(), FileLogError> {
-        let result = self.write_appended_inner(&next, batches);
+    /// appended) accepted, fsyncing them when `sync`, then adopts `next`.
+    fn write_appended(
+        &mut self,
+        next: MemLog,
+        batches: &[RawBatch],
+        sync: bool,
+    ) -> Result<(), FileLogError> {
+        let result = self.write_appended_inner(&next, batches, sync);
         self.fail_on_error(result)?;
         self.mem = next;
         Ok(())
@@ -386,27 +556,48 @@ impl FileLog {
         &mut self,
         next: &MemLog,
         batches: &[RawBatch],
+        sync: bool,
     ) -> Result<(), FileLogError> {
-        // Kafka assigns the epoch (and flushes the checkpoint) before appending the batch; a
-        // crash in between leaves an entry at or past LEO, which recovery drops.
+        // Kafka assigns the epoch (and writes the checkpoint) before appending the batch; a
+        // crash in between leaves an entry at or past LEO, which recovery drops. The cache
+        // changes only when a batch of a new epoch arrives, so in steady state this writes
+        // nothing.
         self.persist_epoch_cache(next.epoch_cache())?;
-        for batch in batches {
-            let fits = self
+        // Group commit: the batches going into one segment are written with one write.
+        let mut rest = batches;
+        while let Some(first) = rest.first() {
+            let n = self
                 .segments
                 .last()
-                .is_some_and(|s| s.fits(batch, self.config.segment_bytes));
-            if !fits {
-                self.roll(batch.header().base_offset)?;
+                .map_or(0, |s| s.fitting_prefix(rest, self.config.segment_bytes));
+            if n == 0 {
+                let rolled_to = first.header().base_offset;
+                if self
+                    .segments
+                    .last()
+                    .is_some_and(|s| s.is_empty() && s.base_offset() == rolled_to)
+                {
+                    return Err(FileLogError::Inconsistent {
+                        dir: self.dir.clone(),
+                        reason: format!(
+                            "the batch at offset {rolled_to} spans more offsets than a segment \
+                             can index"
+                        ),
+                    });
+                }
+                self.roll(rolled_to, next.epoch_cache())?;
+                continue;
             }
             let Some(active) = self.segments.last_mut() else {
                 return Err(FileLogError::Inconsistent {
                     dir: self.dir.clone(),
-                    reason: "no active segment after a roll".into(),
+                    reason: "no active segment".into(),
                 });
             };
-            active.append(batch)?;
+            active.append_all(&rest[..n])?;
+            rest = &rest[n..];
         }
-        if self.config.flush == FlushPolicy::EveryAppend {
+        if sync {
             if let Some(active) = self.segments.last() {
                 active.sync_log()?;
             }
@@ -415,8 +606,9 @@ impl FileLog {
     }
 
     /// Starts a new active segment at `base_offset` (the LEO), after fsyncing the current one;
-    /// everything below `base_offset` is then on disk, which the recovery point records.
-    fn roll(&mut self, base_offset: Offset) -> Result<(), FileLogError> {
+    /// everything below `base_offset` is then on disk, which the recovery point records (after
+    /// the epoch checkpoint, so that the checkpoint is never behind the recovery point).
+    fn roll(&mut self, base_offset: Offset, cache: &EpochCache) -> Result<(), FileLogError> {
         if let Some(active) = self.segments.last() {
             if active.is_empty() && active.base_offset() == base_offset {
                 return Ok(());
@@ -426,6 +618,7 @@ impl FileLog {
         let seg = Segment::create(&self.dir, base_offset, self.config.index_interval_bytes)?;
         segment::sync_dir(&self.dir)?;
         self.segments.push(seg);
+        self.persist_epoch_cache(cache)?;
         self.persist_recovery_point(base_offset)
     }
 
@@ -585,7 +778,8 @@ impl PartitionLog for FileLog {
         if batches.is_empty() {
             return Ok(());
         }
-        self.write_appended(next, batches)
+        let sync = self.config.flush == FlushPolicy::EveryAppend;
+        self.write_appended(next, batches, sync)
     }
 
     fn read(&self, from: Offset, below: Offset) -> Vec<RawBatch> {

@@ -48,7 +48,7 @@ use kmirror_kernel::types::{
 };
 
 use crate::error::{BatchError, FileLogError};
-use crate::file_log::{FileLog, FileLogConfig, TopicPartition};
+use crate::file_log::{FileLog, FileLogConfig, FlushPolicy, TopicPartition};
 use crate::record_batch::{RawBatch, Record};
 use crate::recovery::RecoveryReport;
 
@@ -241,6 +241,11 @@ impl MirrorStateLog {
             source: Box::new(source),
         };
         self.log.append_as_follower(&[batch]).map_err(log_err)?;
+        // Persist first, act after, under every flush policy: the record is on disk before
+        // the write is acknowledged (with `EveryAppend` the append itself fsynced it).
+        if self.log.config().flush != FlushPolicy::EveryAppend {
+            self.log.sync_data().map_err(log_err)?;
+        }
         let leo = self.log.log_end_offset();
         self.log.advance_high_watermark(leo).map_err(log_err)?;
         for (delta, record) in records.iter().enumerate() {

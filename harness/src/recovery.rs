@@ -10,9 +10,18 @@
 //!    [`FileLogError::Checkpoint`] naming the file and line. A missing one takes its default
 //!    (log start: the first segment's base offset, or 0; high watermark and recovery point: the
 //!    log start offset) and is rewritten.
-//! 3. Every batch of every segment is verified, oldest first: length, magic, CRC-32C, the
-//!    control record type, and that its base offset follows the previous batch's last offset
-//!    (and each segment's base offset the previous segment's end). The first failure:
+//! 3. Every segment is scanned, oldest first, Kafka's way: batches **from the recovery point on**
+//!    (data that may be torn or never flushed) are verified whole: length, magic, CRC-32C, the
+//!    control record type, and that each base offset follows the previous batch's last offset
+//!    (and each segment's base offset the previous segment's end). **Below the recovery point**
+//!    (data known to have been fsynced) only the 61-byte batch headers are read (several per
+//!    read when batches are small, one small read per large batch) and checked for structure:
+//!    length, magic, offsets in order, counts not negative; control batches, a few bytes each,
+//!    are verified whole since their type is in their record. That is enough to rebuild the
+//!    in-memory index, epoch cache and producer state, and costs a fraction of the log's size:
+//!    a flipped payload byte below the recovery point is found when the batch is read (every
+//!    read checks the CRC again) or by [`Verify::All`] (`kmirror verify`), which verifies every
+//!    batch whole. The first failure:
 //!    - **below the recovery point** (data known to have been fsynced) is an error,
 //!      [`FileLogError::CorruptSegment`] or [`FileLogError::OffsetOrder`], naming the file and
 //!      the byte position; nothing is repaired;
@@ -36,9 +45,11 @@
 
 use std::collections::BTreeSet;
 use std::fs::{self, File};
-use std::io::{BufReader, ErrorKind, Read};
+use std::io::ErrorKind;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use kmirror_kernel::batch::BatchHeader;
 use kmirror_kernel::epoch_cache::{EpochCache, EpochEntry};
 use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::mem_log::MemLog;
@@ -47,9 +58,12 @@ use kmirror_kernel::types::Offset;
 use crate::error::{BatchError, CheckpointError, FileLogError};
 use crate::file_log::{
     decode_offset_checkpoint, encode_offset_checkpoint, FileLogConfig, Persisted, TopicPartition,
-    HIGH_WATERMARK_FILE, LEADER_EPOCH_FILE, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE,
+    Verify, HIGH_WATERMARK_FILE, LEADER_EPOCH_FILE, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE,
 };
-use crate::record_batch::{batch_size_from_prefix, decode_header, LOG_OVERHEAD};
+use crate::record_batch::{
+    batch_size_from_prefix, decode_header, CONTROL_FLAG_MASK, LOG_OVERHEAD, MAGIC_V2,
+    RECORD_BATCH_OVERHEAD, TRANSACTIONAL_FLAG_MASK,
+};
 use crate::segment::{
     self, index_file_name, log_file_name, parse_file_name, BatchEntry, Segment, DELETED_SUFFIX,
     INDEX_SUFFIX, LOG_SUFFIX,
@@ -99,6 +113,13 @@ pub struct RecoveryReport {
     /// `(checkpointed, rebuilt from the batches)` when the leader-epoch checkpoint disagreed with
     /// the batches and was rewritten.
     pub epoch_checkpoint_repaired: Option<(Vec<EpochEntry>, Vec<EpochEntry>)>,
+    /// The offset from which batches were verified whole (CRC included): the recovery point,
+    /// or the log start offset with [`Verify::All`].
+    pub verified_from: Offset,
+    /// Bytes of segment files read (headers only below [`RecoveryReport::verified_from`]).
+    pub scanned_bytes: u64,
+    /// Bytes of batches whose CRC-32C was checked.
+    pub verified_bytes: u64,
 }
 
 impl RecoveryReport {
@@ -153,17 +174,138 @@ fn io_err<'a>(
     move |e| FileLogError::io(action, path, e)
 }
 
-/// Reads and verifies the batches of a segment file, stopping at the first bad one.
+/// Bytes read at once when only batch headers are needed (several small batches' headers, or
+/// one large batch's).
+const HEADER_WINDOW: usize = 8 << 10;
+/// Bytes read at once when whole batches are verified.
+const VERIFY_WINDOW: usize = 1 << 20;
+
+/// Positional reads of a segment file through one reused buffer.
+struct Window {
+    file: File,
+    len: u64,
+    buf: Vec<u8>,
+    start: u64,
+}
+
+impl Window {
+    /// The `n` bytes at `pos` (which must lie within the file), reading `at_least` bytes (or up
+    /// to the end of the file) when they are not in the buffer already.
+    fn get(&mut self, pos: u64, n: usize, at_least: usize) -> std::io::Result<&[u8]> {
+        let in_buf = pos >= self.start && pos + n as u64 <= self.start + self.buf.len() as u64;
+        if !in_buf {
+            let want = (n.max(at_least) as u64).min(self.len - pos) as usize;
+            self.buf.clear();
+            self.buf.resize(want, 0);
+            self.file.read_exact_at(&mut self.buf, pos)?;
+            self.start = pos;
+        }
+        let from = (pos - self.start) as usize;
+        Ok(&self.buf[from..from + n])
+    }
+}
+
+/// Decodes the header of a batch without checking its CRC, from its first
+/// [`RECORD_BATCH_OVERHEAD`] bytes (Kafka's `DefaultRecordBatch` layout), with the structural
+/// checks of [`decode_header`] (magic, offsets and record count not negative). `None` for a
+/// control batch, whose type is in its first record: the caller reads and verifies it whole.
+fn decode_trusted_header(b: &[u8]) -> Result<Option<BatchHeader>, BatchError> {
+    let i16_at = |p: usize| i16::from_be_bytes([b[p], b[p + 1]]);
+    let i32_at = |p: usize| i32::from_be_bytes([b[p], b[p + 1], b[p + 2], b[p + 3]]);
+    let i64_at = |p: usize| {
+        let mut x = [0u8; 8];
+        x.copy_from_slice(&b[p..p + 8]);
+        i64::from_be_bytes(x)
+    };
+    let magic = b[16] as i8;
+    if magic != MAGIC_V2 {
+        return Err(BatchError::UnsupportedMagic {
+            position: 16,
+            magic,
+        });
+    }
+    let attributes = i16_at(21);
+    if attributes & CONTROL_FLAG_MASK != 0 {
+        return Ok(None);
+    }
+    let field = |position: u64, field: &'static str, value: i64, reason: &'static str| {
+        BatchError::InvalidField {
+            position,
+            field,
+            value,
+            reason,
+        }
+    };
+    let base_offset = i64_at(0);
+    if base_offset < 0 {
+        return Err(field(
+            0,
+            "baseOffset",
+            base_offset,
+            "offsets are not negative",
+        ));
+    }
+    let delta = i32_at(23);
+    let last_offset = base_offset
+        .checked_add(i64::from(delta))
+        .filter(|_| delta >= 0)
+        .ok_or_else(|| {
+            field(
+                23,
+                "lastOffsetDelta",
+                i64::from(delta),
+                "a batch's last offset is not below its base offset and fits in int64",
+            )
+        })?;
+    let records_count = i32_at(57);
+    if records_count < 0 {
+        return Err(field(
+            57,
+            "recordsCount",
+            i64::from(records_count),
+            "a record count is not negative",
+        ));
+    }
+    Ok(Some(BatchHeader {
+        base_offset,
+        last_offset,
+        partition_leader_epoch: i32_at(12),
+        producer_id: i64_at(43),
+        producer_epoch: i16_at(51),
+        base_sequence: i32_at(53),
+        is_transactional: attributes & TRANSACTIONAL_FLAG_MASK != 0,
+        control: None,
+    }))
+}
+
+/// What a segment scan found.
+struct Scan {
+    batches: Vec<BatchEntry>,
+    len: u64,
+    bad: Option<BadSpot>,
+    /// Bytes whose CRC was checked.
+    verified_bytes: u64,
+}
+
+/// Reads the batches of a segment file, stopping at the first bad one. Batches at or after
+/// `verify_from` (an offset) are verified whole, CRC-32C included; batches before it only have
+/// their header read and checked for structure (control batches, small, are verified whole).
 fn scan_segment(
     path: &Path,
     mut expected: Offset,
-) -> Result<(Vec<BatchEntry>, u64, Option<BadSpot>), FileLogError> {
+    verify_from: Offset,
+) -> Result<Scan, FileLogError> {
     let file = File::open(path).map_err(io_err("open", path))?;
     let len = file.metadata().map_err(io_err("stat", path))?.len();
-    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let mut window = Window {
+        file,
+        len,
+        buf: Vec::new(),
+        start: 0,
+    };
     let mut batches = Vec::new();
+    let mut verified_bytes = 0u64;
     let mut pos = 0u64;
-    let mut prefix = [0u8; LOG_OVERHEAD];
     while pos < len {
         let remaining = len - pos;
         let bad = |problem| BadSpot {
@@ -171,20 +313,30 @@ fn scan_segment(
             expected,
             problem,
         };
+        let done = |batches, bad, verified_bytes| {
+            Ok(Scan {
+                batches,
+                len,
+                bad: Some(bad),
+                verified_bytes,
+            })
+        };
         if remaining < LOG_OVERHEAD as u64 {
             let e = BatchError::Truncated {
                 position: pos,
                 needed: LOG_OVERHEAD as u64,
                 available: remaining,
             };
-            return Ok((batches, len, Some(bad(Problem::Batch(e)))));
+            return done(batches, bad(Problem::Batch(e)), verified_bytes);
         }
-        reader
-            .read_exact(&mut prefix)
+        let verify = expected >= verify_from;
+        let at_least = if verify { VERIFY_WINDOW } else { HEADER_WINDOW };
+        let prefix = window
+            .get(pos, LOG_OVERHEAD, at_least)
             .map_err(io_err("read", path))?;
-        let size = match batch_size_from_prefix(&prefix) {
+        let size = match batch_size_from_prefix(prefix) {
             Ok(size) => size as u64,
-            Err(e) => return Ok((batches, len, Some(bad(Problem::Batch(e.shifted(pos)))))),
+            Err(e) => return done(batches, bad(Problem::Batch(e.shifted(pos))), verified_bytes),
         };
         if size > remaining {
             let e = BatchError::Truncated {
@@ -192,20 +344,50 @@ fn scan_segment(
                 needed: size,
                 available: remaining,
             };
-            return Ok((batches, len, Some(bad(Problem::Batch(e)))));
+            return done(batches, bad(Problem::Batch(e)), verified_bytes);
         }
-        let mut buf = vec![0u8; size as usize];
-        buf[..LOG_OVERHEAD].copy_from_slice(&prefix);
-        reader
-            .read_exact(&mut buf[LOG_OVERHEAD..])
-            .map_err(io_err("read", path))?;
-        let header = match decode_header(&buf) {
-            Ok((header, _)) => header,
-            Err(e) => return Ok((batches, len, Some(bad(Problem::Batch(e.shifted(pos)))))),
+        let trusted = if verify {
+            None
+        } else {
+            let head = window
+                .get(pos, RECORD_BATCH_OVERHEAD, at_least)
+                .map_err(io_err("read", path))?;
+            match decode_trusted_header(head) {
+                Ok(header) => header,
+                Err(e) => {
+                    return done(batches, bad(Problem::Batch(e.shifted(pos))), verified_bytes)
+                }
+            }
+        };
+        let header = match trusted {
+            Some(header) => header,
+            None => {
+                let whole = window
+                    .get(pos, size as usize, at_least)
+                    .map_err(io_err("read", path))?;
+                verified_bytes += size;
+                match decode_header(whole) {
+                    Ok((header, _)) => header,
+                    Err(e) => {
+                        return done(batches, bad(Problem::Batch(e.shifted(pos))), verified_bytes)
+                    }
+                }
+            }
         };
         if header.base_offset != expected {
             let found = header.base_offset;
-            return Ok((batches, len, Some(bad(Problem::Order { found }))));
+            return done(batches, bad(Problem::Order { found }), verified_bytes);
+        }
+        if trusted.is_some() && header.next_offset() > verify_from {
+            // The recovery point is always at a batch boundary: a trusted header reaching past
+            // it is damaged, and must not make the fsynced data after it look like a torn tail.
+            let e = BatchError::InvalidField {
+                position: pos + 23,
+                field: "lastOffsetDelta",
+                value: header.last_offset - header.base_offset,
+                reason: "the batch would end past the recovery point, which lies between batches",
+            };
+            return done(batches, bad(Problem::Batch(e)), verified_bytes);
         }
         batches.push(BatchEntry {
             header,
@@ -215,7 +397,12 @@ fn scan_segment(
         pos += size;
         expected = header.next_offset();
     }
-    Ok((batches, len, None))
+    Ok(Scan {
+        batches,
+        len,
+        bad: None,
+        verified_bytes,
+    })
 }
 
 fn read_checkpoint_text(dir: &Path, name: &str) -> Result<Option<String>, FileLogError> {
@@ -388,6 +575,7 @@ pub(crate) fn recover(
     dir: &Path,
     tp: &TopicPartition,
     config: &FileLogConfig,
+    verify: Verify,
 ) -> Result<Recovered, FileLogError> {
     let mut report = RecoveryReport::default();
     if !dir.exists() {
@@ -425,13 +613,21 @@ pub(crate) fn recover(
     report.recovery_point = recovery_point;
 
     // Verify every segment, cutting a bad tail at or after the recovery point.
+    let verify_from = match verify {
+        Verify::FromRecoveryPoint => recovery_point,
+        Verify::All => log_start,
+    };
+    report.verified_from = verify_from;
     let mut verified: Vec<(Offset, Vec<BatchEntry>)> = Vec::new();
     let mut expected = log_start;
     for (i, &base) in bases.iter().enumerate() {
         let path = dir.join(log_file_name(base));
         let in_place = base == expected;
         let (batches, len, bad) = if in_place {
-            scan_segment(&path, expected)?
+            let scan = scan_segment(&path, expected, verify_from)?;
+            report.verified_bytes += scan.verified_bytes;
+            report.scanned_bytes += scan.len;
+            (scan.batches, scan.len, scan.bad)
         } else {
             let bad = BadSpot {
                 position: 0,

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 
 use kmirror_harness::error::{BatchError, FileLogError};
 use kmirror_harness::file_log::{
-    FileLog, FileLogConfig, FlushPolicy, TopicPartition, HIGH_WATERMARK_FILE, LEADER_EPOCH_FILE,
-    LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE,
+    FileLog, FileLogConfig, FlushPolicy, TopicPartition, Verify, HIGH_WATERMARK_FILE,
+    LEADER_EPOCH_FILE, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE,
 };
 use kmirror_harness::record_batch::RawBatch;
 use kmirror_harness::recovery::RecoveryReport;
@@ -46,6 +46,21 @@ fn open(root: &Path, config: FileLogConfig) -> (FileLog, RecoveryReport) {
 
 fn reopen(root: &Path, config: FileLogConfig) -> Result<(FileLog, RecoveryReport), FileLogError> {
     FileLog::open(root, tp(), config)
+}
+
+/// Reopens verifying every batch (`kmirror verify`).
+fn verify_all(
+    root: &Path,
+    config: FileLogConfig,
+) -> Result<(FileLog, RecoveryReport), FileLogError> {
+    FileLog::open_with(root, tp(), config, Verify::All)
+}
+
+fn every_append() -> FileLogConfig {
+    FileLogConfig {
+        flush: FlushPolicy::EveryAppend,
+        ..FileLogConfig::default()
+    }
 }
 
 /// A factory of fresh logs, each in its own directory under one temporary root.
@@ -332,8 +347,11 @@ fn garbage_after_the_last_batch_is_cut_and_reported() {
     assert!(tail.reason.contains("batchLength 0"), "{}", tail.reason);
 }
 
-/// Flips each byte of the first segment (flushed, so below the recovery point) in turn: every
-/// flip must be refused with an error naming the segment and the position of the damaged batch.
+/// Flips each byte of the first segment (flushed, so below the recovery point) in turn: opening
+/// with [`Verify::All`] must refuse every flip with an error naming the segment and the position
+/// of the damaged batch. A plain open (Kafka's recovery) trusts the payload below the recovery
+/// point: it either refuses the flip the same way (a damaged header) or opens, and then reading
+/// the damaged batch fails its CRC check: corrupt bytes are never served.
 #[test]
 fn a_flipped_byte_below_the_recovery_point_is_an_error_naming_file_and_position() {
     let root = tempfile::tempdir().unwrap();
@@ -361,7 +379,31 @@ fn a_flipped_byte_below_the_recovery_point_is_an_error_naming_file_and_position(
         let mut bytes = original.clone();
         bytes[pos] ^= 0x40;
         fs::write(&seg, &bytes).unwrap();
-        let err = reopen(root.path(), config)
+        match reopen(root.path(), config) {
+            Ok((log, report)) => {
+                assert_eq!(report.verified_bytes, 0, "byte {pos}: {report:?}");
+                match log.try_read(0, log.log_end_offset()) {
+                    Err(FileLogError::CorruptRead { file, .. }) => assert_eq!(file, seg),
+                    other => panic!("byte {pos}: a trusted damaged batch was read: {other:?}"),
+                }
+            }
+            Err(e) => assert!(
+                matches!(
+                    e,
+                    FileLogError::CorruptSegment { .. }
+                        | FileLogError::OffsetOrder { .. }
+                        | FileLogError::Replay { .. }
+                        | FileLogError::EpochMismatch { .. }
+                ),
+                "byte {pos}: {e}"
+            ),
+        }
+        assert_eq!(
+            fs::read(&seg).unwrap(),
+            bytes,
+            "byte {pos}: plain open changed it"
+        );
+        let err = verify_all(root.path(), config)
             .map(|_| ())
             .expect_err(&format!("byte {pos} flipped below the recovery point"));
         let batch_start = *starts.iter().rev().find(|&&s| s <= pos as u64).unwrap();
@@ -407,7 +449,16 @@ fn a_crc_error_below_the_recovery_point_names_the_crc() {
     let last = bytes.len() - 1;
     bytes[last] ^= 1;
     fs::write(&seg, &bytes).unwrap();
-    match reopen(root.path(), FileLogConfig::default()) {
+    // Kafka's recovery trusts it (only headers are read below the recovery point)...
+    let (log, report) = reopen(root.path(), FileLogConfig::default()).unwrap();
+    assert_eq!(report.verified_bytes, 0);
+    assert!(matches!(
+        log.try_read(2, 4),
+        Err(FileLogError::CorruptRead { position, .. }) if position == first_size as u64
+    ));
+    drop(log);
+    // ...and `kmirror verify` refuses it.
+    match verify_all(root.path(), FileLogConfig::default()) {
         Err(FileLogError::CorruptSegment {
             file,
             position,
@@ -600,11 +651,21 @@ fn manual_flush_persists_the_high_watermark_only_on_flush() {
     drop(log);
     let (log, _) = reopen(root.path(), config).unwrap();
     assert_eq!(log.high_watermark(), 2);
-    // With EveryAppend the change is persisted at once.
+    // Kafka's policy (the default) checkpoints it on flush too.
     let (mut log, _) = reopen(root.path(), FileLogConfig::default()).unwrap();
+    log.advance_high_watermark(3).unwrap();
+    drop(log);
+    let (mut log, _) = reopen(root.path(), FileLogConfig::default()).unwrap();
+    assert_eq!(log.high_watermark(), 2);
+    log.advance_high_watermark(3).unwrap();
+    log.flush().unwrap();
+    drop(log);
+    // With EveryAppend the change is persisted at once.
+    let (mut log, _) = reopen(root.path(), every_append()).unwrap();
+    assert_eq!(log.high_watermark(), 3);
     log.advance_high_watermark(4).unwrap();
     drop(log);
-    let (log, _) = reopen(root.path(), FileLogConfig::default()).unwrap();
+    let (log, _) = reopen(root.path(), every_append()).unwrap();
     assert_eq!(log.high_watermark(), 4);
 }
 
@@ -784,7 +845,7 @@ fn follower_appends_keep_source_bytes_exactly() {
 #[test]
 fn an_io_failure_makes_the_log_refuse_mutations_until_reopened() {
     let root = tempfile::tempdir().unwrap();
-    let config = FileLogConfig::default();
+    let config = every_append();
     let (mut log, _) = open(root.path(), config);
     log.append_as_leader(0, records(1)).unwrap();
     // Make the next checkpoint write fail: a directory where the temporary file goes.
@@ -806,4 +867,186 @@ fn an_io_failure_makes_the_log_refuse_mutations_until_reopened() {
     ));
     log.append_as_leader(0, records(1)).unwrap();
     assert_eq!(log.log_end_offset(), 2);
+}
+
+/// Follower appends in ten batches and in one call leave the same files (segments, rolls,
+/// index entries): group commit changes how many writes, not what is written.
+#[test]
+fn a_fetch_round_appended_at_once_writes_what_batch_by_batch_appends_write() {
+    let root = tempfile::tempdir().unwrap();
+    let (mut src, _) = FileLog::open(&root.path().join("src"), tp(), tiny()).unwrap();
+    for i in 0..10 {
+        src.append_as_leader(i / 3, records(1 + i as u32 % 4))
+            .unwrap();
+    }
+    let batches = src.read(0, Offset::MAX);
+    let files = |dir: &Path| {
+        let mut out: Vec<(String, Vec<u8>)> = fs::read_dir(dir.join(tp().dir_name()))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "log" || x == "index"))
+            .map(|p| {
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                (name, fs::read(&p).unwrap())
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    for policy in [FlushPolicy::Kafka, FlushPolicy::EveryAppend] {
+        let config = FileLogConfig {
+            flush: policy,
+            ..tiny()
+        };
+        let (one, all) = (
+            root.path().join(format!("one-{policy}")),
+            root.path().join(format!("all-{policy}")),
+        );
+        let (mut a, _) = FileLog::open(&one, tp(), config).unwrap();
+        for b in &batches {
+            a.append_as_follower(std::slice::from_ref(b)).unwrap();
+        }
+        let (mut b, _) = FileLog::open(&all, tp(), config).unwrap();
+        b.append_as_follower(&batches).unwrap();
+        assert!(b.segments().len() >= 3, "the test wants rolls");
+        assert_eq!(LogSnapshot::of(&a), LogSnapshot::of(&b));
+        a.close().unwrap();
+        b.close().unwrap();
+        assert_eq!(files(&one), files(&all), "{policy}");
+        assert_eq!(files(&all), files(&root.path().join("src")), "{policy}");
+    }
+}
+
+/// Kafka's policy on a machine crash: follower appends past the recovery point were never
+/// fsynced, and the crash takes any suffix of them. Every such loss reopens to a prefix of the
+/// log at or above the recovery point, the epoch checkpoint and high watermark repaired against
+/// what survived, and appending the lost batches again (the fetcher re-fetching them) gives
+/// back the same log.
+#[test]
+fn kafka_policy_a_lost_unflushed_tail_reopens_and_is_fetched_again() {
+    let root = tempfile::tempdir().unwrap();
+    let (mut src, _) = FileLog::open(&root.path().join("src"), tp(), tiny()).unwrap();
+    for i in 0..12 {
+        src.append_as_leader(i / 4, records(1 + i as u32 % 3))
+            .unwrap();
+    }
+    let batches = src.read(0, Offset::MAX);
+    let config = FileLogConfig {
+        flush: FlushPolicy::Kafka,
+        segment_bytes: 4096,
+        ..tiny()
+    };
+    let dst = root.path().join("dst");
+    let (mut log, _) = FileLog::open(&dst, tp(), config).unwrap();
+    log.append_as_follower(&batches[..3]).unwrap();
+    log.advance_high_watermark(log.log_end_offset()).unwrap();
+    log.flush().unwrap();
+    let flushed = log.log_end_offset();
+    let flushed_hw = log.high_watermark();
+    log.append_as_follower(&batches[3..]).unwrap();
+    log.advance_high_watermark(log.log_end_offset()).unwrap();
+    let full = LogSnapshot::of(&log);
+    let recovery_point = log.recovery_point();
+    assert!(recovery_point >= flushed);
+    drop(log); // no flush
+    let checkpoint = |name: &str| fs::read_to_string(dst.join(tp().dir_name()).join(name)).unwrap();
+    assert!(
+        checkpoint(HIGH_WATERMARK_FILE).ends_with(&format!(" {flushed_hw}\n")),
+        "the high watermark is checkpointed on flush, not on every change"
+    );
+    let pristine = root.path().join("pristine");
+    copy_dir(&dst, &pristine);
+    // The crash keeps the segment files up to any batch boundary at or past the recovery point.
+    let dir = dst.join(tp().dir_name());
+    let mut cuts = Vec::new();
+    {
+        let (log, _) = FileLog::open(&pristine, tp(), config).unwrap();
+        for seg in log.segments() {
+            for b in seg.batches() {
+                if b.header.base_offset >= recovery_point {
+                    cuts.push((seg.base_offset(), b.position, b.header.base_offset));
+                }
+            }
+        }
+    }
+    assert!(
+        cuts.len() >= 3,
+        "the test wants an unflushed tail: {cuts:?}"
+    );
+    for (base, position, first_lost) in cuts {
+        fs::remove_dir_all(&dst).unwrap();
+        copy_dir(&pristine, &dst);
+        // The cut segment loses its tail; later segments were never written.
+        for e in fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            let seg_base: Option<Offset> = name
+                .strip_suffix(".log")
+                .or_else(|| name.strip_suffix(".index"))
+                .and_then(|d| d.parse().ok());
+            match seg_base {
+                Some(b) if b > base => fs::remove_file(&p).unwrap(),
+                Some(b) if b == base && name.ends_with(".log") => {
+                    fs::OpenOptions::new()
+                        .write(true)
+                        .open(&p)
+                        .unwrap()
+                        .set_len(position)
+                        .unwrap();
+                }
+                _ => {}
+            }
+        }
+        let (mut log, report) = reopen(&dst, config).unwrap();
+        assert_eq!(log.log_end_offset(), first_lost, "{report:?}");
+        assert!(log.high_watermark() <= first_lost);
+        assert!(log.epoch_cache().latest_epoch().is_some());
+        // The checkpoint on disk now agrees with the batches that survived.
+        let on_disk = kmirror_kernel::checkpoint::decode(&checkpoint(LEADER_EPOCH_FILE)).unwrap();
+        assert_eq!(&on_disk, log.epoch_cache(), "cut at {first_lost}");
+        let next = batches
+            .iter()
+            .position(|b| b.header().base_offset == first_lost)
+            .unwrap();
+        log.append_as_follower(&batches[next..]).unwrap();
+        log.advance_high_watermark(log.log_end_offset()).unwrap();
+        assert_eq!(LogSnapshot::of(&log), full, "cut at {first_lost}");
+        log.close().unwrap();
+    }
+}
+
+/// A clean reopen reads only headers; [`Verify::All`] checks every byte, and both agree.
+#[test]
+fn recovery_checks_crcs_only_from_the_recovery_point_unless_told_to_verify_all() {
+    let root = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(root.path(), tiny());
+    for i in 0..8 {
+        log.append_as_leader(i / 3, records(2)).unwrap();
+    }
+    log.append_as_leader(3, testkit::pid_reset()).unwrap();
+    log.flush().unwrap();
+    log.append_as_leader(3, records(2)).unwrap();
+    let total: u64 = log.segments().iter().map(|s| s.size()).sum();
+    let tail = log
+        .segments()
+        .last()
+        .unwrap()
+        .batches()
+        .last()
+        .unwrap()
+        .size;
+    let snapshot = LogSnapshot::of(&log);
+    drop(log);
+    let copy = tempfile::tempdir().unwrap();
+    copy_dir(root.path(), copy.path());
+    let (log, report) = reopen(root.path(), tiny()).unwrap();
+    assert_eq!(LogSnapshot::of(&log), snapshot);
+    assert_eq!(report.scanned_bytes, total);
+    // The tail, plus the control batch (verified whole wherever it is).
+    assert!(report.verified_bytes < total / 2, "{report:?}");
+    assert!(report.verified_bytes >= tail, "{report:?}");
+    let (log, report) = verify_all(copy.path(), tiny()).unwrap();
+    assert_eq!(LogSnapshot::of(&log), snapshot);
+    assert_eq!(report.verified_bytes, total);
+    assert_eq!(report.verified_from, 0);
 }
