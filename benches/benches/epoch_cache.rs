@@ -28,11 +28,11 @@ use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use kmirror_testsupport::jvm::Oracle;
 use kmirror_kernel::batch::BatchHeader;
 use kmirror_kernel::epoch_cache::{EpochCache, EpochEntry};
 use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::mem_log::MemLog;
+use kmirror_testsupport::jvm::Oracle;
 
 /// Offsets between the start offsets of consecutive epochs (as in `EpochCacheBench.java`).
 const SPACING: i64 = 1_000_000_000_000;
