@@ -188,32 +188,36 @@ const MIRROR: &[&str] = &[
 ];
 const STOP: &[&str] = &["stop", "--dest", "{}/west", "-q"];
 const PRODUCE: &[&str] = &["produce", "--dir", "{}/west", "plain:1"];
+const VERIFY: &[&str] = &["verify", "{}/west"];
 
 fn cases() -> Vec<Case> {
     vec![
+        // Payload damage below the recovery point: a plain open trusts flushed data, as Kafka
+        // does (see `a_plain_open_trusts_flushed_data_and_verify_checks_it`); `verify` finds it.
         case(
             "flipped byte in the destination leader's segment",
             |r| flip(&segment(r, "west", 0, TOPIC), 80),
-            &[STATUS, MIRROR, STOP],
+            &[VERIFY],
             "fails its CRC-32C check",
         ),
         case(
             "flipped byte in a follower's segment",
             |r| flip(&segment(r, "west", 1, TOPIC), 150),
-            &[STATUS, MIRROR],
+            &[VERIFY],
             "fails its CRC-32C check",
         ),
         case(
             "flipped byte in the source's segment",
             |r| flip(&segment(r, "east", 0, TOPIC), 80),
-            &[MIRROR],
+            &[&["verify", "{}/east"]],
             "east/broker-0/orders-0/00000000000000000000.log is corrupt at byte",
         ),
+        // __mirror_state is read whole when opened, so every command finds it.
         case(
             "flipped byte in __mirror_state",
             |r| flip(&segment(r, "west", 0, "__mirror_state"), 75),
-            &[STATUS, MIRROR, STOP, PRODUCE],
-            "__mirror_state-0/00000000000000000000.log is corrupt",
+            &[STATUS, MIRROR, STOP, PRODUCE, VERIFY],
+            "__mirror_state-0/00000000000000000000.log",
         ),
         case(
             "truncated destination segment",
@@ -441,6 +445,48 @@ fn bad_input_is_a_clear_error_and_touches_nothing() {
     }
 }
 
+/// Kafka's recovery trusts what was flushed below the recovery point: a flipped payload byte
+/// there does not stop `status` (which reads only batch headers), and `verify` (every CRC) names
+/// the file and byte. Neither changes a file.
+#[test]
+fn a_plain_open_trusts_flushed_data_and_verify_checks_it() {
+    let base = tempfile::tempdir().unwrap();
+    let root = base.path().join("r");
+    pristine(&root);
+    let bin = env!("CARGO_BIN_EXE_kmirror");
+    let run = |args: &[&str]| {
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| a.replace("{}", &root.display().to_string()))
+            .collect();
+        run_with_timeout(Command::new(bin).args(&args), &args.join(" "))
+    };
+    let out = run(VERIFY);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        stdout.matches("every CRC-32C checked").count(),
+        3,
+        "{stdout}"
+    );
+    let seg = segment(&root, "west", 0, TOPIC);
+    flip(&seg, 80);
+    let before = snapshot(&root);
+    let out = run(STATUS);
+    assert!(out.status.success(), "status: {out:?}");
+    let out = run(VERIFY);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    for expected in [
+        seg.display().to_string(),
+        "below the recovery point".into(),
+        "fails its CRC-32C check".into(),
+    ] {
+        assert!(stderr.contains(&expected), "{expected:?} in {stderr}");
+    }
+    assert!(snapshot(&root) == before, "status or verify changed a file");
+}
+
 #[test]
 fn bad_arguments_are_usage_errors() {
     let bin = env!("CARGO_BIN_EXE_kmirror");
@@ -448,6 +494,16 @@ fn bad_arguments_are_usage_errors() {
         vec!["produce", "--dir", "x", "plain:0"],
         vec!["produce", "--dir", "x", "nonsense"],
         vec!["mirror", "--dest", "x"],
+        vec![
+            "mirror",
+            "--source",
+            "a",
+            "--dest",
+            "b",
+            "--flush",
+            "sometimes",
+        ],
+        vec!["verify"],
         vec![
             "mirror",
             "--source",
@@ -463,7 +519,7 @@ fn bad_arguments_are_usage_errors() {
         assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
     }
     for command in [
-        "mirror", "stop", "start", "pause", "resume", "status", "produce", "demo",
+        "mirror", "stop", "start", "pause", "resume", "status", "produce", "demo", "verify",
     ] {
         let out = Command::new(bin)
             .args([command, "--help"])

@@ -498,7 +498,11 @@ impl Segment {
         let batch = RawBatch::parse(bytes).map_err(|source| FileLogError::CorruptRead {
             file: self.log_path.clone(),
             position: entry.position,
-            detail: source.shifted(entry.position).to_string(),
+            detail: format!(
+                "{} (opening a log checks CRCs only from its recovery point on; `kmirror verify` \
+                 checks every batch)",
+                source.shifted(entry.position)
+            ),
         })?;
         if batch.header() != entry.header {
             return Err(FileLogError::CorruptRead {
