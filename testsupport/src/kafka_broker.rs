@@ -16,6 +16,14 @@
 //! period), [`KafkaBroker::kill`] SIGKILLs it (a crash), [`KafkaBroker::restart`] starts it
 //! again on the same directories and ports. Dropping a `KafkaBroker` kills its process: no
 //! broker outlives its owner.
+//!
+//! [`KafkaCluster::start`] runs N such nodes as one cluster: each node is a broker and a
+//! controller (KRaft combined mode) with a static quorum of all N controllers
+//! (`controller.quorum.voters`, so `StorageTool format` needs no `--standalone`), the internal
+//! topics replicated `min(3, N)` times, a 6 s broker session (a killed broker is fenced and its
+//! partitions' leadership moves within seconds). Nodes are killed, stopped and restarted by id;
+//! [`KafkaCluster::leader`] asks Metadata for a partition's leader, [`KafkaCluster::log_dir`]
+//! gives each node's data directory. Dropping the cluster kills every node.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
@@ -407,5 +415,443 @@ mod tests {
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
         assert_eq!(base64_url(&[0xfb, 0xff]), "-_8");
         assert_eq!(base64_url(b"Man"), "TWFu");
+    }
+}
+
+/// The `node.id`s of a [`KafkaCluster`] are `1..=N`.
+pub const FIRST_NODE_ID: i32 = 1;
+
+/// One node of a [`KafkaCluster`].
+#[derive(Debug)]
+struct ClusterNode {
+    id: i32,
+    dir: PathBuf,
+    port: u16,
+    child: Option<Child>,
+}
+
+/// N KRaft nodes (broker and controller each) on 127.0.0.1. See the [module
+/// documentation](self).
+#[derive(Debug)]
+pub struct KafkaCluster {
+    classpath: String,
+    nodes: Vec<ClusterNode>,
+}
+
+impl KafkaCluster {
+    /// Writes the configs of `n` nodes into `dir/node-<id>` (ids 1..=n), formats their
+    /// storage with one cluster id, starts them all and waits until every broker is registered
+    /// (a Metadata answer lists all n). `extra` lines are appended to every
+    /// `server.properties`.
+    pub fn start(
+        oracle: &Oracle,
+        dir: &Path,
+        n: i32,
+        extra: &[(&str, &str)],
+    ) -> Result<KafkaCluster, BrokerError> {
+        let io = |action: &str| {
+            let dir = dir.to_path_buf();
+            let action = action.to_owned();
+            move |source| BrokerError::Io {
+                dir,
+                action,
+                source,
+            }
+        };
+        std::fs::create_dir_all(dir).map_err(io("create its directory"))?;
+        let dir = std::path::absolute(dir).map_err(io("resolve its directory"))?;
+        let mut ports = Vec::new();
+        // Hold every listener until all ports are picked, so that no two are the same.
+        let mut held = Vec::new();
+        for _ in 0..2 * n {
+            let listener = TcpListener::bind("127.0.0.1:0").map_err(io("find a free port"))?;
+            ports.push(
+                listener
+                    .local_addr()
+                    .map_err(io("find a free port"))?
+                    .port(),
+            );
+            held.push(listener);
+        }
+        drop(held);
+        let voters: Vec<String> = (0..n)
+            .map(|i| {
+                format!(
+                    "{}@127.0.0.1:{}",
+                    FIRST_NODE_ID + i,
+                    ports[(2 * i + 1) as usize]
+                )
+            })
+            .collect();
+        let replication = n.min(3);
+        let cluster_id = cluster_id();
+        let mut cluster = KafkaCluster {
+            classpath: oracle.classpath().to_owned(),
+            nodes: Vec::new(),
+        };
+        for i in 0..n {
+            let id = FIRST_NODE_ID + i;
+            let node_dir = dir.join(format!("node-{id}"));
+            std::fs::create_dir_all(node_dir.join("data"))
+                .map_err(io("create a node directory"))?;
+            let port = ports[(2 * i) as usize];
+            let controller_port = ports[(2 * i + 1) as usize];
+            let mut properties = format!(
+                "# kmirror test cluster node {id}: KRaft broker and controller, static quorum\n\
+                 process.roles=broker,controller\n\
+                 node.id={id}\n\
+                 listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}\n\
+                 advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
+                 controller.listener.names=CONTROLLER\n\
+                 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+                 controller.quorum.voters={voters}\n\
+                 log.dirs={data}\n\
+                 num.partitions=1\n\
+                 default.replication.factor={replication}\n\
+                 auto.create.topics.enable=false\n\
+                 unclean.leader.election.enable=false\n\
+                 offsets.topic.replication.factor={replication}\n\
+                 offsets.topic.num.partitions=1\n\
+                 transaction.state.log.replication.factor={replication}\n\
+                 transaction.state.log.min.isr=1\n\
+                 transaction.state.log.num.partitions=1\n\
+                 group.initial.rebalance.delay.ms=0\n\
+                 broker.session.timeout.ms=6000\n\
+                 broker.heartbeat.interval.ms=1000\n\
+                 initial.broker.registration.timeout.ms=120000\n\
+                 transaction.max.timeout.ms=3600000\n",
+                voters = voters.join(","),
+                data = node_dir.join("data").display(),
+            );
+            for (key, value) in extra {
+                properties.push_str(&format!("{key}={value}\n"));
+            }
+            std::fs::write(node_dir.join("server.properties"), properties)
+                .map_err(io("write server.properties"))?;
+            cluster.nodes.push(ClusterNode {
+                id,
+                dir: node_dir,
+                port,
+                child: None,
+            });
+        }
+        for node in &cluster.nodes {
+            cluster.format(node, &cluster_id)?;
+        }
+        for i in 0..cluster.nodes.len() {
+            cluster.spawn(i)?;
+        }
+        cluster.wait_registered(n as usize)?;
+        Ok(cluster)
+    }
+
+    /// The node ids, in order.
+    pub fn ids(&self) -> Vec<i32> {
+        self.nodes.iter().map(|n| n.id).collect()
+    }
+
+    /// `127.0.0.1:<port>` of node `id`'s PLAINTEXT listener.
+    ///
+    /// # Panics
+    /// When the cluster has no node `id` (a test bug).
+    pub fn address(&self, id: i32) -> String {
+        format!("127.0.0.1:{}", self.node(id).port)
+    }
+
+    /// Every node's address, separated by commas (a client's `bootstrap.servers`).
+    pub fn bootstrap(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The addresses of the running nodes, separated by commas.
+    pub fn running_bootstrap(&self) -> String {
+        self.nodes
+            .iter()
+            .filter(|n| n.child.is_some())
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Node `id`'s directory (`server.properties`, `broker.log`, `data/`).
+    pub fn node_dir(&self, id: i32) -> &Path {
+        &self.node(id).dir
+    }
+
+    /// Node `id`'s log dir (`data/`, Kafka's `log.dirs`).
+    pub fn log_dir(&self, id: i32) -> PathBuf {
+        self.node(id).dir.join("data")
+    }
+
+    /// The partition directory `<log dir>/<topic>-<partition>` on node `id`.
+    pub fn partition_dir(&self, id: i32, topic: &str, partition: i32) -> PathBuf {
+        self.log_dir(id).join(format!("{topic}-{partition}"))
+    }
+
+    /// Whether node `id` runs (was not killed or stopped).
+    pub fn is_running(&self, id: i32) -> bool {
+        self.node(id).child.is_some()
+    }
+
+    /// The last `lines` lines of node `id`'s `broker.log`.
+    pub fn log_tail(&self, id: i32, lines: usize) -> String {
+        tail(&self.node(id).dir.join("broker.log"), lines)
+    }
+
+    /// The leader (node id) of `topic`-`partition` and its leader epoch, as a running node's
+    /// Metadata says (`None` for no leader).
+    pub fn leader(&self, topic: &str, partition: i32) -> Result<Option<(i32, i32)>, WireError> {
+        let mut last = None;
+        for node in self.nodes.iter().filter(|n| n.child.is_some()) {
+            let address = format!("127.0.0.1:{}", node.port);
+            let mut client =
+                KafkaClient::new(&address, Duration::from_secs(1), Duration::from_secs(5));
+            match client.metadata(topic) {
+                Ok(m) => {
+                    return Ok(m
+                        .partitions
+                        .iter()
+                        .find(|p| p.index == partition)
+                        .filter(|p| p.leader_id >= 0)
+                        .map(|p| (p.leader_id, p.leader_epoch)))
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| WireError::Connect {
+            address: self.bootstrap(),
+            source: std::io::Error::other("no node runs"),
+        }))
+    }
+
+    /// Waits (up to `timeout`) until `topic`-`partition` has a leader other than `not`;
+    /// returns it and its epoch.
+    pub fn wait_for_leader(
+        &self,
+        topic: &str,
+        partition: i32,
+        not: Option<i32>,
+        timeout: Duration,
+    ) -> Option<(i32, i32)> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some((leader, epoch))) = self.leader(topic, partition) {
+                if Some(leader) != not {
+                    return Some((leader, epoch));
+                }
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Kills node `id` at once (SIGKILL): a crash. Killing a dead node does nothing.
+    pub fn kill(&mut self, id: i32) {
+        if let Some(mut child) = self.node_mut(id).child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Stops node `id` (SIGTERM: a controlled shutdown that moves its leaderships first;
+    /// SIGKILL after [`STOP_GRACE`]).
+    pub fn stop(&mut self, id: i32) -> Result<(), BrokerError> {
+        let node = self.node_mut(id);
+        let Some(mut child) = node.child.take() else {
+            return Ok(());
+        };
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
+        let deadline = Instant::now() + STOP_GRACE;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = child.kill();
+        child.wait().map(|_| ()).map_err(|source| BrokerError::Io {
+            dir: node.dir.clone(),
+            action: "wait for the node to exit".into(),
+            source,
+        })
+    }
+
+    /// Starts node `id` again on the same directories and ports and waits until the cluster
+    /// lists it among its brokers.
+    pub fn restart(&mut self, id: i32) -> Result<(), BrokerError> {
+        self.stop(id)?;
+        let index = self.index(id);
+        self.spawn(index)?;
+        let running = self.nodes.iter().filter(|n| n.child.is_some()).count();
+        self.wait_registered(running)
+    }
+
+    fn index(&self, id: i32) -> usize {
+        self.nodes
+            .iter()
+            .position(|n| n.id == id)
+            .unwrap_or_else(|| panic!("the test cluster has no node {id}"))
+    }
+
+    fn node(&self, id: i32) -> &ClusterNode {
+        &self.nodes[self.index(id)]
+    }
+
+    fn node_mut(&mut self, id: i32) -> &mut ClusterNode {
+        let index = self.index(id);
+        &mut self.nodes[index]
+    }
+
+    fn java(&self) -> Command {
+        let mut command = Command::new("java");
+        command
+            .arg("-Xms64m")
+            .arg("-Xmx512m")
+            .arg("-XX:+UseSerialGC")
+            .arg("-cp")
+            .arg(&self.classpath);
+        command
+    }
+
+    fn format(&self, node: &ClusterNode, cluster_id: &str) -> Result<(), BrokerError> {
+        if node.dir.join("data/meta.properties").exists() {
+            return Ok(());
+        }
+        let output = self
+            .java()
+            .arg("kafka.tools.StorageTool")
+            .arg("format")
+            .arg("-t")
+            .arg(cluster_id)
+            .arg("-c")
+            .arg(node.dir.join("server.properties"))
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|source| BrokerError::Io {
+                dir: node.dir.clone(),
+                action: "run StorageTool format (is java on PATH?)".into(),
+                source,
+            })?;
+        if !output.status.success() {
+            return Err(BrokerError::Format {
+                dir: node.dir.clone(),
+                output: format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&output.stdout),
+                    String::from_utf8_lossy(&output.stderr)
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn spawn(&mut self, index: usize) -> Result<(), BrokerError> {
+        let mut command = self.java();
+        let node = &mut self.nodes[index];
+        let io = |action: &str| {
+            let dir = node.dir.clone();
+            let action = action.to_owned();
+            move |source| BrokerError::Io {
+                dir,
+                action,
+                source,
+            }
+        };
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(node.dir.join("broker.log"))
+            .map_err(io("open broker.log"))?;
+        let err = log.try_clone().map_err(io("open broker.log"))?;
+        let child = command
+            .arg("kafka.Kafka")
+            .arg(node.dir.join("server.properties"))
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            .spawn()
+            .map_err(io("start kafka.Kafka (is java on PATH?)"))?;
+        node.child = Some(child);
+        Ok(())
+    }
+
+    /// Waits until a running node's Metadata lists `count` brokers, or fails with the logs'
+    /// tails (a node that exited is an error at once).
+    fn wait_registered(&mut self, count: usize) -> Result<(), BrokerError> {
+        let deadline = Instant::now() + START_TIMEOUT;
+        let mut last = String::from("no answer yet");
+        loop {
+            for node in &mut self.nodes {
+                if let Some(child) = node.child.as_mut() {
+                    if let Ok(Some(status)) = child.try_wait() {
+                        node.child = None;
+                        let dir = node.dir.clone();
+                        let reason = format!("node {} exited with {status}", node.id);
+                        return Err(self.not_ready(&dir, reason));
+                    }
+                }
+            }
+            for node in self.nodes.iter().filter(|n| n.child.is_some()) {
+                let address = format!("127.0.0.1:{}", node.port);
+                let mut client =
+                    KafkaClient::new(&address, Duration::from_secs(1), Duration::from_secs(5));
+                match client.metadata_topics(Some(&[])) {
+                    Ok(m) if m.brokers.len() >= count => return Ok(()),
+                    Ok(m) => {
+                        last = format!("{address} lists {} of {count} brokers", m.brokers.len())
+                    }
+                    Err(e) => last = e.to_string(),
+                }
+            }
+            if Instant::now() >= deadline {
+                let dir = self.nodes[0].dir.clone();
+                for node in &mut self.nodes {
+                    if let Some(mut child) = node.child.take() {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                    }
+                }
+                return Err(self.not_ready(
+                    &dir,
+                    format!(
+                        "the cluster did not register {count} brokers within {} s; last: {last}",
+                        START_TIMEOUT.as_secs()
+                    ),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    fn not_ready(&self, dir: &Path, reason: String) -> BrokerError {
+        BrokerError::NotReady {
+            dir: dir.to_path_buf(),
+            reason,
+            tail: format!(
+                "{}\n...\n{}",
+                errors(&dir.join("broker.log"), 10),
+                tail(&dir.join("broker.log"), 30)
+            ),
+        }
+    }
+}
+
+impl Drop for KafkaCluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            if let Some(mut child) = node.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
     }
 }
