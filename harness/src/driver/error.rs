@@ -154,7 +154,7 @@ pub enum DriverError {
     #[error("{0}")]
     Invalid(String),
     /// Fault injection: the driver stopped right after its `effects`-th effect
-    /// ([`DriverOptions::halt_after_effects`]).
+    /// ([`DriverOptions::halt_after_effects`](super::DriverOptions::halt_after_effects)).
     #[error("halted after {effects} effects (fault injection)")]
     Halted {
         /// Effects executed.
