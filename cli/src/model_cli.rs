@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, ValueEnum};
-use kmirror_kernel::config::{FetchIsolation, StopStrategy, TruncationQuorum};
+use kmirror_kernel::config::{FetchIsolation, StopOrder, StopStrategy, TruncationQuorum};
 use kmirror_kernel::mutant::Mutant;
 use kmirror_model::runner::{self, CheckReport, RunOptions};
 use kmirror_model::trace::Trace;
@@ -55,6 +55,10 @@ pub struct ModelArgs {
     /// How STOPPING removes half transactions.
     #[arg(long, value_enum, default_value_t = StopArg::Lso)]
     stop_strategy: StopArg,
+    /// The order of STOPPING's steps 2-5 (bump, truncate, lme, reset), the KIP's by default;
+    /// `all` (check only) checks each of the 24 orders and prints one verdict line per order.
+    #[arg(long, value_name = "ORDER|all", default_value = "bump,truncate,lme,reset", value_parser = parse_stop_order)]
+    stop_order: StopOrderArg,
     /// Who must truncate before MIRRORING (`all` = mirror.support.unclean.leader.election).
     #[arg(long, value_enum, default_value_t = QuorumArg::Isr)]
     quorum: QuorumArg,
@@ -81,6 +85,20 @@ pub struct ModelArgs {
 fn mutant_parser() -> impl TypedValueParser<Value = Mutant> {
     PossibleValuesParser::new(Mutant::ALL.map(|m| PossibleValue::new(m.name()).help(m.help())))
         .try_map(|name| name.parse::<Mutant>())
+}
+
+/// `--stop-order`: one order, or all 24.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StopOrderArg {
+    One(StopOrder),
+    All,
+}
+
+fn parse_stop_order(s: &str) -> Result<StopOrderArg, String> {
+    if s == "all" {
+        return Ok(StopOrderArg::All);
+    }
+    s.parse().map(StopOrderArg::One).map_err(|e| e.to_string())
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -138,7 +156,11 @@ impl ModelArgs {
             IsolationArg::Committed => FetchIsolation::ReadCommitted,
             IsolationArg::Uncommitted => FetchIsolation::ReadUncommitted,
         })
-        .with_stop_from_paused(!self.refuse_stop_from_paused);
+        .with_stop_from_paused(!self.refuse_stop_from_paused)
+        .with_stop_order(match self.stop_order {
+            StopOrderArg::One(order) => order,
+            StopOrderArg::All => StopOrder::KIP,
+        });
         config.kernel.mutant = self.mutant;
         config
     }
@@ -151,6 +173,9 @@ impl ModelArgs {
             Some(mutant) if !cfg!(feature = "mutants") => Err(format!(
                 "--mutant {mutant} needs a build with the kernel's mutants; rebuild with \
                  `cargo run --release --features mutants -- {command} --mutant {mutant}`"
+            )),
+            _ if self.stop_order == StopOrderArg::All && command != "check" => Err(format!(
+                "--stop-order all works with `check` only; give `{command}` one order"
             )),
             _ => Ok(self.config()),
         }
@@ -168,9 +193,14 @@ pub struct CheckArgs {
     /// Stop after this many generated states (the check is then not exhaustive).
     #[arg(long)]
     max_states: Option<usize>,
-    /// Reduce by replica symmetry (replicas of a cluster are interchangeable).
+    /// Reduce by replica symmetry (replicas of a cluster are interchangeable; searches
+    /// depth-first).
     #[arg(long)]
     symmetry: bool,
+    /// Search depth-first: memory for the visited fingerprints only, not a frontier of full
+    /// states (counterexamples are shortened afterwards by a per-property breadth-first search).
+    #[arg(long)]
+    dfs: bool,
     /// Directory where counterexamples are saved as JSON traces.
     #[arg(long, default_value = DEFAULT_SAVE_DIR)]
     save_dir: PathBuf,
@@ -223,6 +253,9 @@ pub struct ShowArgs {
 
 /// `kmirror check`: exit 0 when every property holds, 1 on a violation.
 pub fn check(args: CheckArgs) -> Result<ExitCode, String> {
+    if args.model.stop_order == StopOrderArg::All {
+        return check_stop_orders(&args);
+    }
     let config = args.model.runnable_config("check")?;
     let options = RunOptions {
         threads: args.threads,
@@ -230,6 +263,7 @@ pub fn check(args: CheckArgs) -> Result<ExitCode, String> {
         progress: (!args.quiet && !args.json).then_some(Duration::from_secs(2)),
         shorten: true,
         symmetry: args.symmetry,
+        dfs: args.dfs,
     };
     let report = runner::check(&config, &options);
     finish(&report, &args.save_dir, args.json)
@@ -309,4 +343,74 @@ fn finish(
 fn print_out(text: &str) {
     use std::io::Write;
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}
+
+/// `kmirror check --stop-order all`: the same configuration with each of the 24 stop orders
+/// ([`StopOrder::ALL`]), one verdict line per order (or a JSON array with `--json`);
+/// counterexamples are saved under `<save-dir>/stop-order-<order>/`. Exit 1 when the KIP's
+/// order, the kernel's default, fails; the other orders' failures are the answer, not an error.
+fn check_stop_orders(args: &CheckArgs) -> Result<ExitCode, String> {
+    let base = args.model.runnable_config("check")?;
+    let options = RunOptions {
+        threads: args.threads,
+        state_limit: args.max_states,
+        progress: None,
+        shorten: true,
+        symmetry: args.symmetry,
+        ..RunOptions::default()
+    };
+    let mut kip_holds = true;
+    let mut reports = Vec::new();
+    for order in StopOrder::ALL {
+        let report = runner::check(&base.clone().with_stop_order(order), &options);
+        let dir = args.save_dir.join(format!(
+            "stop-order-{}",
+            order.to_string().replace(',', "-")
+        ));
+        let mut failures = Vec::new();
+        for p in report.properties.iter().filter(|p| p.verdict.is_failure()) {
+            let steps = p.trace.as_ref().map_or(0, |t| t.actions.len());
+            failures.push(format!("{} ({steps} steps)", p.name));
+            if let Some(trace) = &p.trace {
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+                let path = dir.join(format!("{}.json", p.name));
+                let text = serde_json::to_string_pretty(trace).map_err(|e| e.to_string())?;
+                std::fs::write(&path, text)
+                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            }
+        }
+        if order == StopOrder::KIP {
+            kip_holds = report.all_hold();
+        }
+        if !args.json {
+            let verdict = if failures.is_empty() {
+                "safe".to_string()
+            } else {
+                format!("UNSAFE: {}", failures.join(", "))
+            };
+            print_out(&format!(
+                "{:<24} {:<9} unique {:>10}  {:>6.1} s{}  {verdict}\n",
+                order.to_string(),
+                if order == StopOrder::KIP { "(KIP)" } else { "" },
+                report.unique,
+                report.seconds,
+                if report.exhaustive {
+                    ""
+                } else {
+                    " (not exhaustive)"
+                },
+            ));
+        }
+        reports.push(serde_json::json!({ "stop_order": order.to_string(), "report": report }));
+    }
+    if args.json {
+        let text = serde_json::to_string_pretty(&reports).map_err(|e| e.to_string())?;
+        print_out(&(text + "\n"));
+    }
+    Ok(if kip_holds {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

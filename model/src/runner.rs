@@ -1,5 +1,19 @@
-//! Running the checker: exhaustive BFS with progress, random-walk simulation, and a report of
-//! every property (holds, counterexample, example found, not reached).
+//! Running the checker: exhaustive BFS or DFS with progress, random-walk simulation, and a report
+//! of every property (holds, counterexample, example found, not reached), with the run's peak
+//! memory.
+//!
+//! # BFS or DFS
+//!
+//! Breadth-first search (the default) finds the shortest counterexamples but keeps its whole
+//! frontier of full states in memory: for the default configuration that is most of its peak.
+//! Depth-first search (`--dfs`) keeps only the visited fingerprints and the current path, so its
+//! memory grows with the unique-state count alone (8 bytes and the map's overhead per state),
+//! at the price of longer first counterexamples, which the runner shortens afterwards with a
+//! per-property BFS that stops at the first discovery. Replica symmetry always runs depth-first:
+//! stateright 0.31 canonicalizes states only in its DFS (`Representative` is consulted by
+//! `spawn_dfs`, not `spawn_bfs`); a BFS with symmetry would need the model to return
+//! representatives from `next_state`, which would make every trace's broker ids refer to a
+//! renamed world and break replay on real logs.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -62,6 +76,10 @@ pub struct CheckReport {
     /// Whether the search covered every reachable state (false for simulation or a state
     /// limit).
     pub exhaustive: bool,
+    /// The process's peak resident memory at the end of the run (Linux `VmHWM`), in bytes;
+    /// `None` where the platform does not say.
+    #[serde(default)]
+    pub peak_rss_bytes: Option<u64>,
     /// Every property.
     pub properties: Vec<PropertyReport>,
 }
@@ -81,12 +99,14 @@ impl CheckReport {
     pub fn table(&self) -> String {
         let mut out = String::new();
         out.push_str(&format!(
-            "states generated {}  unique {}  depth {}  seconds {:.1}  unique/s {:.0}{}\n",
+            "states generated {}  unique {}  depth {}  seconds {:.1}  unique/s {:.0}  peak memory {}{}\n",
             self.states,
             self.unique,
             self.depth,
             self.seconds,
             self.unique_per_second(),
+            self.peak_rss_bytes
+                .map_or("unknown".to_string(), |b| format!("{:.2} GB", b as f64 / 1e9)),
             if self.exhaustive {
                 ""
             } else {
@@ -133,6 +153,9 @@ pub struct RunOptions {
     /// Explore one world per class of worlds equal up to a renaming of replicas (depth-first:
     /// stateright applies symmetry only there).
     pub symmetry: bool,
+    /// Search depth-first: memory for the visited fingerprints and the path only, not a
+    /// frontier of full states (see the module doc).
+    pub dfs: bool,
 }
 
 impl Default for RunOptions {
@@ -143,11 +166,12 @@ impl Default for RunOptions {
             progress: None,
             shorten: true,
             symmetry: false,
+            dfs: false,
         }
     }
 }
 
-/// Exhaustive BFS of `config`.
+/// Exhaustive search of `config`: BFS, or DFS with `options.dfs` or `options.symmetry`.
 pub fn check(config: &ModelConfig, options: &RunOptions) -> CheckReport {
     let model = MirrorModel::new(config.clone());
     let start = Instant::now();
@@ -158,6 +182,8 @@ pub fn check(config: &ModelConfig, options: &RunOptions) -> CheckReport {
     // Stateright reduces by symmetry only in its depth-first search.
     let checker: Box<dyn Checker<MirrorModel>> = if options.symmetry {
         Box::new(builder.symmetry().spawn_dfs())
+    } else if options.dfs {
+        Box::new(builder.spawn_dfs())
     } else {
         Box::new(builder.spawn_bfs())
     };
@@ -195,6 +221,7 @@ pub fn check(config: &ModelConfig, options: &RunOptions) -> CheckReport {
         depth: checker.max_depth(),
         seconds,
         exhaustive,
+        peak_rss_bytes: peak_rss_bytes(),
         properties,
     }
 }
@@ -282,8 +309,17 @@ pub fn simulate(config: &ModelConfig, seed: u64, walks: usize, depth: usize) -> 
         depth: checker.max_depth(),
         seconds,
         exhaustive: false,
+        peak_rss_bytes: peak_rss_bytes(),
         properties,
     }
+}
+
+/// The process's peak resident set size so far (`VmHWM` in `/proc/self/status`), in bytes.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// Serves stateright's Explorer for `config` on `address` (blocks).
