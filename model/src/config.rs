@@ -1,6 +1,8 @@
 //! The knobs of the model: how big a world to explore and which design variant to check.
 
-use kmirror_kernel::config::{FetchIsolation, MirrorConfig, StopStrategy, TruncationQuorum};
+use kmirror_kernel::config::{
+    FetchIsolation, MirrorConfig, StopOrder, StopStrategy, TruncationQuorum,
+};
 use kmirror_kernel::mutant::Mutant;
 use kmirror_kernel::state::TransitionTable;
 use serde::{Deserialize, Serialize};
@@ -104,6 +106,26 @@ impl ModelConfig {
     pub fn with_stop_strategy(mut self, strategy: StopStrategy) -> Self {
         self.kernel.stop_strategy = strategy;
         self
+    }
+
+    /// This configuration with STOPPING's steps 2 to 5 run in `order` (`kernel.stop_order`).
+    pub fn with_stop_order(mut self, order: StopOrder) -> Self {
+        self.kernel.stop_order = order;
+        self
+    }
+
+    /// The small configuration of the stop order (`model/FINDINGS.md`, design question 2): two
+    /// replicas (so a follower that did not copy the stop's writes matters), one batch that may
+    /// be part of a transaction open at the stop, a failover and a failback, no crash. Each of
+    /// the 24 orders checks in about a second; the table in `FINDINGS.md` adds a crash.
+    pub fn stop_order_check() -> Self {
+        ModelConfig {
+            replicas: 2,
+            records: 1,
+            transactions: 1,
+            crashes: 0,
+            ..Self::default_check()
+        }
     }
 
     /// This configuration with the truncation quorum `quorum`.

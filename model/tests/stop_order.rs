@@ -1,0 +1,117 @@
+//! The stop order (`model/FINDINGS.md`, design question 2), pinned: on the small stop-order
+//! configuration ([`ModelConfig::stop_order_check`]: two replicas, a transaction that may be open
+//! at the stop, a failover and a failback), the properties each of the 24 orders of STOPPING's
+//! steps 2-5 breaks. The KIP's order (the kernel's default) breaks none. The table in
+//! `FINDINGS.md` adds a crash (`kmirror check --stop-order all --replicas 2 --records 1
+//! --crashes 1`), which makes no order safe here unsafe and none unsafe here safe.
+
+use kmirror_kernel::config::StopOrder;
+use kmirror_model::runner::{check, CheckReport, RunOptions, Verdict};
+use kmirror_model::ModelConfig;
+
+const PREFIX: &str = "mirror_is_prefix_of_source";
+const HALF_TXN: &str = "no_half_transaction_survives_stop";
+const FAILBACK: &str = "failback_keeps_only_source_data";
+
+/// Each order and the properties it breaks (none: safe).
+const VERDICTS: [(&str, &[&str]); 24] = [
+    ("bump,truncate,lme,reset", &[]),
+    ("bump,truncate,reset,lme", &[]),
+    ("bump,lme,truncate,reset", &[PREFIX, FAILBACK]),
+    ("bump,lme,reset,truncate", &[HALF_TXN]),
+    ("bump,reset,truncate,lme", &[HALF_TXN]),
+    ("bump,reset,lme,truncate", &[HALF_TXN]),
+    ("truncate,bump,lme,reset", &[]),
+    ("truncate,bump,reset,lme", &[]),
+    ("truncate,lme,bump,reset", &[]),
+    ("truncate,lme,reset,bump", &[PREFIX, FAILBACK]),
+    ("truncate,reset,bump,lme", &[PREFIX, FAILBACK]),
+    ("truncate,reset,lme,bump", &[PREFIX, FAILBACK]),
+    ("lme,bump,truncate,reset", &[PREFIX, FAILBACK]),
+    ("lme,bump,reset,truncate", &[HALF_TXN]),
+    ("lme,truncate,bump,reset", &[]),
+    ("lme,truncate,reset,bump", &[PREFIX, FAILBACK]),
+    ("lme,reset,bump,truncate", &[PREFIX, HALF_TXN, FAILBACK]),
+    ("lme,reset,truncate,bump", &[PREFIX, HALF_TXN, FAILBACK]),
+    ("reset,bump,truncate,lme", &[PREFIX, HALF_TXN, FAILBACK]),
+    ("reset,bump,lme,truncate", &[PREFIX, HALF_TXN, FAILBACK]),
+    ("reset,truncate,bump,lme", &[PREFIX, HALF_TXN, FAILBACK]),
+    ("reset,truncate,lme,bump", &[PREFIX, HALF_TXN, FAILBACK]),
+    ("reset,lme,bump,truncate", &[PREFIX, HALF_TXN, FAILBACK]),
+    ("reset,lme,truncate,bump", &[PREFIX, HALF_TXN, FAILBACK]),
+];
+
+fn run(order: StopOrder) -> CheckReport {
+    let report = check(
+        &ModelConfig::stop_order_check().with_stop_order(order),
+        &RunOptions {
+            threads: 1,
+            shorten: false,
+            ..RunOptions::default()
+        },
+    );
+    assert!(report.exhaustive, "{order}");
+    report
+}
+
+fn failures(report: &CheckReport) -> Vec<&str> {
+    report
+        .properties
+        .iter()
+        .filter(|p| p.verdict == Verdict::Counterexample)
+        .map(|p| p.name.as_str())
+        .collect()
+}
+
+fn expected(order: StopOrder) -> &'static [&'static str] {
+    VERDICTS
+        .iter()
+        .find(|(name, _)| name.parse() == Ok(order))
+        .map(|(_, props)| *props)
+        .unwrap_or_else(|| panic!("{order} is not in the table"))
+}
+
+/// The KIP's order, the default, holds every property; so does a second safe order.
+#[test]
+fn the_kip_order_is_safe() {
+    assert_eq!(StopOrder::default(), StopOrder::KIP);
+    for order in [StopOrder::KIP, "truncate,bump,lme,reset".parse().unwrap()] {
+        let report = run(order);
+        assert!(report.all_hold(), "{order}: {:?}", failures(&report));
+        assert!(expected(order).is_empty());
+    }
+}
+
+/// The reset before the truncation: the reset expires the open transaction's producer state
+/// (and is a write at the stop epoch, which marks the truncation done), so the transaction's
+/// batches survive as committed.
+#[test]
+fn reset_before_truncate_leaves_a_half_transaction() {
+    let order = "bump,reset,truncate,lme".parse().unwrap();
+    assert_eq!(failures(&run(order)), [HALF_TXN]);
+}
+
+/// The LME recorded before the truncation names batches the truncation removes; on failback
+/// the other cluster keeps them.
+#[test]
+fn lme_before_truncate_breaks_failback() {
+    let order = "bump,lme,truncate,reset".parse().unwrap();
+    assert_eq!(failures(&run(order)), [PREFIX, FAILBACK]);
+}
+
+/// The table, order by order (about ten seconds in release mode).
+#[test]
+#[cfg_attr(debug_assertions, ignore = "24 checks: run with --release")]
+fn every_order_breaks_what_the_table_says() {
+    let mut wrong = Vec::new();
+    for (name, props) in VERDICTS {
+        let order: StopOrder = name.parse().unwrap();
+        let report = run(order);
+        if failures(&report) != props {
+            wrong.push(format!("{order}: {:?}, table: {props:?}", failures(&report)));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    let names: Vec<StopOrder> = VERDICTS.iter().map(|(n, _)| n.parse().unwrap()).collect();
+    assert_eq!(names, StopOrder::ALL, "the table lists the 24 orders in order");
+}
