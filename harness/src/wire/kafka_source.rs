@@ -29,10 +29,13 @@
 //!   `UNKNOWN_TOPIC_ID` by the broker and reported as [`SourceError::UnknownTopicId`] naming
 //!   the broker, the topic and both ids.
 //!
-//! Requests go to the partition's leader (found with Metadata from the bootstrap broker). A
-//! failed request is reported as it is (the kernel retries with its back-off); the connection
-//! is reopened and the leader looked up again on the next request. [`Source::release`] keeps
-//! the connections: a broker serves many clients at once.
+//! It sits on a [`SourceCluster`] selecting just its topic: requests go to the partition's
+//! leader (found with Metadata from a broker, the bootstrap addresses first), through the
+//! cluster's coalesced fetch with this one partition (sent without a current leader epoch, -1,
+//! as before the cluster layer existed). A failed request is reported as it is (the kernel
+//! retries with its back-off); the connection is reopened and the leader looked up again on the
+//! next request. [`Source::release`] keeps the connections: a broker serves many clients at
+//! once.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -41,13 +44,15 @@ use kmirror_kernel::config::FetchIsolation;
 use kmirror_kernel::fetch::FetchResponse;
 use kmirror_kernel::types::{LeaderEpoch, MirrorName, Offset, PartitionIndex, TopicId};
 
-use super::client::{
-    FetchParams, KafkaClient, TopicMetadata, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_UNCOMMITTED,
-};
+use super::client::{PartitionMetadata, TopicMetadata, EARLIEST_TIMESTAMP};
 #[cfg(test)]
 use super::source_cluster::split_batches;
-use super::source_cluster::{isolation_level, map_fetch_answer, FetchAnswer};
-use super::{codes, WireError};
+use super::source_cluster::{
+    ClusterError, CurrentLeaderEpoch, PartitionFetchError, PartitionFetchRequest, PartitionFetched,
+    SourceCluster, SourceClusterOptions, TopicError,
+};
+use super::topic_selection::{TopicPattern, TopicSelection};
+use super::{codes, error_name, WireError};
 use crate::driver::cluster::topic_id_hex;
 use crate::record_batch::RawBatch;
 use crate::source::{LmeAnswer, Source, SourceError, SourcePosition};
@@ -77,14 +82,27 @@ impl Default for KafkaSourceOptions {
     }
 }
 
+impl From<KafkaSourceOptions> for SourceClusterOptions {
+    /// The same timeouts; `fetch_max_bytes` both in all and per partition.
+    fn from(o: KafkaSourceOptions) -> Self {
+        SourceClusterOptions {
+            connect_timeout: o.connect_timeout,
+            request_timeout: o.request_timeout,
+            fetch_max_wait_ms: o.fetch_max_wait_ms,
+            fetch_max_bytes: o.fetch_max_bytes,
+            partition_max_bytes: o.fetch_max_bytes,
+            ..SourceClusterOptions::default()
+        }
+    }
+}
+
 /// A partition of a live Kafka cluster. See the [module documentation](self).
 #[derive(Debug)]
 pub struct KafkaSource {
-    bootstrap: KafkaClient,
-    leader: Option<KafkaClient>,
+    bootstrap: String,
+    cluster: SourceCluster,
     topic: String,
     partition: PartitionIndex,
-    options: KafkaSourceOptions,
     metadata: Option<TopicMetadata>,
     position: Option<SourcePosition>,
 }
@@ -98,16 +116,16 @@ impl KafkaSource {
         partition: PartitionIndex,
         options: KafkaSourceOptions,
     ) -> Self {
+        // A name that is no legal topic name selects nothing: Metadata is still asked (and the
+        // broker says the topic is unknown), as before the cluster layer.
+        let selection = TopicSelection::names(&[topic]).unwrap_or_else(|_| {
+            TopicSelection::from_patterns(vec![TopicPattern::Name(topic.to_owned())])
+        });
         KafkaSource {
-            bootstrap: KafkaClient::new(
-                bootstrap,
-                options.connect_timeout,
-                options.request_timeout,
-            ),
-            leader: None,
+            bootstrap: bootstrap.to_owned(),
+            cluster: SourceCluster::new(bootstrap, selection, options.into()),
             topic: topic.to_owned(),
             partition,
-            options,
             metadata: None,
             position: None,
         }
@@ -115,33 +133,78 @@ impl KafkaSource {
 
     /// The bootstrap broker's address.
     pub fn bootstrap(&self) -> &str {
-        self.bootstrap.address()
+        &self.bootstrap
     }
 
-    /// The topic's metadata (asked again when `refresh`, or when none is cached).
+    /// The cluster layer underneath (its metadata, its request counts).
+    pub fn cluster(&self) -> &SourceCluster {
+        &self.cluster
+    }
+
+    /// The topic's metadata (asked again when `refresh`, when none is cached, or after a
+    /// failure).
     pub fn metadata(&mut self, refresh: bool) -> Result<&TopicMetadata, SourceError> {
-        if refresh || self.metadata.is_none() {
+        if refresh || self.metadata.is_none() || self.cluster.metadata_is_stale() {
             self.metadata = None;
-            let metadata = self.bootstrap.metadata(&self.topic)?;
-            if !metadata
-                .partitions
-                .iter()
-                .any(|p| p.index == self.partition)
-            {
-                return Err(SourceError::Kafka(WireError::Broker {
-                    address: self.bootstrap.address().to_owned(),
+            let answer = if refresh {
+                self.cluster.refresh_metadata()
+            } else {
+                self.cluster.metadata()
+            };
+            let metadata = answer.map_err(cluster_error)?;
+            let metadata_error = |code: i16, what: String| {
+                SourceError::Kafka(WireError::Broker {
+                    address: metadata.answered_by.clone(),
                     api: "Metadata",
-                    what: format!(
+                    what,
+                    code,
+                    name: error_name(code),
+                })
+            };
+            if let Some(error) = metadata.errors.first() {
+                let code = match error {
+                    TopicError::Selection { .. } => codes::UNKNOWN_TOPIC_OR_PARTITION,
+                    TopicError::Broker { code, .. } => *code,
+                };
+                return Err(metadata_error(code, format!("topic {}", self.topic)));
+            }
+            let Some(topic) = metadata.topics.get(&self.topic) else {
+                return Err(metadata_error(
+                    codes::UNKNOWN_TOPIC_OR_PARTITION,
+                    format!("topic {}", self.topic),
+                ));
+            };
+            if topic.partition(self.partition).is_none() {
+                return Err(metadata_error(
+                    codes::UNKNOWN_TOPIC_OR_PARTITION,
+                    format!(
                         "topic {} partition {} (the topic has {} partitions)",
                         self.topic,
                         self.partition,
-                        metadata.partitions.len()
+                        topic.partitions.len()
                     ),
-                    code: codes::UNKNOWN_TOPIC_OR_PARTITION,
-                    name: super::error_name(codes::UNKNOWN_TOPIC_OR_PARTITION),
-                }));
+                ));
             }
-            self.metadata = Some(metadata);
+            self.metadata = Some(TopicMetadata {
+                cluster_id: metadata.cluster_id.clone(),
+                topic: topic.name.clone(),
+                topic_id: topic.topic_id,
+                partitions: topic
+                    .partitions
+                    .iter()
+                    .map(|p| PartitionMetadata {
+                        index: p.index,
+                        leader_id: p.leader.unwrap_or(-1),
+                        leader_epoch: p.leader_epoch,
+                        error_code: p.error_code,
+                    })
+                    .collect(),
+                brokers: metadata
+                    .brokers
+                    .iter()
+                    .map(|(id, a)| (*id, a.clone()))
+                    .collect(),
+            });
         }
         self.metadata
             .as_ref()
@@ -152,7 +215,7 @@ impl KafkaSource {
     }
 
     fn address_path(&self) -> PathBuf {
-        PathBuf::from(self.bootstrap.address())
+        PathBuf::from(&self.bootstrap)
     }
 
     /// Checks that the broker hosts `topic_id` under our topic name (asking Metadata again
@@ -179,44 +242,75 @@ impl KafkaSource {
         }
     }
 
-    /// The client of the partition's leader (the bootstrap broker's address when the metadata
-    /// names no other).
-    fn leader(&mut self) -> Result<&mut KafkaClient, SourceError> {
-        let partition = self.partition;
-        let address = self
-            .metadata(false)?
-            .leader_address(partition)
-            .map(str::to_owned)
-            .unwrap_or_else(|| self.bootstrap.address().to_owned());
-        if self.leader.as_ref().map(KafkaClient::address) != Some(address.as_str()) {
-            self.leader = Some(KafkaClient::new(
-                &address,
-                self.options.connect_timeout,
-                self.options.request_timeout,
-            ));
-        }
-        self.leader
-            .as_mut()
-            .ok_or_else(|| SourceError::Unavailable {
-                dir: PathBuf::from(&address),
-                reason: "no leader connection".into(),
-            })
+    /// The topic's id, from the metadata.
+    fn topic_id(&mut self) -> Result<TopicId, SourceError> {
+        Ok(self.metadata(false)?.topic_id)
     }
 
-    /// Forgets the metadata after a failure, so that the next request looks the leader up
-    /// again.
-    fn failed(&mut self, error: WireError) -> SourceError {
+    /// A partition's error as the source's: the wire error (naming the broker and the API) as
+    /// before the cluster layer; the metadata is asked again on the next request.
+    fn failed(&mut self, error: PartitionFetchError) -> SourceError {
         self.metadata = None;
-        SourceError::Kafka(error)
+        self.cluster.invalidate_metadata();
+        SourceError::Kafka(match error {
+            PartitionFetchError::Leadership {
+                api,
+                topic,
+                partition,
+                address,
+                code,
+                name,
+                ..
+            } => WireError::Broker {
+                address,
+                api,
+                what: format!("topic {topic} partition {partition}"),
+                code,
+                name,
+            },
+            PartitionFetchError::NoLeader {
+                topic,
+                partition,
+                address,
+            } => WireError::Broker {
+                address,
+                api: "Metadata",
+                what: format!("the leader of topic {topic} partition {partition}"),
+                code: codes::LEADER_NOT_AVAILABLE,
+                name: error_name(codes::LEADER_NOT_AVAILABLE),
+            },
+            PartitionFetchError::Unreachable { source, .. }
+            | PartitionFetchError::NoMetadata { source, .. }
+            | PartitionFetchError::Failed { source, .. } => *source,
+            other @ (PartitionFetchError::UnknownTopicId { .. }
+            | PartitionFetchError::Duplicate { .. }) => WireError::Broker {
+                address: self.bootstrap.clone(),
+                api: "Fetch",
+                what: other.to_string(),
+                code: codes::UNKNOWN_TOPIC_ID,
+                name: error_name(codes::UNKNOWN_TOPIC_ID),
+            },
+        })
     }
 
-    fn list_offset(&mut self, timestamp: i64, isolation: i8) -> Result<Offset, SourceError> {
-        let topic = self.topic.clone();
-        let partition = self.partition;
-        let result = self
-            .leader()?
-            .list_offset(&topic, partition, timestamp, isolation);
-        result.map(|(offset, _)| offset).map_err(|e| self.failed(e))
+    fn list_offset(
+        &mut self,
+        timestamp: i64,
+        isolation: FetchIsolation,
+    ) -> Result<Offset, SourceError> {
+        let topic_id = self.topic_id()?;
+        let answer = self
+            .cluster
+            .list_offsets(&[(topic_id, self.partition)], timestamp, isolation)
+            .pop();
+        match answer {
+            Some(Ok(offset)) => Ok(offset),
+            Some(Err(e)) => Err(self.failed(e)),
+            None => Err(SourceError::Unavailable {
+                dir: self.address_path(),
+                reason: "ListOffsets gave no answer".into(),
+            }),
+        }
     }
 
     /// Kafka's own check of a fetcher's last fetched epoch, asked separately: OffsetForLeaderEpoch
@@ -226,44 +320,48 @@ impl KafkaSource {
         &mut self,
         epoch: LeaderEpoch,
     ) -> Result<kmirror_kernel::types::EpochAndOffset, SourceError> {
-        let topic = self.topic.clone();
+        let topic_id = self.topic_id()?;
         let partition = self.partition;
-        let result = self
-            .leader()?
-            .offset_for_leader_epoch(&topic, partition, epoch);
+        let result = match self.cluster.leader_client(topic_id, partition) {
+            Ok((client, topic, _)) => client
+                .offset_for_leader_epoch(&topic, partition, epoch)
+                .map_err(|e| PartitionFetchError::Failed {
+                    topic,
+                    partition,
+                    source: Box::new(e),
+                }),
+            Err(e) => Err(e),
+        };
         result.map_err(|e| self.failed(e))
     }
 
     /// Splits a fetch's records into whole batches (dropping a partial trailing one).
     #[cfg(test)]
     fn batches(&self, records: &[u8]) -> Result<Vec<RawBatch>, SourceError> {
-        split_batches(records).map_err(|(pos, e)| self.bad_batch(pos, e))
-    }
-
-    fn bad_batch(&self, pos: usize, e: crate::error::BatchError) -> SourceError {
-        SourceError::Kafka(WireError::Malformed {
-            address: self
-                .leader
-                .as_ref()
-                .map_or(self.bootstrap.address(), KafkaClient::address)
-                .to_owned(),
-            api: "Fetch",
-            version: -1,
-            reason: format!(
-                "the record batch at byte {pos} of {}-{} does not parse: {e}",
-                self.topic, self.partition
-            ),
+        split_batches(records).map_err(|(pos, e)| {
+            SourceError::Kafka(WireError::Malformed {
+                address: self.bootstrap.clone(),
+                api: "Fetch",
+                version: -1,
+                reason: format!(
+                    "the record batch at byte {pos} of {}-{} does not parse: {e}",
+                    self.topic, self.partition
+                ),
+            })
         })
     }
+}
+
+/// The cluster layer's failure to get metadata as the source's: the last broker's error.
+fn cluster_error(e: ClusterError) -> SourceError {
+    SourceError::Kafka(e.wire().clone())
 }
 
 impl Source for KafkaSource {
     fn describe(&self) -> String {
         format!(
             "Kafka broker {} (topic {} partition {})",
-            self.bootstrap.address(),
-            self.topic,
-            self.partition
+            self.bootstrap, self.topic, self.partition
         )
     }
 
@@ -296,34 +394,24 @@ impl Source for KafkaSource {
         max_batches: usize,
     ) -> Result<FetchResponse<RawBatch>, SourceError> {
         self.check_topic(topic_id)?;
-        let isolation_level = isolation_level(isolation);
-        let params = FetchParams {
+        let request = PartitionFetchRequest {
             topic_id,
             partition: self.partition,
             fetch_offset,
             last_fetched_epoch,
-            isolation_level,
-            max_wait_ms: self.options.fetch_max_wait_ms,
-            max_bytes: self.options.fetch_max_bytes,
+            current_leader_epoch: CurrentLeaderEpoch::Unchecked,
+            isolation,
+            max_batches,
         };
-        let result = self.leader()?.fetch(&params);
-        let answer = result.map_err(|e| self.failed(e))?;
-        let mapped = map_fetch_answer(&answer, fetch_offset, isolation, max_batches)
-            .map_err(|(pos, e)| self.bad_batch(pos, e))?;
-        match mapped {
-            FetchAnswer::Answer(response, position) => {
-                self.position = Some(position);
+        let outcome = self.cluster.fetch(&[request]).pop().map(|r| r.outcome);
+        match outcome {
+            Some(Ok(PartitionFetched { response, position })) => {
+                if position.is_some() {
+                    self.position = position;
+                }
                 Ok(response)
             }
-            FetchAnswer::OutOfRange => {
-                let log_start_offset = self.list_offset(EARLIEST_TIMESTAMP, READ_UNCOMMITTED)?;
-                let high_watermark = self.list_offset(LATEST_TIMESTAMP, READ_UNCOMMITTED)?;
-                Ok(FetchResponse::OffsetOutOfRange {
-                    log_start_offset,
-                    log_end_offset: high_watermark,
-                })
-            }
-            FetchAnswer::Error(codes::UNKNOWN_TOPIC_ID) => {
+            Some(Err(PartitionFetchError::UnknownTopicId { .. })) => {
                 self.metadata = None;
                 let hosted = match self.metadata(true) {
                     Ok(m) => Some(m.topic_id),
@@ -336,20 +424,11 @@ impl Source for KafkaSource {
                 };
                 Err(self.unknown_topic_id(hosted, topic_id))
             }
-            FetchAnswer::Error(code) => {
-                let address = self
-                    .leader
-                    .as_ref()
-                    .map_or(self.bootstrap.address(), KafkaClient::address)
-                    .to_owned();
-                Err(self.failed(WireError::Broker {
-                    address,
-                    api: "Fetch",
-                    what: format!("topic {} partition {}", self.topic, self.partition),
-                    code,
-                    name: super::error_name(code),
-                }))
-            }
+            Some(Err(e)) => Err(self.failed(e)),
+            None => Err(SourceError::Unavailable {
+                dir: self.address_path(),
+                reason: "the fetch gave no answer".into(),
+            }),
         }
     }
 
@@ -369,7 +448,8 @@ impl Source for KafkaSource {
             });
         }
         // A stock Kafka broker keeps no KIP-1279 __mirror_state: no LME (Kafka's -1).
-        let log_start_offset = self.list_offset(EARLIEST_TIMESTAMP, READ_UNCOMMITTED)?;
+        let log_start_offset =
+            self.list_offset(EARLIEST_TIMESTAMP, FetchIsolation::ReadUncommitted)?;
         Ok(LmeAnswer {
             lme: None,
             log_start_offset,
@@ -437,5 +517,107 @@ mod tests {
             message.contains("cannot connect to Kafka broker 127.0.0.1:1"),
             "{message}"
         );
+    }
+
+    mod on_a_fake_cluster {
+        use super::super::super::fake_broker::{FakeCluster, FakePartition, FakeTopic};
+        use super::*;
+
+        const ORDERS: TopicId = TopicId([1; 16]);
+
+        fn fake() -> FakeCluster {
+            FakeCluster::start(
+                2,
+                vec![FakeTopic {
+                    name: "orders".into(),
+                    id: ORDERS,
+                    partitions: vec![
+                        FakePartition::with_batches(1, 3, 4),
+                        FakePartition::with_batches(2, 3, 4),
+                    ],
+                }],
+            )
+        }
+
+        #[test]
+        fn fetches_follow_the_leader_and_map_like_before() {
+            let fake = fake();
+            let mut source =
+                KafkaSource::new(&fake.address(1), "orders", 1, KafkaSourceOptions::default());
+            assert_eq!(source.topic().expect("metadata"), ("orders".into(), ORDERS));
+            assert_eq!(
+                source.cluster_name().expect("name").to_string(),
+                "fake-cluster"
+            );
+            let fetched = source
+                .fetch(ORDERS, 2, None, FetchIsolation::ReadCommitted, 2)
+                .expect("fetch");
+            let FetchResponse::Records(r) = fetched else {
+                panic!("{fetched:?}")
+            };
+            assert_eq!(
+                (r.batches.len(), r.next_offset, r.last_epoch),
+                (2, 6, Some(3))
+            );
+            assert_eq!(source.position().map(|p| p.high_watermark), Some(8));
+            // Partition 1 moves to broker 1: one NOT_LEADER_OR_FOLLOWER naming broker 2, then
+            // the next request follows the new leader.
+            fake.state().topics[0].partitions[1].leader = 1;
+            let error = source
+                .fetch(ORDERS, 6, Some(3), FetchIsolation::ReadCommitted, 2)
+                .expect_err("moved");
+            let message = error.to_string();
+            assert!(
+                message.contains("NOT_LEADER_OR_FOLLOWER") && message.contains(&fake.address(2)),
+                "{message}"
+            );
+            let fetched = source
+                .fetch(ORDERS, 6, Some(3), FetchIsolation::ReadCommitted, 2)
+                .expect("fetch from the new leader");
+            assert!(matches!(fetched, FetchResponse::Records(r) if r.next_offset == 8));
+            // Out of range: the log start and the HW from ListOffsets.
+            assert_eq!(
+                source
+                    .fetch(ORDERS, 99, None, FetchIsolation::ReadCommitted, 2)
+                    .expect("fetch"),
+                FetchResponse::OffsetOutOfRange {
+                    log_start_offset: 0,
+                    log_end_offset: 8
+                }
+            );
+            let lme = source.last_mirrored_epoch(ORDERS, 1).expect("LME");
+            assert_eq!((lme.lme, lme.log_start_offset), (None, 0));
+            // Another topic id: UNKNOWN_TOPIC_ID naming the broker, the topic and both ids.
+            let error = source
+                .fetch(TopicId([7; 16]), 0, None, FetchIsolation::ReadCommitted, 2)
+                .expect_err("wrong id");
+            assert!(
+                matches!(error, SourceError::UnknownTopicId { .. }),
+                "{error}"
+            );
+            let message = error.to_string();
+            assert!(message.contains("orders") && message.contains(&fake.address(1)));
+        }
+
+        #[test]
+        fn a_missing_topic_or_partition_is_a_metadata_error() {
+            let fake = fake();
+            let mut source =
+                KafkaSource::new(&fake.address(1), "audit", 0, KafkaSourceOptions::default());
+            let error = source.topic().expect_err("no such topic");
+            assert_eq!(
+                match &error {
+                    SourceError::Kafka(e) => e.code(),
+                    _ => None,
+                },
+                Some(codes::UNKNOWN_TOPIC_OR_PARTITION),
+                "{error}"
+            );
+            assert!(error.to_string().contains("topic audit"), "{error}");
+            let mut source =
+                KafkaSource::new(&fake.address(1), "orders", 5, KafkaSourceOptions::default());
+            let error = source.topic().expect_err("no partition 5");
+            assert!(error.to_string().contains("has 2 partitions"), "{error}");
+        }
     }
 }

@@ -286,7 +286,7 @@ pub enum PartitionFetchError {
         /// The leader's broker id.
         broker: i32,
         /// The connection error (naming the address and the API).
-        source: WireError,
+        source: Box<WireError>,
     },
     /// The source does not host this topic id (deleted, or deleted and re-created under a new
     /// id) or the topic has no such partition: `UNKNOWN_TOPIC_ID`.
@@ -313,7 +313,7 @@ pub enum PartitionFetchError {
         /// The partition.
         partition: PartitionIndex,
         /// Why (the last broker's error).
-        source: WireError,
+        source: Box<WireError>,
     },
     /// The same partition was asked twice in one fetch (the second is not sent).
     #[error("topic id {topic_id} partition {partition} is asked twice in one fetch")]
@@ -331,7 +331,7 @@ pub enum PartitionFetchError {
         /// The partition.
         partition: PartitionIndex,
         /// The error, naming the broker and the API.
-        source: WireError,
+        source: Box<WireError>,
     },
 }
 
@@ -356,7 +356,7 @@ impl PartitionFetchError {
         match self {
             PartitionFetchError::Unreachable { source, .. }
             | PartitionFetchError::NoMetadata { source, .. }
-            | PartitionFetchError::Failed { source, .. } => Some(source),
+            | PartitionFetchError::Failed { source, .. } => Some(source.as_ref()),
             _ => None,
         }
     }
@@ -440,6 +440,23 @@ struct BrokerJob {
     broker: i32,
     connection: BrokerConnection,
     items: Vec<JobItem>,
+}
+
+/// A partition's leader as the metadata names it.
+struct Leader {
+    topic: String,
+    broker: i32,
+    address: String,
+    leader_epoch: LeaderEpoch,
+}
+
+/// A partition at a broker, to name in its errors.
+struct PartitionAt<'a> {
+    topic: &'a str,
+    topic_id: TopicId,
+    partition: PartitionIndex,
+    broker: i32,
+    address: &'a str,
 }
 
 struct JobItem {
@@ -722,6 +739,159 @@ impl SourceCluster {
         Ok(&mut self.brokers.entry(id).or_insert(connection).client)
     }
 
+    /// The leader of `topic_id` / `partition` in the metadata last had, or why there is none
+    /// (no metadata, an unknown topic id or partition, no leader).
+    fn resolve(
+        &self,
+        topic_id: TopicId,
+        partition: PartitionIndex,
+    ) -> Result<Leader, PartitionFetchError> {
+        let hex = || topic_id_hex(topic_id);
+        let Some(metadata) = self.metadata.as_ref() else {
+            return Err(PartitionFetchError::NoMetadata {
+                topic_id: hex(),
+                partition,
+                source: Box::new(self.no_metadata().wire().clone()),
+            });
+        };
+        let Some((topic, p)) = metadata.partition(topic_id, partition) else {
+            let hosted = match metadata.topic_by_id(topic_id) {
+                Some(t) => format!(
+                    "topic {} with id {} and {} partitions",
+                    t.name,
+                    hex(),
+                    t.partitions.len()
+                ),
+                None => "no selected topic with that id".to_owned(),
+            };
+            return Err(PartitionFetchError::UnknownTopicId {
+                address: metadata.answered_by.clone(),
+                hosted,
+                asked: hex(),
+                partition,
+            });
+        };
+        match p
+            .leader
+            .and_then(|id| metadata.brokers.get(&id).map(|a| (id, a)))
+        {
+            Some((broker, address)) => Ok(Leader {
+                topic: topic.name.clone(),
+                broker,
+                address: address.clone(),
+                leader_epoch: p.leader_epoch,
+            }),
+            None => Err(PartitionFetchError::NoLeader {
+                topic: topic.name.clone(),
+                partition,
+                address: metadata.answered_by.clone(),
+            }),
+        }
+    }
+
+    /// The client of the leader of `topic_id` / `partition` (for requests this layer does not
+    /// make, as OffsetForLeaderEpoch), with the topic's name and the leader's id. The
+    /// metadata is asked first if it is stale; a failed request through the client should be
+    /// followed by [`invalidate_metadata`](Self::invalidate_metadata).
+    pub fn leader_client(
+        &mut self,
+        topic_id: TopicId,
+        partition: PartitionIndex,
+    ) -> Result<(&mut KafkaClient, String, i32), PartitionFetchError> {
+        if self.metadata_is_stale() {
+            let _ = self.refresh_metadata();
+        }
+        let leader = self.resolve(topic_id, partition).inspect_err(|e| {
+            if !matches!(e, PartitionFetchError::NoMetadata { .. }) {
+                self.stale = true;
+            }
+        })?;
+        let connection = self.take_connection(leader.broker, &leader.address);
+        let connection = self.brokers.entry(leader.broker).or_insert(connection);
+        Ok((&mut connection.client, leader.topic, leader.broker))
+    }
+
+    /// ListOffsets of many partitions at `timestamp` ([`EARLIEST_TIMESTAMP`]: the log start;
+    /// [`LATEST_TIMESTAMP`]: the HW for read-uncommitted, the LSO for read-committed), one
+    /// request per leader broker; one result per partition, in the order asked, with the
+    /// errors of [`fetch`](Self::fetch).
+    pub fn list_offsets(
+        &mut self,
+        partitions: &[(TopicId, PartitionIndex)],
+        timestamp: i64,
+        isolation: FetchIsolation,
+    ) -> Vec<Result<Offset, PartitionFetchError>> {
+        if self.metadata_is_stale() {
+            let _ = self.refresh_metadata();
+        }
+        let mut out: Vec<Option<Result<Offset, PartitionFetchError>>> =
+            (0..partitions.len()).map(|_| None).collect();
+        let mut groups: BTreeMap<i32, (String, Vec<(usize, String)>)> = BTreeMap::new();
+        let mut refresh = false;
+        for (index, (topic_id, partition)) in partitions.iter().enumerate() {
+            match self.resolve(*topic_id, *partition) {
+                Err(e) => {
+                    refresh |= !matches!(e, PartitionFetchError::NoMetadata { .. });
+                    out[index] = Some(Err(e));
+                }
+                Ok(leader) => groups
+                    .entry(leader.broker)
+                    .or_insert_with(|| (leader.address.clone(), Vec::new()))
+                    .1
+                    .push((index, leader.topic)),
+            }
+        }
+        for (broker, (address, items)) in groups {
+            let mut connection = self.take_connection(broker, &address);
+            let asked: Vec<(String, i32)> = items
+                .iter()
+                .map(|(i, topic)| (topic.clone(), partitions[*i].1))
+                .collect();
+            connection.stats.list_offsets_requests += 1;
+            let answer =
+                connection
+                    .client
+                    .list_offsets(&asked, timestamp, isolation_level(isolation));
+            if answer.is_err() {
+                connection.stats.failed_requests += 1;
+                refresh = true;
+            }
+            for (k, (index, topic)) in items.into_iter().enumerate() {
+                let (topic_id, partition) = partitions[index];
+                let at = PartitionAt {
+                    topic: &topic,
+                    topic_id,
+                    partition,
+                    broker,
+                    address: &address,
+                };
+                let result = match &answer {
+                    Err(e) => Err(at.request_failed(e.clone())),
+                    Ok(all) => list_offset_answer(&at, all.get(k)),
+                };
+                if matches!(result, Err(PartitionFetchError::Leadership { .. })) {
+                    refresh = true;
+                }
+                out[index] = Some(result);
+            }
+            self.brokers.insert(broker, connection);
+        }
+        if refresh {
+            self.stale = true;
+        }
+        out.into_iter()
+            .zip(partitions)
+            .map(|(r, (topic_id, partition))| {
+                r.unwrap_or_else(|| {
+                    Err(PartitionFetchError::Duplicate {
+                        topic_id: topic_id_hex(*topic_id),
+                        partition: *partition,
+                    })
+                })
+            })
+            .collect()
+    }
+
     /// Fetches every partition of `requests`: one Fetch per leader broker (per isolation
     /// level), the brokers in parallel; one result per request, in the order asked. See the
     /// [module documentation](self).
@@ -748,70 +918,24 @@ impl SourceCluster {
                 ));
                 continue;
             }
-            let Some(metadata) = self.metadata.as_ref() else {
-                outcomes[index] = Some((
-                    None,
-                    Err(PartitionFetchError::NoMetadata {
-                        topic_id: hex(),
-                        partition: request.partition,
-                        source: self.no_metadata().wire().clone(),
-                    }),
-                ));
-                continue;
-            };
-            let unresolved = match metadata.partition(request.topic_id, request.partition) {
-                None => {
-                    refresh = true;
-                    let hosted = match metadata.topic_by_id(request.topic_id) {
-                        Some(t) => format!(
-                            "topic {} with id {} and {} partitions",
-                            t.name,
-                            hex(),
-                            t.partitions.len()
-                        ),
-                        None => "no selected topic with that id".to_owned(),
-                    };
-                    Some(PartitionFetchError::UnknownTopicId {
-                        address: metadata.answered_by.clone(),
-                        hosted,
-                        asked: hex(),
-                        partition: request.partition,
-                    })
+            match self.resolve(request.topic_id, request.partition) {
+                Err(error) => {
+                    refresh |= !matches!(error, PartitionFetchError::NoMetadata { .. });
+                    outcomes[index] = Some((None, Err(error)));
                 }
-                Some((topic, partition)) => {
-                    let leader = partition
-                        .leader
-                        .and_then(|id| metadata.brokers.get(&id).map(|a| (id, a)));
-                    match leader {
-                        None => {
-                            refresh = true;
-                            Some(PartitionFetchError::NoLeader {
-                                topic: topic.name.clone(),
-                                partition: request.partition,
-                                address: metadata.answered_by.clone(),
-                            })
-                        }
-                        Some((id, address)) => {
-                            addresses.insert(id, address.clone());
-                            jobs.entry(id).or_default().push(JobItem {
-                                index,
-                                topic: topic.name.clone(),
-                                request: *request,
-                                current_leader_epoch: match request.current_leader_epoch {
-                                    CurrentLeaderEpoch::FromMetadata => {
-                                        Some(partition.leader_epoch)
-                                    }
-                                    CurrentLeaderEpoch::Unchecked => None,
-                                    CurrentLeaderEpoch::Known(e) => Some(e),
-                                },
-                            });
-                            None
-                        }
-                    }
+                Ok(leader) => {
+                    addresses.insert(leader.broker, leader.address);
+                    jobs.entry(leader.broker).or_default().push(JobItem {
+                        index,
+                        topic: leader.topic,
+                        request: *request,
+                        current_leader_epoch: match request.current_leader_epoch {
+                            CurrentLeaderEpoch::FromMetadata => Some(leader.leader_epoch),
+                            CurrentLeaderEpoch::Unchecked => None,
+                            CurrentLeaderEpoch::Known(e) => Some(e),
+                        },
+                    });
                 }
-            };
-            if let Some(error) = unresolved {
-                outcomes[index] = Some((None, Err(error)));
             }
         }
 
@@ -856,13 +980,13 @@ impl SourceCluster {
                         Err(PartitionFetchError::Failed {
                             topic: topic_id_hex(request.topic_id),
                             partition: request.partition,
-                            source: WireError::Malformed {
+                            source: Box::new(WireError::Malformed {
                                 address: String::new(),
                                 api: "Fetch",
                                 version: -1,
                                 reason: "the fetch of this partition's broker did not finish"
                                     .into(),
-                            },
+                            }),
                         }),
                     )
                 });
@@ -968,7 +1092,6 @@ pub(crate) fn isolation_level(isolation: FetchIsolation) -> i8 {
 
 /// One broker's share of a round: its Fetch (one per isolation level), then ListOffsets for
 /// the partitions out of range.
-#[allow(clippy::result_large_err)] // per-partition outcomes, kept by value
 fn run_job(mut job: BrokerJob, options: &SourceClusterOptions) -> JobOutput {
     let broker = job.broker;
     let mut results = Vec::with_capacity(job.items.len());
@@ -1012,7 +1135,8 @@ fn run_job(mut job: BrokerJob, options: &SourceClusterOptions) -> JobOutput {
                 connection.stats.failed_requests += 1;
                 refresh = true;
                 for item in items {
-                    results.push((item.index, Err(request_failed(item, broker, e.clone()))));
+                    let at = PartitionAt::of(item, broker, &address);
+                    results.push((item.index, Err(at.request_failed(e.clone()))));
                 }
                 continue;
             }
@@ -1023,7 +1147,7 @@ fn run_job(mut job: BrokerJob, options: &SourceClusterOptions) -> JobOutput {
                 Err(e) => Err(PartitionFetchError::Failed {
                     topic: item.topic.clone(),
                     partition: r.partition,
-                    source: e,
+                    source: Box::new(e),
                 }),
                 Ok(answer) => {
                     match map_fetch_answer(&answer, r.fetch_offset, r.isolation, r.max_batches) {
@@ -1039,12 +1163,12 @@ fn run_job(mut job: BrokerJob, options: &SourceClusterOptions) -> JobOutput {
                             if codes::is_leadership(code) || code == codes::UNKNOWN_TOPIC_ID {
                                 refresh = true;
                             }
-                            Err(partition_error(item, broker, &address, "Fetch", code))
+                            Err(PartitionAt::of(item, broker, &address).error("Fetch", code))
                         }
                         Err((pos, e)) => Err(PartitionFetchError::Failed {
                             topic: item.topic.clone(),
                             partition: r.partition,
-                            source: WireError::Malformed {
+                            source: Box::new(WireError::Malformed {
                                 address: address.clone(),
                                 api: "Fetch",
                                 version: -1,
@@ -1052,7 +1176,7 @@ fn run_job(mut job: BrokerJob, options: &SourceClusterOptions) -> JobOutput {
                                     "the record batch at byte {pos} of {}-{} does not parse: {e}",
                                     item.topic, r.partition
                                 ),
-                            },
+                            }),
                         }),
                     }
                 }
@@ -1078,32 +1202,11 @@ fn run_job(mut job: BrokerJob, options: &SourceClusterOptions) -> JobOutput {
             answers.push(answer);
         }
         for (k, item) in out_of_range.into_iter().enumerate() {
+            let at = PartitionAt::of(item, broker, &address);
             let offset =
                 |answer: &Result<Vec<super::client::ListOffsetAnswer>, WireError>| match answer {
-                    Err(e) => Err(request_failed(item, broker, e.clone())),
-                    Ok(all) => match all.get(k) {
-                        Some(Ok((offset, _))) => Ok(*offset),
-                        Some(Err(e)) => Err(match e.code() {
-                            Some(code) if codes::is_leadership(code) => {
-                                partition_error(item, broker, &address, "ListOffsets", code)
-                            }
-                            _ => PartitionFetchError::Failed {
-                                topic: item.topic.clone(),
-                                partition: item.request.partition,
-                                source: e.clone(),
-                            },
-                        }),
-                        None => Err(PartitionFetchError::Failed {
-                            topic: item.topic.clone(),
-                            partition: item.request.partition,
-                            source: WireError::Malformed {
-                                address: address.clone(),
-                                api: "ListOffsets",
-                                version: -1,
-                                reason: "an answer is missing".into(),
-                            },
-                        }),
-                    },
+                    Err(e) => Err(at.request_failed(e.clone())),
+                    Ok(all) => list_offset_answer(&at, all.get(k)),
                 };
             let outcome = offset(&answers[0]).and_then(|log_start_offset| {
                 offset(&answers[1]).map(|high_watermark| PartitionFetched {
@@ -1128,65 +1231,98 @@ fn run_job(mut job: BrokerJob, options: &SourceClusterOptions) -> JobOutput {
     }
 }
 
-/// A partition's error for a whole request's failure.
-fn request_failed(item: &JobItem, broker: i32, e: WireError) -> PartitionFetchError {
-    if e.is_connection() {
-        PartitionFetchError::Unreachable {
-            topic: item.topic.clone(),
+impl PartitionAt<'_> {
+    fn of<'a>(item: &'a JobItem, broker: i32, address: &'a str) -> PartitionAt<'a> {
+        PartitionAt {
+            topic: &item.topic,
+            topic_id: item.request.topic_id,
             partition: item.request.partition,
             broker,
-            source: e,
+            address,
         }
-    } else {
+    }
+
+    /// The partition's error for a whole request's failure.
+    fn request_failed(&self, e: WireError) -> PartitionFetchError {
+        if e.is_connection() {
+            PartitionFetchError::Unreachable {
+                topic: self.topic.to_owned(),
+                partition: self.partition,
+                broker: self.broker,
+                source: Box::new(e),
+            }
+        } else {
+            PartitionFetchError::Failed {
+                topic: self.topic.to_owned(),
+                partition: self.partition,
+                source: Box::new(e),
+            }
+        }
+    }
+
+    /// The partition's error for its Kafka error code.
+    fn error(&self, api: &'static str, code: i16) -> PartitionFetchError {
+        if code == codes::UNKNOWN_TOPIC_ID {
+            return PartitionFetchError::UnknownTopicId {
+                address: self.address.to_owned(),
+                hosted: format!(
+                    "no topic with that id (it hosts topic {} under another id, or none)",
+                    self.topic
+                ),
+                asked: topic_id_hex(self.topic_id),
+                partition: self.partition,
+            };
+        }
+        if codes::is_leadership(code) {
+            return PartitionFetchError::Leadership {
+                api,
+                topic: self.topic.to_owned(),
+                partition: self.partition,
+                broker: self.broker,
+                address: self.address.to_owned(),
+                code,
+                name: error_name(code),
+            };
+        }
         PartitionFetchError::Failed {
-            topic: item.topic.clone(),
-            partition: item.request.partition,
-            source: e,
+            topic: self.topic.to_owned(),
+            partition: self.partition,
+            source: Box::new(WireError::Broker {
+                address: self.address.to_owned(),
+                api,
+                what: format!("topic {} partition {}", self.topic, self.partition),
+                code,
+                name: error_name(code),
+            }),
         }
     }
 }
 
-/// A partition's error for its Kafka error code.
-fn partition_error(
-    item: &JobItem,
-    broker: i32,
-    address: &str,
-    api: &'static str,
-    code: i16,
-) -> PartitionFetchError {
-    let r = &item.request;
-    if code == codes::UNKNOWN_TOPIC_ID {
-        return PartitionFetchError::UnknownTopicId {
-            address: address.to_owned(),
-            hosted: format!(
-                "no topic with that id (it hosts topic {} under another id, or none)",
-                item.topic
-            ),
-            asked: topic_id_hex(r.topic_id),
-            partition: r.partition,
-        };
-    }
-    if codes::is_leadership(code) {
-        return PartitionFetchError::Leadership {
-            api,
-            topic: item.topic.clone(),
-            partition: r.partition,
-            broker,
-            address: address.to_owned(),
-            code,
-            name: error_name(code),
-        };
-    }
-    PartitionFetchError::Failed {
-        topic: item.topic.clone(),
-        partition: r.partition,
-        source: WireError::Broker {
-            address: address.to_owned(),
-            api,
-            what: format!("topic {} partition {}", item.topic, r.partition),
-            code,
-            name: error_name(code),
-        },
+/// A partition's answer in a ListOffsets answer.
+fn list_offset_answer(
+    at: &PartitionAt<'_>,
+    answer: Option<&super::client::ListOffsetAnswer>,
+) -> Result<Offset, PartitionFetchError> {
+    match answer {
+        Some(Ok((offset, _))) => Ok(*offset),
+        Some(Err(e)) => Err(match e.code() {
+            Some(code) => at.error("ListOffsets", code),
+            None => PartitionFetchError::Failed {
+                topic: at.topic.to_owned(),
+                partition: at.partition,
+                source: Box::new(e.clone()),
+            },
+        }),
+        None => Err(PartitionFetchError::Failed {
+            topic: at.topic.to_owned(),
+            partition: at.partition,
+            source: Box::new(WireError::Malformed {
+                address: at.address.to_owned(),
+                api: "ListOffsets",
+                version: -1,
+                reason: "an answer is missing".into(),
+            }),
+        }),
     }
 }
 

@@ -136,6 +136,12 @@ impl TopicSelection {
         Ok(TopicSelection { patterns })
     }
 
+    /// A selection of exactly `patterns` as given, unchecked (a name that is no legal topic
+    /// name selects nothing the broker has).
+    pub fn from_patterns(patterns: Vec<TopicPattern>) -> TopicSelection {
+        TopicSelection { patterns }
+    }
+
     /// The entries, in the order given.
     pub fn patterns(&self) -> &[TopicPattern] {
         &self.patterns
