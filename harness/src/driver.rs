@@ -11,8 +11,8 @@
 //! | effect | executed as |
 //! |---|---|
 //! | `ReadState` | read from the coordinator rebuilt from `__mirror_state` |
-//! | `WriteState` | fenced by the coordinator, appended to `__mirror_state` and fsynced, then acknowledged |
-//! | `WriteLastMirroredEpoch` | appended to `__mirror_state` and fsynced, then acknowledged |
+//! | `WriteState` | the leader's log flushed; fenced by the coordinator, appended to `__mirror_state` and fsynced, then acknowledged |
+//! | `WriteLastMirroredEpoch` | the leader's log flushed; appended to `__mirror_state` and fsynced, then acknowledged |
 //! | `QueryLastMirroredEpoch` | the source answers from its own `__mirror_state` |
 //! | `Fetch` | the source serves it ([`Source::fetch`]); an empty answer is held (long poll) |
 //! | `Log(_)` | [`apply_log_effect`] on the leader's [`FileLog`](crate::file_log::FileLog), with the fetched [`RawBatch`]es byte for byte |
@@ -26,9 +26,17 @@
 //! `ReplicaFetched` to the kernel, and the kernel hears `HighWatermarkAdvanced` whenever the
 //! leader's high watermark moves.
 //!
-//! **Nothing the kernel needs is held only in memory**: every write is on disk before its
-//! completion is fed. A restarted driver re-opens everything and feeds `BecameLeader`; the
-//! kernel re-reads its state and re-runs that state's side effect.
+//! **Nothing the kernel needs is held only in memory**: every write the kernel acts on is on
+//! disk before its completion is fed. A restarted driver re-opens everything and feeds
+//! `BecameLeader`; the kernel re-reads its state and re-runs that state's side effect.
+//!
+//! **Flushing** follows Kafka ([`FlushPolicy::Kafka`](crate::file_log::FlushPolicy), the
+//! default; the argument is in [`file_log`](crate::file_log)): mirrored batches are appended a
+//! fetch round per write and stay in the page cache (the source can serve them again after a
+//! machine crash, and recovery cuts the lost tail); the leader's log is flushed before every
+//! `__mirror_state` write, `__mirror_state` records and the destination's own batches
+//! (`MIRROR_PID_RESET`, ABORT markers) are fsynced before they are acknowledged, and `close`
+//! flushes everything.
 //!
 //! **No clock**: every call takes `now_ms` from the caller; [`Driver::run`] takes a [`Clock`].
 
@@ -584,7 +592,9 @@ impl Driver {
                 value,
                 expected_state_epoch,
             } => {
-                // Appended and fsynced before the completion is queued: persist first.
+                // Appended and fsynced before the completion is queued: persist first (the
+                // mirrored data it follows first of all, see `flush_before_state_write`).
+                self.flush_before_state_write()?;
                 match self
                     .cluster
                     .state_log
@@ -653,6 +663,7 @@ impl Driver {
                 key,
                 value,
             } => {
+                self.flush_before_state_write()?;
                 self.cluster
                     .state_log
                     .write_last_mirrored_epoch(&key, value, now)?;
@@ -683,6 +694,19 @@ impl Driver {
             });
         }
         Ok(())
+    }
+
+    /// Flushes the leader's log (fsync, recovery point, high watermark) before a
+    /// `__mirror_state` write: with [`FlushPolicy::Kafka`](crate::file_log::FlushPolicy::Kafka)
+    /// mirrored batches wait in the page cache, and a state record (the LME's offset, STOPPED
+    /// after the `MIRROR_PID_RESET`) must never name data a machine crash can take back. State
+    /// writes are rare (a few per state change), so this costs nothing in steady mirroring.
+    fn flush_before_state_write(&mut self) -> Result<(), DriverError> {
+        let leader = &mut self.cluster.leader;
+        leader.flush().map_err(|source| DriverError::Log {
+            dir: leader.dir().to_path_buf(),
+            source: Box::new(source),
+        })
     }
 
     fn apply_leader_effect(

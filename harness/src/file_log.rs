@@ -447,6 +447,16 @@ impl FileLog {
     /// from disk (and CRC-checked again): one read per segment (at most [`READ_CHUNK_BYTES`]
     /// at a time) into a reused buffer.
     pub fn try_read(&self, from: Offset, below: Offset) -> Result<Vec<RawBatch>, FileLogError> {
+        self.try_read_at_most(from, below, usize::MAX)
+    }
+
+    /// [`FileLog::try_read`], stopping after `max_batches` batches.
+    pub fn try_read_at_most(
+        &self,
+        from: Offset,
+        below: Offset,
+        max_batches: usize,
+    ) -> Result<Vec<RawBatch>, FileLogError> {
         self.check_not_failed()?;
         let mut out = Vec::new();
         let mut buf = self.read_buf.lock().unwrap_or_else(|p| p.into_inner());
@@ -460,7 +470,9 @@ impl FileLog {
             }
             let batches = seg.batches();
             let first = batches.partition_point(|b| b.header.last_offset < from);
-            let end = batches.partition_point(|b| b.header.base_offset < below);
+            let end = batches
+                .partition_point(|b| b.header.base_offset < below)
+                .min(first.saturating_add(max_batches - out.len()));
             let mut rest = batches.get(first..end).unwrap_or(&[]);
             while let Some(head) = rest.first() {
                 // A chunk of at most READ_CHUNK_BYTES (or one batch larger than that).
@@ -472,7 +484,7 @@ impl FileLog {
                 seg.read_batches(&rest[..n], &mut buf, &mut out)?;
                 rest = &rest[n..];
             }
-            if end < batches.len() {
+            if end < batches.len() || out.len() >= max_batches {
                 break;
             }
         }
@@ -480,6 +492,46 @@ impl FileLog {
             *buf = Vec::new();
         }
         Ok(out)
+    }
+
+    /// [`PartitionLog::read`], stopping after `max_batches` batches: on a read error, the
+    /// whole batches before the failure, and the log is marked failed.
+    pub fn read_at_most(&self, from: Offset, below: Offset, max_batches: usize) -> Vec<RawBatch> {
+        match self.try_read_at_most(from, below, max_batches) {
+            Ok(batches) => batches,
+            Err(e) => {
+                let _ = self.fail_on_error::<()>(Err(e));
+                // Serve the whole batches that can still be read, stopping at the failure.
+                let mut out = Vec::new();
+                for seg in &self.segments {
+                    for entry in seg.batches() {
+                        if entry.header.last_offset < from {
+                            continue;
+                        }
+                        if entry.header.base_offset >= below || out.len() >= max_batches {
+                            return out;
+                        }
+                        match seg.read_batch(entry) {
+                            Ok(b) => out.push(b),
+                            Err(_) => return out,
+                        }
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    /// A read-only view of this log whose [`PartitionLog::read`] returns at most `max_batches`
+    /// batches: what to hand the kernel's
+    /// [`serve_fetch`](kmirror_kernel::fetch::serve_fetch), which reads every batch up to its
+    /// bound and keeps the first `max_batches` (so each fetch from the start of a large log
+    /// would read the rest of the log).
+    pub fn fetch_view(&self, max_batches: usize) -> FetchView<'_> {
+        FetchView {
+            log: self,
+            max_batches,
+        }
     }
 
     /// Fsyncs what was appended: the active segment's `.log` file (earlier segments were
@@ -783,29 +835,7 @@ impl PartitionLog for FileLog {
     }
 
     fn read(&self, from: Offset, below: Offset) -> Vec<RawBatch> {
-        match self.try_read(from, below) {
-            Ok(batches) => batches,
-            Err(e) => {
-                let _ = self.fail_on_error::<()>(Err(e));
-                // Serve the whole batches that can still be read, stopping at the failure.
-                let mut out = Vec::new();
-                for seg in &self.segments {
-                    for entry in seg.batches() {
-                        if entry.header.last_offset < from {
-                            continue;
-                        }
-                        if entry.header.base_offset >= below {
-                            return out;
-                        }
-                        match seg.read_batch(entry) {
-                            Ok(b) => out.push(b),
-                            Err(_) => return out,
-                        }
-                    }
-                }
-                out
-            }
-        }
+        self.read_at_most(from, below, usize::MAX)
     }
 
     fn truncate_to(&mut self, offset: Offset) -> Result<(), FileLogError> {
@@ -844,6 +874,86 @@ impl PartitionLog for FileLog {
         }
         self.mem = next;
         Ok(())
+    }
+}
+
+/// A read-only view of a [`FileLog`] that reads at most a fetch's worth of batches: see
+/// [`FileLog::fetch_view`]. Its mutations refuse with [`FileLogError::Inconsistent`].
+#[derive(Clone, Copy, Debug)]
+pub struct FetchView<'a> {
+    log: &'a FileLog,
+    max_batches: usize,
+}
+
+impl FetchView<'_> {
+    fn read_only(&self) -> FileLogError {
+        FileLogError::Inconsistent {
+            dir: self.log.dir.clone(),
+            reason: "a fetch view of the log is read-only".into(),
+        }
+    }
+}
+
+impl LogView for FetchView<'_> {
+    fn log_start_offset(&self) -> Offset {
+        self.log.log_start_offset()
+    }
+
+    fn log_end_offset(&self) -> Offset {
+        self.log.log_end_offset()
+    }
+
+    fn high_watermark(&self) -> Offset {
+        self.log.high_watermark()
+    }
+
+    fn epoch_cache(&self) -> &EpochCache {
+        self.log.epoch_cache()
+    }
+
+    fn producer_state(&self) -> &ProducerStateTable {
+        self.log.producer_state()
+    }
+
+    fn last_batch(&self) -> Option<BatchHeader> {
+        self.log.last_batch()
+    }
+}
+
+impl PartitionLog for FetchView<'_> {
+    type Batch = RawBatch;
+    type Error = FileLogError;
+
+    fn header(batch: &RawBatch) -> BatchHeader {
+        batch.header()
+    }
+
+    fn append_as_leader(
+        &mut self,
+        _leader_epoch: LeaderEpoch,
+        _batch: LeaderBatch,
+    ) -> Result<BatchHeader, FileLogError> {
+        Err(self.read_only())
+    }
+
+    fn append_as_follower(&mut self, _batches: &[RawBatch]) -> Result<(), FileLogError> {
+        Err(self.read_only())
+    }
+
+    fn read(&self, from: Offset, below: Offset) -> Vec<RawBatch> {
+        self.log.read_at_most(from, below, self.max_batches)
+    }
+
+    fn truncate_to(&mut self, _offset: Offset) -> Result<(), FileLogError> {
+        Err(self.read_only())
+    }
+
+    fn truncate_fully_and_start_at(&mut self, _offset: Offset) -> Result<(), FileLogError> {
+        Err(self.read_only())
+    }
+
+    fn advance_high_watermark(&mut self, _offset: Offset) -> Result<(), FileLogError> {
+        Err(self.read_only())
     }
 }
 

@@ -224,8 +224,9 @@ impl Source for LocalSource {
     ) -> Result<FetchResponse<RawBatch>, SourceError> {
         self.check_topic(topic_id)?;
         let cluster = self.cluster()?;
+        // The view reads at most `max_batches` batches: one read of the fetch's bytes.
         let response = serve_fetch(
-            &cluster.leader,
+            &cluster.leader.fetch_view(max_batches),
             fetch_offset,
             last_fetched_epoch,
             isolation,
