@@ -6,10 +6,14 @@
 //! writes a fresh destination in the same temp dir (same file system) and is timed to its last
 //! fsync; the destination is deleted untimed. Throughput is the source's segment bytes.
 //!
-//! - `mirror`: the harness [`Driver`] with its [`LocalSource`], from creating the driver to
-//!   `close`: the kernel's decisions, reading and CRC-checking each batch, appending it byte
-//!   for byte to the destination's `FileLog` (fsync per fetch of 100 batches, checkpoints
-//!   written atomically), one destination replica.
+//! - `mirror_kafka`: the harness [`Driver`] with its [`LocalSource`], from creating the driver
+//!   to `close`: the kernel's decisions, reading and CRC-checking each fetch of 100 batches (one
+//!   read into a reused buffer), appending it byte for byte to the destination's `FileLog` with
+//!   one write, one destination replica, `--flush kafka` (the default): mirrored batches are
+//!   fsynced once, at `close`; the `__mirror_state` writes are fsynced as they happen.
+//! - `mirror_every_append`: the same with `--flush every-append`: the segment fsynced after
+//!   every fetch's append and the high watermark checkpointed (written, fsynced, renamed) at
+//!   every change.
 //!
 //! Baselines, same run:
 //! - `raw_copy`: each `.log` segment file read whole and written to a new file, fsynced once:
@@ -27,6 +31,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use kmirror_harness::driver::{
     Cluster, ClusterConfig, ClusterDir, Driver, DriverOptions, ManualClock, RunEnd, Until,
 };
+use kmirror_harness::file_log::FlushPolicy;
 use kmirror_harness::producer::{produce, ProduceOp};
 use kmirror_harness::record_batch::RawBatch;
 use kmirror_harness::source::LocalSource;
@@ -66,8 +71,9 @@ fn build_source(root: &Path) -> Vec<PathBuf> {
     segments
 }
 
-/// Mirrors `source` into the new destination `dest`; returns the time taken.
-fn mirror(source: &Path, dest: &Path) -> Duration {
+/// Mirrors `source` into the new destination `dest` with the destination's logs fsyncing as
+/// `flush` says (what `kmirror mirror --flush` sets); returns the time taken.
+fn mirror(source: &Path, dest: &Path, flush: FlushPolicy) -> Duration {
     let mirror = MirrorName::new("src").expect("valid");
     let mut config = ClusterConfig::new(
         MirrorName::new("dst").expect("valid"),
@@ -79,7 +85,8 @@ fn mirror(source: &Path, dest: &Path) -> Duration {
     config.source_dir = Some(source.to_path_buf());
     let dir = ClusterDir::create(dest, config, 1).expect("destination created");
     let start = Instant::now();
-    let cluster = Cluster::open_dir(dir, true).expect("destination opens");
+    let mut cluster = Cluster::open_dir(dir, true).expect("destination opens");
+    cluster.leader.set_flush_policy(flush);
     let source = LocalSource::open(source).expect("source opens");
     let mut driver =
         Driver::from_cluster(cluster, Some(Box::new(source)), DriverOptions::default())
@@ -147,10 +154,15 @@ fn mirroring(c: &mut Criterion) {
     let mut group = c.benchmark_group("mirroring");
     group.throughput(Throughput::Bytes(bytes));
     group.sample_size(10);
-    group.measurement_time(Duration::from_secs(20));
+    group.measurement_time(Duration::from_secs(15));
     type Variant = fn(&Path, &[PathBuf], &Path) -> Duration;
-    let variants: [(&str, Variant); 3] = [
-        ("mirror", |source, _, dest| mirror(source, dest)),
+    let variants: [(&str, Variant); 4] = [
+        ("mirror_kafka", |source, _, dest| {
+            mirror(source, dest, FlushPolicy::Kafka)
+        }),
+        ("mirror_every_append", |source, _, dest| {
+            mirror(source, dest, FlushPolicy::EveryAppend)
+        }),
         ("raw_copy", |_, segments, dest| raw_copy(segments, dest)),
         ("mm2_style", |_, segments, dest| mm2_style(segments, dest)),
     ];
