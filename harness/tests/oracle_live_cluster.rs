@@ -2,15 +2,17 @@
 //! (`-- --include-ignored oracle`).
 //!
 //! Three KRaft nodes (broker and controller each) started from the oracle's jars; two topics
-//! (`orders`, 6 partitions, and `pay.eu`, 4 partitions) with replication factor 3, written by
+//! (`orders`, 12 partitions, and `pay.eu`, 6 partitions) with replication factor 3, written by
 //! Kafka's own Java producer (idempotent plain batches, committed and aborted transactions
 //! spanning every partition). [`SourceCluster`] mirrors every partition through the coalesced
 //! fetch (one Fetch per leader broker per round) into one harness [`FileLog`] per
 //! `<topic>-<partition>/`, appending the raw fetched batches as the mirror does. Mid-mirror the
-//! leader of `orders-0` is killed (SIGKILL): its partitions fail as retryable, the metadata is
-//! refreshed, the new leaders are followed at the same offsets; more is produced to the new
-//! leaders. At the end every partition equals a surviving replica's partition directory byte
-//! for byte, and Kafka's `DumpLogSegments` reads the copies as it reads the replicas.
+//! leader of `orders-0` is killed (SIGKILL) while Kafka's producer writes more (plain and
+//! transactional) to every partition: the victim's partitions fail as retryable, the metadata
+//! is refreshed, the new leaders are followed at the same offsets, the producer's retries land
+//! on them. At the end every partition equals a surviving replica's partition directory byte
+//! for byte, and Kafka's `DumpLogSegments` reads the copies as it reads the replicas; the killed
+//! broker is restarted and its replicas, once caught up, equal the copies too.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -187,8 +189,8 @@ fn oracle_live_cluster_coalesced_mirror_follows_leader_changes() {
         &oracle,
         &bootstrap,
         &[
-            "create:orders:6:3",
-            "create:pay.eu:4:3",
+            "create:orders:12:3",
+            "create:pay.eu:6:3",
             "plain:orders:3:4",
             "commit:orders:tx-orders-1:3",
             "abort:orders:tx-orders-2:2",
@@ -214,7 +216,7 @@ fn oracle_live_cluster_coalesced_mirror_follows_leader_changes() {
     );
     let metadata = source.metadata().expect("metadata").clone();
     assert!(metadata.errors.is_empty(), "{:?}", metadata.errors);
-    assert_eq!(metadata.partition_count(), 10);
+    assert_eq!(metadata.partition_count(), 18);
     let mut missing = SourceCluster::new(
         &bootstrap,
         TopicSelection::parse("orders,audit,refunds.*").expect("selection"),
@@ -280,6 +282,24 @@ fn oracle_live_cluster_coalesced_mirror_follows_leader_changes() {
         .filter(|(_, p)| p.leader == Some(victim))
         .map(|(t, p)| (t.name.clone(), p.index))
         .collect();
+    // Kafka's producer writes to every partition (plain, then a transaction) across the kill:
+    // it retries to the new leaders.
+    let producer = {
+        let (oracle, bootstrap) = (oracle.clone(), bootstrap.clone());
+        std::thread::spawn(move || {
+            live_cluster(
+                &oracle,
+                &bootstrap,
+                &[
+                    "plain:orders:2:3",
+                    "commit:orders:tx-orders-3:2",
+                    "plain:pay.eu:1:4",
+                    "abort:pay.eu:tx-pay-2:2",
+                ],
+            )
+        })
+    };
+    std::thread::sleep(Duration::from_millis(1500));
     cluster.kill(victim);
     let killed_at = Instant::now();
     eprintln!(
@@ -309,16 +329,12 @@ fn oracle_live_cluster_coalesced_mirror_follows_leader_changes() {
         killed_at.elapsed()
     );
 
-    // 5. More records to the new leaders (plain and a transaction), then mirror to the end.
-    live_cluster(
-        &oracle,
-        &cluster.running_bootstrap(),
-        &[
-            "plain:orders:2:3",
-            "commit:orders:tx-orders-3:2",
-            "plain:pay.eu:1:4",
-            "abort:pay.eu:tx-pay-2:2",
-        ],
+    // 5. The producer finishes on the new leaders; mirror to the end.
+    let produced = producer.join().expect("the producer thread");
+    eprintln!(
+        "the producer wrote {} steps across the kill, done {:?} after it",
+        produced.len(),
+        killed_at.elapsed()
     );
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut caught_up_rounds = 0;
@@ -361,9 +377,13 @@ fn oracle_live_cluster_coalesced_mirror_follows_leader_changes() {
                 m.partition
             );
         }
+        let mut errors: BTreeMap<&str, usize> = BTreeMap::new();
+        for e in &m.errors {
+            *errors.entry(e.as_str()).or_default() += 1;
+        }
         eprintln!(
-            "{}-{}: offsets 0..{}, served by {:?}, errors {:?}",
-            m.topic, m.partition, m.fetch_offset, m.served_by, m.errors
+            "{}-{}: offsets 0..{}, served by brokers {:?}, retryable errors {errors:?}",
+            m.topic, m.partition, m.fetch_offset, m.served_by
         );
     }
 
@@ -407,7 +427,7 @@ fn oracle_live_cluster_coalesced_mirror_follows_leader_changes() {
         m.log.close().expect("close");
         dest_dirs.insert((m.topic, m.partition), dir);
     }
-    assert!(markers >= 10 * 2, "{markers} transaction markers");
+    assert!(markers >= 18 * 2, "{markers} transaction markers");
     let survivor = cluster
         .ids()
         .into_iter()
@@ -437,9 +457,33 @@ fn oracle_live_cluster_coalesced_mirror_follows_leader_changes() {
     assert_eq!(ours.len(), batches);
     assert_eq!(ours, dumped_batches(&oracle, &replica_files));
     eprintln!(
-        "{} partitions, {batches} batches ({markers} markers) equal broker {survivor}'s replicas; \
-         {:?} in all",
+        "{} partitions, {batches} batches ({markers} markers) equal broker {survivor}'s replicas \
+         after {:?}",
         dest_dirs.len(),
+        started.elapsed()
+    );
+
+    // 8. The victim comes back, truncates what it alone had and catches up: its replicas end
+    //    equal to the mirror too.
+    cluster
+        .restart(victim)
+        .unwrap_or_else(|e| panic!("restarting broker {victim}: {e}"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for ((topic, partition), dir) in &dest_dirs {
+        let replica = cluster.partition_dir(victim, topic, *partition);
+        let ours = segment_bytes(dir);
+        while segment_bytes(&replica) != ours && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        assert!(
+            segment_bytes(&replica) == ours,
+            "{topic}-{partition}: {} bytes mirrored, the restarted broker {victim} has {}",
+            ours.len(),
+            segment_bytes(&replica).len()
+        );
+    }
+    eprintln!(
+        "broker {victim} restarted and caught up: its replicas equal the mirror too; {:?} in all",
         started.elapsed()
     );
     drop(cluster);
