@@ -3,7 +3,7 @@
 //!
 //! A partition's [`Effect::Fetch`](crate::effect::Effect::Fetch) is not handed to the executor:
 //! the manager keeps it in the partition's **fetch slot** until [`NodeMirror::poll_fetches`]
-//! (super::NodeMirror::poll_fetches) puts it in a [`CoalescedFetch`]. A slot is
+//! puts it in a [`CoalescedFetch`]. A slot is
 //!
 //! - **ready** once the partition asked for the fetch, or at `not_before` after a retriable
 //!   error;
@@ -23,7 +23,12 @@ use crate::input::FetchOutcome;
 use crate::partitioner::{murmur2, to_positive};
 use crate::types::{BrokerId, LeaderEpoch, Offset};
 
-use super::PartitionKey;
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::config::MirrorConfig;
+use crate::input::Input;
+
+use super::{NodeError, NodeLogs, NodeMirror, NodeOutput, PartitionKey};
 
 /// The fetcher of partition `key` among `num_fetchers` (Kafka's `num.replica.fetchers`):
 /// `to_positive(murmur2(topic id bytes, partition as int32 big-endian)) % num_fetchers`.
@@ -76,10 +81,10 @@ pub struct CoalescedFetch {
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
 pub enum PartitionFetchResult {
     /// An answer the partition acts on: fed as
-    /// [`Input::FetchCompleted`](crate::input::Input::FetchCompleted).
+    /// [`Input::FetchCompleted`].
     Completed(FetchOutcome),
     /// A non-retriable error (authorization, unknown topic...): fed as
-    /// [`Input::RequestFailed`](crate::input::Input::RequestFailed), as for a lone fetch.
+    /// [`Input::RequestFailed`], as for a lone fetch.
     Failed(String),
     /// A retriable error (`NOT_LEADER_OR_FOLLOWER`, `UNKNOWN_LEADER_EPOCH`, a timeout...): the
     /// partition is not told; its fetch is sent again after the node's fetch backoff, as a
@@ -134,6 +139,137 @@ impl FetchSlot {
     /// Whether a poll at `now` may send it.
     pub(super) fn ready_at(&self, now: u64) -> bool {
         matches!(self.status, FetchStatus::Ready { not_before } if not_before.is_none_or(|t| t <= now))
+    }
+}
+
+impl NodeMirror {
+    /// Takes every ready fetch whose fetcher has no request in flight, marks it in flight, and
+    /// returns one [`CoalescedFetch`] per fetcher, in fetcher order.
+    pub fn poll_fetches(&mut self, now: u64) -> Vec<CoalescedFetch> {
+        let mut groups: BTreeMap<FetcherKey, Vec<(PartitionKey, FetchRequest)>> = BTreeMap::new();
+        for (key, led) in self.led.iter_mut() {
+            let Some(slot) = led.fetch.as_mut() else {
+                continue;
+            };
+            if !slot.ready_at(now) {
+                continue;
+            }
+            let leader = self
+                .topics
+                .get(&key.topic_id)
+                .and_then(|t| t.source_leaders.as_ref())
+                .and_then(|l| {
+                    l.get(usize::try_from(key.partition).ok()?)
+                        .copied()
+                        .flatten()
+                });
+            let Some(source_broker) = leader else {
+                continue;
+            };
+            let fetcher = FetcherKey {
+                source_broker,
+                fetcher_id: fetcher_id(key, self.config.num_fetchers),
+            };
+            if self.in_flight.contains_key(&fetcher) {
+                continue;
+            }
+            slot.status = FetchStatus::InFlight(fetcher);
+            groups
+                .entry(fetcher)
+                .or_default()
+                .push((*key, slot.request));
+        }
+        groups
+            .into_iter()
+            .map(|(fetcher, partitions)| {
+                self.in_flight.insert(
+                    fetcher,
+                    partitions.iter().map(|(k, f)| (*k, f.request)).collect(),
+                );
+                CoalescedFetch {
+                    fetcher,
+                    partitions,
+                }
+            })
+            .collect()
+    }
+
+    pub(super) fn on_fetch_response(
+        &mut self,
+        config: &MirrorConfig,
+        now: u64,
+        response: CoalescedFetchResponse,
+        logs: &impl NodeLogs,
+        out: &mut NodeOutput,
+    ) {
+        let fetcher = response.fetcher;
+        let Some(sent) = self.in_flight.remove(&fetcher) else {
+            out.errors.push(NodeError::NoFetchInFlight { fetcher });
+            return;
+        };
+        let mut answered = BTreeSet::new();
+        for PartitionFetchResponse {
+            key,
+            request,
+            result,
+        } in response.partitions
+        {
+            let asked = sent.contains(&(key, request));
+            if !asked || !answered.insert(key) || self.fetcher_of(&key) != Some(fetcher) {
+                out.errors.push(NodeError::StaleFetch {
+                    key,
+                    request,
+                    fetcher,
+                });
+                continue;
+            }
+            match result {
+                PartitionFetchResult::Completed(outcome) => {
+                    let input = Input::FetchCompleted { request, outcome };
+                    self.route(config, key, input, logs, out)
+                }
+                PartitionFetchResult::Failed(error) => {
+                    let input = Input::RequestFailed { request, error };
+                    self.route(config, key, input, logs, out)
+                }
+                PartitionFetchResult::Retriable(_) => {
+                    let not_before = Some(now.saturating_add(self.config.fetch_backoff_ms));
+                    if !self.requeue(&key, request, fetcher, not_before) {
+                        out.errors.push(NodeError::StaleFetch {
+                            key,
+                            request,
+                            fetcher,
+                        });
+                    }
+                }
+            }
+        }
+        for (key, request) in sent {
+            if !answered.contains(&key) {
+                self.requeue(&key, request, fetcher, None);
+            }
+        }
+    }
+
+    /// Makes `key`'s fetch `request`, in flight through `fetcher`, ready again at `not_before`;
+    /// false if that is not the partition's fetch in flight there.
+    pub(super) fn requeue(
+        &mut self,
+        key: &PartitionKey,
+        request: RequestId,
+        fetcher: FetcherKey,
+        not_before: Option<u64>,
+    ) -> bool {
+        match self.led.get_mut(key).and_then(|l| l.fetch.as_mut()) {
+            Some(slot)
+                if slot.request.request == request
+                    && slot.status == FetchStatus::InFlight(fetcher) =>
+            {
+                slot.status = FetchStatus::Ready { not_before };
+                true
+            }
+            _ => false,
+        }
     }
 }
 
