@@ -15,30 +15,45 @@
 //! each answer (the fetch offset, not the follower's LEO after the append) is what both sides
 //! receive, with the leader's LEO of the read.
 //!
-//! **Not compared here**: which offset Kafka's leader passes to `updateFetchStateOrThrow` is
-//! decided in `kafka.cluster.Partition.fetchRecords` (it passes
-//! `LogReadInfo.fetchedData.fetchOffsetMetadata`, the read's start = the fetch offset, and skips
-//! the update for a diverging epoch or an error), which needs a whole `Partition` with a
-//! `LogManager`; the leader HW (`Partition.maybeIncrementLeaderHW`) and ISR expansion
-//! (`Partition.isFollowerInSync`) likewise. Those rules are the kernel's by reading Kafka
-//! 4.4.0's bytecode and are pinned by the kernel's unit tests, not by this oracle. The broker
-//! epoch check of `updateFetchStateOrThrow` is skipped (epoch -1), as the kernel has none.
+//! **Compared, against `kafka.cluster.Partition`** (`dev.kmirror.oracle.PartitionOracle`, a
+//! real `Partition` leading on broker 0 over a real `UnifiedLog`): the whole leader side of
+//! replication. Random sequences of leader appends (`appendRecordsToLeader`) and follower
+//! fetches (`Partition.fetchRecords` with `updateFetchState`, which picks the offset to credit
+//! itself) against two or three replicas with part of them outside the ISR, at times within and
+//! past `replica.lag.time.max.ms`, run through the kernel — [`serve_fetch`] and
+//! [`follower_fetch`] for the answer and the report, [`FollowerState::update_fetch_state`],
+//! [`is_follower_in_sync`] for ISR expansion, [`leader_high_watermark`] for the HW — and through
+//! Kafka; after every operation the leader's LEO and HW, the ISR, the maximal ISR and the LEO the
+//! leader holds for every follower must be equal (or both refuse the fetch). The planted bug is
+//! the model's former rule, crediting the follower's LEO after the append: Kafka's `Partition`
+//! shows it wrong within three operations.
+//!
+//! **Not compared**: the follower's side (its HW from the answer, truncation), covered by the
+//! kernel's fetch tests and `oracle_unified_log`; ISR shrinking; the controller's answer to an
+//! AlterPartition (never given here, so an expansion stays pending, in the maximal ISR only, and
+//! blocks further ones, as in Kafka while it is in flight); `min.insync.replicas` above 1; the
+//! broker-epoch check (epoch -1).
 //!
 //! On the first difference the sequence is shrunk by greedy delta debugging and printed with
 //! both answers.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::Instant;
 
 use kmirror_kernel::batch::LeaderBatch;
 use kmirror_kernel::config::FetchIsolation;
-use kmirror_kernel::fetch::serve_fetch;
+use kmirror_kernel::epoch_cache::EpochCache;
+use kmirror_kernel::fetch::{serve_fetch, FetchResponse};
 use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::mem_log::MemLog;
-use kmirror_kernel::replication::{follower_fetch, FollowerLogOp, FollowerState, TimestampMs};
-use kmirror_kernel::types::Offset;
+use kmirror_kernel::replication::{
+    follower_fetch, is_follower_in_sync, is_under_min_isr, leader_high_watermark, FollowerLogOp,
+    FollowerState, HwReplica, TimestampMs,
+};
+use kmirror_kernel::types::{BrokerId, Offset};
 use kmirror_testsupport::jvm::Oracle;
-use kmirror_testsupport::oracle_support::{shrink, LineOracle, SplitMix64};
+use kmirror_testsupport::oracle_support::{scratch_dir, shrink, LineOracle, SplitMix64};
 
 /// One operation on Kafka's `Replica`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -384,4 +399,385 @@ fn oracle_replica_catches_and_shrinks_a_planted_bug() {
         shrunk.len()
     );
     assert!(matches!(shrunk.last(), Some(Op::Fetch { .. })));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The leader side, against kafka.cluster.Partition.
+
+/// Kafka's `replica.lag.time.max.ms` in the oracle (`PartitionOracle.REPLICA_LAG_TIME_MAX_MS`).
+const REPLICA_LAG_TIME_MAX_MS: i64 = 30_000;
+
+/// How a sequence starts: the replica count and the ISR (broker 0, the leader, always in it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Setup {
+    replicas: usize,
+    isr: BTreeSet<BrokerId>,
+}
+
+impl fmt::Display for Setup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let isr: Vec<String> = self.isr.iter().map(|b| b.to_string()).collect();
+        write!(f, "RESET {} {}", self.replicas, isr.join(","))
+    }
+}
+
+/// One operation on the leader's `Partition`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LeaderOp {
+    /// `appendRecordsToLeader` of one batch of `records` records at `time`.
+    Append { records: u32, time: TimestampMs },
+    /// A fetch by follower `replica` at `offset` with log start `log_start` at `time`.
+    Fetch {
+        replica: BrokerId,
+        offset: Offset,
+        log_start: Offset,
+        time: TimestampMs,
+    },
+}
+
+impl fmt::Display for LeaderOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            LeaderOp::Append { records, time } => write!(f, "APPEND {records} {time}"),
+            LeaderOp::Fetch {
+                replica,
+                offset,
+                log_start,
+                time,
+            } => write!(f, "FETCH {replica} {offset} {log_start} {time}"),
+        }
+    }
+}
+
+/// Which offset the leader credits for a fetch served records: the kernel's rule (the fetch
+/// offset) or the model's former one (the follower's LEO after appending the answer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Crediting {
+    FetchOffset,
+    LeoAfterAppend,
+}
+
+/// The leader as the kernel's rules keep it.
+struct KernelLeader {
+    replicas: usize,
+    log: MemLog,
+    followers: BTreeMap<BrokerId, FollowerState>,
+    isr: BTreeSet<BrokerId>,
+    maximal_isr: BTreeSet<BrokerId>,
+    /// An ISR expansion waits for the controller (which never answers here).
+    in_flight: bool,
+    /// The leader's LEO when it became leader (Kafka's `leaderEpochStartOffsetOpt`).
+    epoch_start_offset: Offset,
+    /// The batch boundaries of the leader's log.
+    boundaries: BTreeSet<Offset>,
+}
+
+impl KernelLeader {
+    fn new(setup: &Setup) -> Self {
+        let followers = (1..setup.replicas as BrokerId)
+            .map(|b| {
+                let mut state = FollowerState::EMPTY;
+                state.reset(0, 0, true, setup.isr.contains(&b));
+                (b, state)
+            })
+            .collect();
+        KernelLeader {
+            replicas: setup.replicas,
+            log: MemLog::new(),
+            followers,
+            isr: setup.isr.clone(),
+            maximal_isr: setup.isr.clone(),
+            in_flight: false,
+            epoch_start_offset: 0,
+            boundaries: std::iter::once(0).collect(),
+        }
+    }
+
+    fn maybe_increment_hw(&mut self, now: TimestampMs) {
+        let leo = self.log.log_end_offset();
+        let remote = self.followers.iter().map(|(b, s)| HwReplica {
+            log_end_offset: s.log_end_offset,
+            in_isr: self.maximal_isr.contains(b),
+            // Eligible: every broker is alive and unfenced here, so eligibility is having
+            // fetched since the leader was elected (Kafka: a known broker epoch).
+            caught_up_and_eligible: s.known_log_end_offset().is_some()
+                && s.is_caught_up(leo, now, REPLICA_LAG_TIME_MAX_MS),
+        });
+        let under = is_under_min_isr(self.isr.len(), 1, self.replicas);
+        if let Some(hw) = leader_high_watermark(self.log.high_watermark(), leo, remote, under) {
+            self.log
+                .advance_high_watermark(hw)
+                .expect("the HW rule stays within the log");
+        }
+    }
+
+    fn apply(&mut self, op: LeaderOp, crediting: Crediting) -> String {
+        match op {
+            LeaderOp::Append { records, time } => {
+                let batch = LeaderBatch::Records {
+                    record_count: records,
+                    producer: None,
+                    transactional: false,
+                };
+                self.log
+                    .append_as_leader(1, batch)
+                    .expect("appends to an in-memory leader succeed");
+                self.boundaries.insert(self.log.log_end_offset());
+                self.maybe_increment_hw(time);
+            }
+            LeaderOp::Fetch {
+                replica,
+                offset,
+                log_start,
+                time,
+            } => {
+                let response =
+                    serve_fetch(&self.log, offset, None, FetchIsolation::Follower, 1 << 20);
+                let appended: Offset = match &response {
+                    FetchResponse::Records(r) => r.next_offset - offset,
+                    _ => 0,
+                };
+                let fetch = follower_fetch(response, offset, log_start, &EpochCache::new());
+                let Some(report) = fetch.report else {
+                    return "err OffsetOutOfRangeException".into();
+                };
+                let credited = match crediting {
+                    Crediting::FetchOffset => report.fetch_offset,
+                    Crediting::LeoAfterAppend => report.fetch_offset + appended,
+                };
+                let hw = self.log.high_watermark();
+                let Some(state) = self.followers.get_mut(&replica) else {
+                    return "err NotLeaderOrFollowerException".into();
+                };
+                let before = state.log_end_offset;
+                state.update_fetch_state(
+                    credited,
+                    report.follower_log_start_offset,
+                    time,
+                    report.leader_log_end_offset,
+                );
+                let leo = state.log_end_offset;
+                if !self.in_flight
+                    && !self.isr.contains(&replica)
+                    && is_follower_in_sync(leo, hw, Some(self.epoch_start_offset))
+                {
+                    self.maximal_isr.insert(replica);
+                    self.in_flight = true;
+                }
+                if leo != before {
+                    self.maybe_increment_hw(time);
+                }
+            }
+        }
+        self.state()
+    }
+
+    /// Whether `op` is a fetch from inside a batch, which no follower sends (a follower's LEO
+    /// is a batch boundary) and which Kafka credits with the batch's base offset; shrinking
+    /// can turn a boundary into one by dropping an append.
+    fn fetches_inside_a_batch(&self, op: LeaderOp) -> bool {
+        matches!(op, LeaderOp::Fetch { offset, .. }
+            if offset < self.log.log_end_offset() && !self.boundaries.contains(&offset))
+    }
+
+    fn state(&self) -> String {
+        let ids = |set: &BTreeSet<BrokerId>| {
+            set.iter()
+                .map(|b| b.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let leos: Vec<String> = self
+            .followers
+            .iter()
+            .map(|(b, s)| format!("{b}:{}", s.log_end_offset))
+            .collect();
+        format!(
+            "ok {} {} isr={} maximal={} leo={}",
+            self.log.log_end_offset(),
+            self.log.high_watermark(),
+            ids(&self.isr),
+            ids(&self.maximal_isr),
+            leos.join(",")
+        )
+    }
+}
+
+/// A random setup and sequence: appends, and follower fetches mostly from the follower's own
+/// LEO (the follower copies everything it is sent), sometimes from another batch boundary
+/// (behind) or past the leader's LEO, at times that mostly advance a little and sometimes jump past
+/// `replica.lag.time.max.ms`.
+fn leader_sequence(rng: &mut SplitMix64, max_len: u64) -> (Setup, Vec<LeaderOp>) {
+    let replicas = 2 + rng.below(2) as usize;
+    let mut isr: BTreeSet<BrokerId> = std::iter::once(0).collect();
+    for b in 1..replicas as BrokerId {
+        if rng.chance(60) {
+            isr.insert(b);
+        }
+    }
+    let setup = Setup { replicas, isr };
+    let mut leader_leo: Offset = 0;
+    // Batch boundaries: a follower's LEO is always one, and Kafka credits a fetch from inside a
+    // batch with the batch's base offset (the read's start), which no real follower sends.
+    let mut boundaries: Vec<Offset> = vec![0];
+    let mut follower_leo = vec![0; replicas];
+    let mut time: TimestampMs = 0;
+    let mut ops = Vec::new();
+    for _ in 0..1 + rng.below(max_len) {
+        time += if rng.chance(8) {
+            REPLICA_LAG_TIME_MAX_MS + rng.range(-2, 2)
+        } else {
+            rng.range(0, 50)
+        };
+        if rng.chance(30) {
+            let records = rng.range(1, 3) as u32;
+            leader_leo += i64::from(records);
+            boundaries.push(leader_leo);
+            ops.push(LeaderOp::Append { records, time });
+            continue;
+        }
+        let replica = rng.range(1, replicas as i64 - 1) as usize;
+        let offset = if rng.chance(85) {
+            follower_leo[replica]
+        } else if rng.chance(80) {
+            *rng.pick(&boundaries)
+        } else {
+            leader_leo + rng.range(1, 2)
+        };
+        if offset <= leader_leo {
+            follower_leo[replica] = leader_leo;
+        }
+        ops.push(LeaderOp::Fetch {
+            replica: replica as BrokerId,
+            offset,
+            log_start: 0,
+            time,
+        });
+    }
+    (setup, ops)
+}
+
+/// Runs `ops` from `setup` through the kernel (with `crediting`) and Kafka's `Partition`; the
+/// index of the first operation they answer differently.
+fn leader_first_difference(
+    kafka: &mut LineOracle,
+    crediting: Crediting,
+    setup: &Setup,
+    ops: &[LeaderOp],
+) -> Option<usize> {
+    let mut kernel = KernelLeader::new(setup);
+    let answer = kafka.ask(&setup.to_string());
+    assert_eq!(answer, kernel.state(), "{setup}");
+    ops.iter().position(|&op| {
+        !kernel.fetches_inside_a_batch(op)
+            && kernel.apply(op, crediting) != kafka.ask(&op.to_string())
+    })
+}
+
+/// Both sides' answers to every operation of `shrunk`, for the failure message.
+fn leader_report(
+    kafka: &mut LineOracle,
+    crediting: Crediting,
+    setup: &Setup,
+    original: usize,
+    shrunk: &[LeaderOp],
+) -> String {
+    let mut out = format!(
+        "the kernel's replication rules ({crediting:?} crediting) and Kafka's Partition differ.\n\
+         Original sequence: {original} operations; shrunk to {}:\n   {setup}\n",
+        shrunk.len()
+    );
+    let mut kernel = KernelLeader::new(setup);
+    kafka.ask(&setup.to_string());
+    for (i, &op) in shrunk.iter().enumerate() {
+        if kernel.fetches_inside_a_batch(op) {
+            out += &format!("   {i:>2}. {op} (skipped: inside a batch)\n");
+            continue;
+        }
+        let mine = kernel.apply(op, crediting);
+        let theirs = kafka.ask(&op.to_string());
+        let mark = if mine == theirs { "  " } else { "!!" };
+        out += &format!(
+            "{mark} {i:>2}. {:<22} kernel: {mine:<44} kafka: {theirs}\n",
+            op.to_string()
+        );
+    }
+    out
+}
+
+/// Runs `cases` sequences per seed; on the first difference, the shrunk sequence and a report.
+fn leader_compare_many(
+    kafka: &mut LineOracle,
+    crediting: Crediting,
+    seeds: &[u64],
+    cases: usize,
+    max_len: u64,
+) -> Result<usize, (Vec<LeaderOp>, String)> {
+    let mut operations = 0;
+    for &seed in seeds {
+        let mut rng = SplitMix64::new(seed);
+        for _ in 0..cases {
+            let (setup, ops) = leader_sequence(&mut rng, max_len);
+            operations += ops.len();
+            if leader_first_difference(kafka, crediting, &setup, &ops).is_none() {
+                continue;
+            }
+            let shrunk = shrink(&ops, |ops| {
+                leader_first_difference(kafka, crediting, &setup, ops)
+            });
+            let report = leader_report(kafka, crediting, &setup, ops.len(), &shrunk);
+            return Err((shrunk, report));
+        }
+    }
+    Ok(operations)
+}
+
+/// The kernel's leader-side replication rules give exactly what Kafka 4.4.0's `Partition`
+/// does: the LEO credited for each follower fetch (the fetch offset), ISR expansion, and the
+/// leader HW (ISR members, caught-up replicas eligible to join, forward only).
+#[test]
+#[ignore = "needs Java 17 and Maven; run with `-- --include-ignored oracle`"]
+fn oracle_partition_replication_matches_kafka() {
+    let Some(oracle) = Oracle::for_tests("oracle_partition_replication_matches_kafka") else {
+        return;
+    };
+    let dir = scratch_dir();
+    let mut kafka = LineOracle::start(&oracle, "dev.kmirror.oracle.PartitionOracle", &[dir.path()]);
+    let started = Instant::now();
+    let seeds = [1, 2, 0x5EED];
+    match leader_compare_many(&mut kafka, Crediting::FetchOffset, &seeds, 300, 30) {
+        Ok(operations) => eprintln!(
+            "{} sequences, {operations} operations agree with Kafka's Partition in {:.1?}",
+            seeds.len() * 300,
+            started.elapsed()
+        ),
+        Err((_, report)) => panic!("{report}"),
+    }
+}
+
+/// Kafka credits the fetch offset: the model's former rule, crediting the follower's LEO after
+/// it appends the answer, moves the HW one fetch early and is caught, shrunk to an append and
+/// a fetch or two.
+#[test]
+#[ignore = "needs Java 17 and Maven; run with `-- --include-ignored oracle`"]
+fn oracle_partition_refutes_crediting_the_leo_after_the_append() {
+    let Some(oracle) =
+        Oracle::for_tests("oracle_partition_refutes_crediting_the_leo_after_the_append")
+    else {
+        return;
+    };
+    let dir = scratch_dir();
+    let mut kafka = LineOracle::start(&oracle, "dev.kmirror.oracle.PartitionOracle", &[dir.path()]);
+    let Err((shrunk, report)) =
+        leader_compare_many(&mut kafka, Crediting::LeoAfterAppend, &[7], 300, 30)
+    else {
+        panic!("crediting the LEO after the append went unnoticed");
+    };
+    eprintln!("{report}");
+    assert!(
+        shrunk.len() <= 3,
+        "shrinking left {} operations:\n{report}",
+        shrunk.len()
+    );
+    assert!(matches!(shrunk.last(), Some(LeaderOp::Fetch { .. })));
 }

@@ -252,8 +252,10 @@ pub struct HwReplica {
     /// Whether it is in the ISR (Kafka: the maximal ISR, which includes a pending expansion).
     pub in_isr: bool,
     /// Whether, outside the ISR, it is caught up ([`FollowerState::is_caught_up`]) and eligible
-    /// to join (Kafka's `isReplicaIsrEligible`: alive, not fenced, not shutting down): the HW
-    /// waits for it too, so that it can join without the HW having passed it.
+    /// to join (Kafka's `isReplicaIsrEligible`: alive, not fenced, not shutting down, and heard
+    /// from since the local broker became leader, i.e. its broker epoch is known — in kernel
+    /// terms [`FollowerState::known_log_end_offset`] is `Some`): the HW waits for it too, so
+    /// that it can join without the HW having passed it.
     pub caught_up_and_eligible: bool,
 }
 
