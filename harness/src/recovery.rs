@@ -330,7 +330,13 @@ fn scan_segment(
             return done(batches, bad(Problem::Batch(e)), verified_bytes);
         }
         let verify = expected >= verify_from;
-        let at_least = if verify { VERIFY_WINDOW } else { HEADER_WINDOW };
+        // Headers only: several small batches' headers per read, or just the header of a
+        // large batch (batches are usually alike, so the last one's size predicts this one's).
+        let at_least = match (verify, batches.last()) {
+            (true, _) => VERIFY_WINDOW,
+            (false, Some(last)) if last.size > HEADER_WINDOW as u64 => RECORD_BATCH_OVERHEAD,
+            (false, _) => HEADER_WINDOW,
+        };
         let prefix = window
             .get(pos, LOG_OVERHEAD, at_least)
             .map_err(io_err("read", path))?;
