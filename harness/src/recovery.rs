@@ -186,19 +186,23 @@ struct Window {
     len: u64,
     buf: Vec<u8>,
     start: u64,
+    /// Bytes of `buf` read from `start` on.
+    valid: usize,
 }
 
 impl Window {
     /// The `n` bytes at `pos` (which must lie within the file), reading `at_least` bytes (or up
     /// to the end of the file) when they are not in the buffer already.
     fn get(&mut self, pos: u64, n: usize, at_least: usize) -> std::io::Result<&[u8]> {
-        let in_buf = pos >= self.start && pos + n as u64 <= self.start + self.buf.len() as u64;
+        let in_buf = pos >= self.start && pos + n as u64 <= self.start + self.valid as u64;
         if !in_buf {
             let want = (n.max(at_least) as u64).min(self.len - pos) as usize;
-            self.buf.clear();
-            self.buf.resize(want, 0);
-            self.file.read_exact_at(&mut self.buf, pos)?;
+            if self.buf.len() < want {
+                self.buf.resize(want, 0);
+            }
+            self.file.read_exact_at(&mut self.buf[..want], pos)?;
             self.start = pos;
+            self.valid = want;
         }
         let from = (pos - self.start) as usize;
         Ok(&self.buf[from..from + n])
@@ -302,6 +306,7 @@ fn scan_segment(
         len,
         buf: Vec::new(),
         start: 0,
+        valid: 0,
     };
     let mut batches = Vec::new();
     let mut verified_bytes = 0u64;

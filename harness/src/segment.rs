@@ -477,8 +477,10 @@ impl Segment {
         };
         let start = first.position;
         let len = (last.end() - start) as usize;
-        buf.clear();
-        buf.resize(len, 0);
+        if buf.len() < len {
+            buf.resize(len, 0); // zeroed once, when it grows: no memset per read
+        }
+        let buf = &mut buf[..len];
         self.log
             .read_exact_at(buf, start)
             .map_err(|e| FileLogError::io("read", &self.log_path, e))?;
