@@ -82,8 +82,8 @@ pub enum NodeInput {
     },
     /// The source's answer to a [`CoalescedFetch`](super::CoalescedFetch).
     FetchResponse(CoalescedFetchResponse),
-    /// A [`CoalescedFetch`](super::CoalescedFetch) failed as a whole (connection lost, timeout): its partitions are
-    /// fetched again after the backoff and are not told.
+    /// A [`CoalescedFetch`](super::CoalescedFetch) failed as a whole (connection lost,
+    /// timeout): its partitions are fetched again after the backoff and are not told.
     FetchFailed {
         /// The fetcher whose request failed.
         fetcher: FetcherKey,
@@ -93,8 +93,9 @@ pub enum NodeInput {
 /// Something the executor must do for the node.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
 pub enum NodeEffect {
-    /// An effect of one partition's [`PartitionMirror`](crate::partition::PartitionMirror) (never [`Effect::Fetch`]: fetches go
-    /// out through [`NodeMirror::poll_fetches`](super::NodeMirror::poll_fetches)).
+    /// An effect of one partition's [`PartitionMirror`](crate::partition::PartitionMirror)
+    /// (never [`Effect::Fetch`]: fetches go out through
+    /// [`NodeMirror::poll_fetches`](super::NodeMirror::poll_fetches)).
     Partition {
         /// The partition.
         key: PartitionKey,

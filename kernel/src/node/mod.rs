@@ -9,9 +9,10 @@
 //! - **Routing and batching, never decisions.** Every per-partition decision is the
 //!   [`PartitionMirror`]'s own: the manager hands each partition exactly the inputs it would get
 //!   alone, and returns exactly its effects, tagged with its [`PartitionKey`]. The one
-//!   exception is [`Effect::Fetch`](crate::effect::Effect::Fetch), which the manager keeps and sends coalesced
-//!   ([`NodeMirror::poll_fetches`]); a partition's share of a coalesced response is fed to it
-//!   as the [`Input::FetchCompleted`] (or [`Input::RequestFailed`]) a lone fetch would get.
+//!   exception is [`Effect::Fetch`](crate::effect::Effect::Fetch), which the manager keeps and
+//!   sends coalesced ([`NodeMirror::poll_fetches`]); a partition's share of a coalesced
+//!   response is fed to it as the [`Input::FetchCompleted`] (or [`Input::RequestFailed`]) a
+//!   lone fetch would get. `kernel/tests/node_props.rs` checks exactly this on random runs.
 //! - **Pure and deterministic**, like the rest of the kernel: no I/O, no clock (`now` is an
 //!   argument, in the caller's milliseconds), no randomness, no threads; canonical containers
 //!   only, iterated in key order, so a [`NodeMirror`] can sit in a model checker's state.
@@ -43,8 +44,10 @@
 //!   count by the node leading destination partition 0; fewer yields
 //!   [`NodeError::SourcePartitionsShrank`] and no effect.
 //! - **`__mirror_state` placement**: each mirrored partition's state lives on `__mirror_state`
-//!   partition [`mirror_state_partition`](crate::partitioner::mirror_state_partition) of its key. Coordinator answers
-//!   ([`NodeInput::CoordinatorAnswer`]) are checked against it and routed; a move of coordinator
+//!   partition [`mirror_state_partition`](crate::partitioner::mirror_state_partition) of its
+//!   key. Coordinator answers ([`NodeInput::CoordinatorAnswer`]) are checked against it and
+//!   routed (the executor may batch requests per coordinator partition with
+//!   [`NodeMirror::coordinator_partition`]); a move of coordinator
 //!   partition `k` fails the in-flight coordinator request of every partition whose state lives
 //!   on `k` ([`Input::RequestFailed`] with [`coordinator_moved_error`]), which re-reads after its
 //!   backoff: the partition's own reaction to a lost coordinator.
