@@ -59,6 +59,8 @@ enum Op {
     Respond(usize, Vec<u8>),
     FetchFailed(usize),
     CoordinatorMoved(u32),
+    /// The source leader of one partition moves to broker 101 + n.
+    SourceMoved(usize, i32),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -73,6 +75,7 @@ fn op() -> impl Strategy<Value = Op> {
         5 => (0..4usize, prop::collection::vec(any::<u8>(), 3)).prop_map(|(i, c)| Op::Respond(i, c)),
         1 => (0..4usize).prop_map(Op::FetchFailed),
         1 => (0..COORDINATOR_PARTITIONS).prop_map(Op::CoordinatorMoved),
+        1 => (0..3usize, 0..2i32).prop_map(|(k, b)| Op::SourceMoved(k, b)),
     ]
 }
 
@@ -102,6 +105,8 @@ struct World {
     desired: BTreeMap<TopicId, DesiredState>,
     coordinator: Coordinator,
     in_flight: Vec<CoalescedFetch>,
+    /// The source leader of each partition.
+    source: BTreeMap<PartitionKey, i32>,
     now: u64,
     /// What this run reached, to show the property is not vacuous.
     reached: Reached,
@@ -114,6 +119,7 @@ struct Reached {
     multi_partition_fetches: usize,
     appended: usize,
     routed_fetch_answers: usize,
+    answers_from_a_left_fetcher: usize,
 }
 
 /// What one op did: the lone partitions' results, and the node's output.
@@ -145,6 +151,7 @@ impl World {
             history: BTreeMap::new(),
             desired: TOPICS.iter().map(|(t, _)| (*t, desired(0))).collect(),
             in_flight: Vec::new(),
+            source: KEYS.iter().map(|k| (*k, 101)).collect(),
             now: 0,
             reached: Reached::default(),
         };
@@ -483,7 +490,11 @@ impl World {
                         }),
                         PartitionFetchResult::Retriable(_) => None,
                     };
-                    if let Some(input) = lone_input {
+                    // Only the partition's current fetcher is heard (Kafka drops the answers of
+                    // a fetcher the partition has left): the node's routing rule.
+                    let current = self.node.fetcher_of(key) == Some(fetch.fetcher);
+                    self.reached.answers_from_a_left_fetcher += usize::from(!current);
+                    if let Some(input) = lone_input.filter(|_| current) {
                         let batches = fetched.get(key).cloned().unwrap_or_default();
                         self.lone(&mut step, *key, input, &batches);
                     }
@@ -527,6 +538,19 @@ impl World {
                     coordinator_partition: c,
                 };
                 self.node(&mut step, input, &none);
+            }
+            Op::SourceMoved(k, b) => {
+                let key = KEYS[k];
+                self.source.insert(key, 101 + b);
+                let (topic_id, partitions) = TOPICS[key.topic_id.0[15] as usize - 7];
+                let leaders = (0..partitions)
+                    .map(|p| Some(self.source[&PartitionKey::new(topic_id, p)]))
+                    .collect();
+                let input = NodeInput::SourceTopic { topic_id, leaders };
+                self.node(&mut step, input, &none);
+                for key in KEYS {
+                    prop_assert_eq!(self.node.source_leader(&key), Some(self.source[&key]));
+                }
             }
         }
         self.check(step)
@@ -630,7 +654,7 @@ fn random_runs_reach_every_state_and_coalesce() {
     );
     let strategy = prop::collection::vec(op(), 1..120);
     let mut total = Reached::default();
-    for _ in 0..300 {
+    for _ in 0..1_000 {
         let ops = strategy.new_tree(&mut runner).unwrap().current();
         let mut world = World::new();
         for op in ops {
@@ -642,6 +666,7 @@ fn random_runs_reach_every_state_and_coalesce() {
         total.multi_partition_fetches += world.reached.multi_partition_fetches;
         total.appended += world.reached.appended;
         total.routed_fetch_answers += world.reached.routed_fetch_answers;
+        total.answers_from_a_left_fetcher += world.reached.answers_from_a_left_fetcher;
     }
     eprintln!("{total:?}");
     assert!(total.states.iter().all(|r| *r), "{total:?}");
@@ -649,6 +674,7 @@ fn random_runs_reach_every_state_and_coalesce() {
         total.multi_partition_fetches > 0 && total.appended > 0,
         "{total:?}"
     );
+    assert!(total.answers_from_a_left_fetcher > 0, "{total:?}");
 }
 
 proptest! {
