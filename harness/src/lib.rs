@@ -23,3 +23,5 @@ pub mod source;
 pub mod sync;
 
 pub mod wire;
+
+pub mod node;

@@ -1,0 +1,1182 @@
+//! [`NodeDriver`]: the kernel's node manager ([`NodeMirror`]) run over a node destination
+//! ([`NodeDest`]) and a live source cluster ([`SourceCluster`]).
+//!
+//! **The kernel decides, the driver does.** Every input goes to [`NodeMirror::handle`]; every
+//! tagged effect it returns is executed here in one `match`, and each completion is queued as
+//! the next input:
+//!
+//! | effect | executed as |
+//! |---|---|
+//! | `ReadState` | read from the coordinator of `__mirror_state` partition `mirror_state_partition(key)`, answered as `CoordinatorAnswer` |
+//! | `WriteState` / `WriteLastMirroredEpoch` | the partition's log flushed; fenced by that coordinator, appended to its `__mirror_state-<k>` and fsynced, then answered |
+//! | `QueryLastMirroredEpoch` | a stock Kafka source keeps no `__mirror_state`: "no LME" with the source's log start offset (ListOffsets earliest, every pending query of a round in one request per broker), as [`KafkaSource`](crate::wire::KafkaSource) answers |
+//! | `Log(_)` | `apply_log_effect` on the partition's [`FileLog`], with its share of the fetched batches byte for byte; then its high watermark moves to its log end offset (one replica) and a partition waiting for its `MIRROR_PID_RESET` to commit hears `HighWatermarkAdvanced` |
+//! | `BumpLeaderEpoch` | the partition's leader epoch in `node.properties` (atomically) |
+//! | `SetWritable` | the partition's produce gate in `node.properties` |
+//! | `ScheduleRetry` | a timer per partition, fired once the caller's clock passes it |
+//! | `StartFetcher` / `StopFetcher` | nothing: the node manager keeps the fetch slots |
+//! | `CreatePartitions` | the topic grows to the source's count: new partition directories, `node.properties`, then the new partitions are led |
+//!
+//! **Fetches** are the node manager's: [`NodeMirror::poll_fetches`] gives one coalesced fetch
+//! per source leader (and fetcher); all of a round go to [`SourceCluster::fetch`] in one call,
+//! which sends ONE Fetch per source broker; the answers are split back per fetcher
+//! ([`NodeInput::FetchResponse`]): records and diverging epochs as `Completed`, retryable
+//! errors (leadership moved, broker unreachable) as `Retriable` (the partition waits the fetch
+//! backoff, the metadata is refreshed), others as `Failed` (the partition goes FAILED and
+//! retries with its backoff).
+//!
+//! **Source leaders** are input ([`NodeInput::SourceTopic`]): fed at start and after every
+//! round in which the source cluster's metadata names other leaders.
+//!
+//! **Mirror requests** ([`NodeDriver::request`], [`NodeDriver::add_topics`]) go through the
+//! kernel's controller functions and are answered per topic with Kafka's error codes; an
+//! accepted topic's new `mirror.name` is written to `node.properties` first, then the node
+//! hears [`NodeInput::Topic`] (fanned out to the topic's partitions).
+//!
+//! **No clock**: every call takes `now_ms` from the caller; [`NodeDriver::run`] takes a
+//! [`Clock`].
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::Path;
+
+use kmirror_kernel::apply::apply_log_effect;
+use kmirror_kernel::config::{FetchIsolation, MirrorConfig};
+use kmirror_kernel::controller::{
+    apply_config_record, handle_mirror_request, ControllerConfig, MirrorErrorCode, MirrorRequest,
+    MirrorRequestError,
+};
+use kmirror_kernel::desired::DesiredState;
+use kmirror_kernel::effect::{Effect, LogEffect, RequestId};
+use kmirror_kernel::input::{FetchOutcome, Input};
+use kmirror_kernel::log::{LogView, PartitionLog};
+use kmirror_kernel::node::{
+    CoalescedFetchResponse, NodeConfig, NodeEffect, NodeError as KernelNodeError, NodeInput,
+    NodeMirror, PartitionFetchResponse, PartitionFetchResult, PartitionKey,
+};
+use kmirror_kernel::partition::Step;
+use kmirror_kernel::partitioner::mirror_state_partition;
+use kmirror_kernel::state::MirrorState;
+use kmirror_kernel::types::{MirrorName, MirrorPartition, PartitionIndex, TopicId};
+
+use crate::driver::Clock;
+use crate::file_log::{FileLog, FlushPolicy};
+use crate::record_batch::RawBatch;
+use crate::source::SourcePosition;
+use crate::wire::client::EARLIEST_TIMESTAMP;
+use crate::wire::source_cluster::{
+    CurrentLeaderEpoch, PartitionFetchRequest, PartitionFetched, SourceCluster,
+};
+
+use super::dest::{NodeDest, NodeMeta};
+use super::state_log::StatePartition;
+use super::status::{NodeStatus, PartitionStatus};
+use super::NodeError;
+
+/// Most batches one partition's share of a fetch returns, by default.
+pub const DEFAULT_MAX_FETCH_BATCHES: usize = 100;
+
+/// How the node driver runs the kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeDriverOptions {
+    /// The kernel's configuration.
+    pub mirror: MirrorConfig,
+    /// Most batches one partition's share of a fetch returns.
+    pub max_fetch_batches: usize,
+    /// How long a partition waits after a retryable fetch error (ms).
+    pub fetch_backoff_ms: u64,
+    /// When the partition logs fsync.
+    pub flush: FlushPolicy,
+}
+
+impl Default for NodeDriverOptions {
+    fn default() -> Self {
+        NodeDriverOptions {
+            mirror: MirrorConfig::default(),
+            max_fetch_batches: DEFAULT_MAX_FETCH_BATCHES,
+            fetch_backoff_ms: 500,
+            flush: FlushPolicy::Kafka,
+        }
+    }
+}
+
+/// How long [`NodeDriver::run`] goes on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeUntil {
+    /// Until every partition of a mirrored topic is MIRRORING with nothing left to fetch (or
+    /// FAILED for good), and nothing else is pending.
+    CaughtUp,
+    /// Until nothing is pending but fetches (stop, pause, resume: no source needed).
+    Settled,
+    /// Follow the source, sleeping `poll_ms` when idle.
+    Forever {
+        /// The idle sleep.
+        poll_ms: i64,
+    },
+}
+
+/// Why [`NodeDriver::step`] has nothing to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeIdle {
+    /// Every partition of a mirrored topic has fetched everything the source has.
+    CaughtUp,
+    /// Nothing pending (fetches aside, when there is no source or they back off).
+    Settled,
+    /// A retry timer is pending.
+    WaitingForRetry {
+        /// When the first fires.
+        due_ms: i64,
+    },
+}
+
+/// Work counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodeStats {
+    /// Fetch rounds (each one Fetch per source broker).
+    pub rounds: u64,
+    /// Partition answers fed back.
+    pub partition_fetches: u64,
+    /// Batches appended.
+    pub batches: u64,
+    /// Bytes appended.
+    pub bytes: u64,
+    /// Inputs the kernel refused (stale answers and the like; expected, counted).
+    pub refused: u64,
+}
+
+/// One topic's answer to a mirror request (Kafka's per-topic result).
+pub type TopicResults = BTreeMap<String, Result<(), MirrorRequestError>>;
+
+struct Queued {
+    input: NodeInput,
+    batches: BTreeMap<PartitionKey, Vec<RawBatch>>,
+}
+
+impl Queued {
+    fn plain(input: NodeInput) -> Self {
+        Queued {
+            input,
+            batches: BTreeMap::new(),
+        }
+    }
+}
+
+/// A node's partitions and the world they act on. See the [module documentation](self).
+pub struct NodeDriver {
+    dest: NodeDest,
+    options: NodeDriverOptions,
+    node: NodeMirror,
+    logs: BTreeMap<PartitionKey, FileLog>,
+    states: BTreeMap<u32, StatePartition>,
+    source: Option<SourceCluster>,
+    queue: VecDeque<Queued>,
+    pending_lme: BTreeMap<PartitionKey, RequestId>,
+    timers: BTreeMap<PartitionKey, (u32, i64)>,
+    positions: BTreeMap<PartitionKey, SourcePosition>,
+    last_errors: BTreeMap<PartitionKey, String>,
+    caught_up: BTreeSet<PartitionKey>,
+    leaders_fed: BTreeMap<TopicId, Vec<Option<i32>>>,
+    events: Vec<String>,
+    stats: NodeStats,
+    now_ms: i64,
+    started: bool,
+}
+
+impl std::fmt::Debug for NodeDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeDriver")
+            .field("dest", &self.dest.root())
+            .field("partitions", &self.logs.len())
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeDriver {
+    /// Opens the node destination at `root` (every log and `__mirror_state` partition is
+    /// recovered and read) with the source cluster it mirrors from, if any.
+    pub fn open(
+        root: &Path,
+        source: Option<SourceCluster>,
+        options: NodeDriverOptions,
+    ) -> Result<Self, NodeError> {
+        Self::from_dest(NodeDest::open(root)?, source, options)
+    }
+
+    /// A driver over an opened destination.
+    pub fn from_dest(
+        dest: NodeDest,
+        source: Option<SourceCluster>,
+        options: NodeDriverOptions,
+    ) -> Result<Self, NodeError> {
+        let meta = dest.meta().clone();
+        let mut node_config = NodeConfig::new(meta.broker);
+        node_config.mirror_state_partitions = meta.mirror_state_partitions;
+        node_config.fetch_backoff_ms = options.fetch_backoff_ms;
+        let node = NodeMirror::new(node_config).map_err(|e| NodeError::Invalid {
+            message: e.to_string(),
+        })?;
+        let mut log_config = dest.file_log_config();
+        log_config.flush = options.flush;
+        let mut states = BTreeMap::new();
+        for k in 0..meta.mirror_state_partitions {
+            let table = options.mirror.transitions.clone();
+            states.insert(
+                k,
+                StatePartition::open(&dest.log_dir(), k, table, log_config)?,
+            );
+        }
+        let mut driver = NodeDriver {
+            dest,
+            options,
+            node,
+            logs: BTreeMap::new(),
+            states,
+            source,
+            queue: VecDeque::new(),
+            pending_lme: BTreeMap::new(),
+            timers: BTreeMap::new(),
+            positions: BTreeMap::new(),
+            last_errors: BTreeMap::new(),
+            caught_up: BTreeSet::new(),
+            leaders_fed: BTreeMap::new(),
+            events: Vec::new(),
+            stats: NodeStats::default(),
+            now_ms: 0,
+            started: false,
+        };
+        for (name, topic) in &meta.topics {
+            driver.open_logs(name, topic.topic_id, 0..topic.partitions)?;
+        }
+        Ok(driver)
+    }
+
+    fn open_logs(
+        &mut self,
+        name: &str,
+        topic_id: TopicId,
+        partitions: std::ops::Range<PartitionIndex>,
+    ) -> Result<(), NodeError> {
+        let mut config = self.dest.file_log_config();
+        config.flush = self.options.flush;
+        for p in partitions {
+            let key = PartitionKey::new(topic_id, p);
+            if self.logs.contains_key(&key) {
+                continue;
+            }
+            let tp =
+                crate::file_log::TopicPartition::new(name, p).map_err(|e| NodeError::Invalid {
+                    message: e.to_string(),
+                })?;
+            let dir = self.dest.log_dir().join(tp.dir_name());
+            if !dir.is_dir() {
+                return Err(NodeError::Invalid {
+                    message: format!(
+                        "{} is missing: partition {p} of {name} has lost its log directory \
+                         (restore it from a backup)",
+                        dir.display()
+                    ),
+                });
+            }
+            let (log, _report) =
+                FileLog::open(&self.dest.log_dir(), tp, config).map_err(|source| {
+                    NodeError::Log {
+                        dir,
+                        source: Box::new(source),
+                    }
+                })?;
+            self.logs.insert(key, log);
+        }
+        Ok(())
+    }
+
+    /// The destination.
+    pub fn dest(&self) -> &NodeDest {
+        &self.dest
+    }
+
+    /// The node manager (read only).
+    pub fn node(&self) -> &NodeMirror {
+        &self.node
+    }
+
+    /// The log of `key`.
+    pub fn log(&self, key: &PartitionKey) -> Option<&FileLog> {
+        self.logs.get(key)
+    }
+
+    /// The source cluster, if any.
+    pub fn source(&self) -> Option<&SourceCluster> {
+        self.source.as_ref()
+    }
+
+    /// Replaces the source cluster (`None`: no fetches and no LME answers; stop, pause and
+    /// resume need none). Returns the previous one.
+    pub fn set_source(&mut self, source: Option<SourceCluster>) -> Option<SourceCluster> {
+        std::mem::replace(&mut self.source, source)
+    }
+
+    /// Records `bootstrap` as the node's source in `node.properties` (if it differs).
+    pub fn set_source_bootstrap(&mut self, bootstrap: &str) -> Result<(), NodeError> {
+        if self.dest.meta().source_bootstrap.as_deref() == Some(bootstrap) {
+            return Ok(());
+        }
+        let mut meta = self.dest.meta().clone();
+        meta.source_bootstrap = Some(bootstrap.to_owned());
+        self.dest.set_meta(meta)
+    }
+
+    /// Work counters.
+    pub fn stats(&self) -> NodeStats {
+        self.stats
+    }
+
+    /// The notable events since the last call, one line each.
+    pub fn take_events(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// The key of partition `partition` of topic `name`.
+    pub fn key_of(&self, name: &str, partition: PartitionIndex) -> Option<PartitionKey> {
+        let t = self.dest.meta().topics.get(name)?;
+        Some(PartitionKey::new(t.topic_id, partition))
+    }
+
+    /// The persisted mirror state of `key` (from its `__mirror_state` partition).
+    pub fn persisted_state(&self, key: &PartitionKey) -> MirrorState {
+        persisted_state(self.dest.meta(), &self.states, key)
+    }
+
+    /// Starts leading every partition: the topics' metadata, the source's leaders (when known)
+    /// and `BecameLeader` for each partition with its persisted leader epoch.
+    pub fn start(&mut self, now_ms: i64) -> Result<(), NodeError> {
+        self.now_ms = now_ms;
+        self.started = true;
+        if let Some(source) = self.source.as_mut() {
+            // Unreachable now: the first fetch round asks again.
+            let _ = source.metadata();
+        }
+        let meta = self.dest.meta().clone();
+        for (name, topic) in &meta.topics {
+            let desired = topic.desired(name)?;
+            self.feed(Queued::plain(NodeInput::Topic {
+                topic_id: topic.topic_id,
+                desired,
+                partitions: topic.partitions,
+            }))?;
+        }
+        self.sync_source_leaders(true);
+        while let Some(q) = self.queue.pop_front() {
+            self.feed(q)?;
+        }
+        for (name, topic) in &meta.topics {
+            self.lead(name, topic.topic_id, 0..topic.partitions)?;
+        }
+        Ok(())
+    }
+
+    fn lead(
+        &mut self,
+        name: &str,
+        topic_id: TopicId,
+        partitions: std::ops::Range<PartitionIndex>,
+    ) -> Result<(), NodeError> {
+        let broker = self.dest.meta().broker;
+        for p in partitions {
+            let epoch = self
+                .dest
+                .meta()
+                .partitions
+                .get(&(name.to_owned(), p))
+                .map_or(0, |s| s.leader_epoch);
+            self.queue.push_back(Queued::plain(NodeInput::Partition {
+                key: PartitionKey::new(topic_id, p),
+                input: Input::BecameLeader {
+                    leader_epoch: epoch,
+                    replicas: im::ordset![broker],
+                    isr: im::ordset![broker],
+                },
+            }));
+        }
+        Ok(())
+    }
+
+    /// Feeds the source's leaders of every topic it knows when they differ from what the node
+    /// was last told (or always, with `force`).
+    fn sync_source_leaders(&mut self, force: bool) {
+        let Some(metadata) = self
+            .source
+            .as_ref()
+            .and_then(SourceCluster::cached_metadata)
+        else {
+            return;
+        };
+        let mut inputs = Vec::new();
+        for topic in self.dest.meta().topics.values() {
+            let Some(source) = metadata.topic_by_id(topic.topic_id) else {
+                continue;
+            };
+            let count = source
+                .partitions
+                .iter()
+                .map(|p| p.index + 1)
+                .max()
+                .unwrap_or(0);
+            let mut leaders = vec![None; usize::try_from(count).unwrap_or(0)];
+            for p in &source.partitions {
+                if let Some(slot) = usize::try_from(p.index)
+                    .ok()
+                    .and_then(|i| leaders.get_mut(i))
+                {
+                    *slot = p.leader;
+                }
+            }
+            if force || self.leaders_fed.get(&topic.topic_id) != Some(&leaders) {
+                self.leaders_fed.insert(topic.topic_id, leaders.clone());
+                inputs.push(NodeInput::SourceTopic {
+                    topic_id: topic.topic_id,
+                    leaders,
+                });
+            }
+        }
+        for input in inputs {
+            self.queue.push_back(Queued::plain(input));
+        }
+    }
+
+    /// Does one unit of work: the next queued input, or a due retry timer, or the pending LME
+    /// queries, or one fetch round. Returns why it is idle when there is nothing to do.
+    pub fn step(&mut self, now_ms: i64) -> Result<Option<NodeIdle>, NodeError> {
+        if !self.started {
+            self.start(now_ms)?;
+            return Ok(None);
+        }
+        self.now_ms = now_ms;
+        if let Some(q) = self.queue.pop_front() {
+            self.feed(q)?;
+            return Ok(None);
+        }
+        if let Some((&key, &(attempt, _))) = self.timers.iter().find(|(_, (_, d))| *d <= now_ms) {
+            self.timers.remove(&key);
+            self.feed(Queued::plain(NodeInput::Partition {
+                key,
+                input: Input::RetryDue { attempt },
+            }))?;
+            return Ok(None);
+        }
+        if !self.pending_lme.is_empty() && self.source.is_some() {
+            self.answer_lme_queries();
+            return Ok(None);
+        }
+        if self.fetch_round()? {
+            return Ok(None);
+        }
+        if let Some(due_ms) = self.timers.values().map(|(_, d)| *d).min() {
+            return Ok(Some(NodeIdle::WaitingForRetry { due_ms }));
+        }
+        Ok(Some(if self.all_caught_up() {
+            NodeIdle::CaughtUp
+        } else {
+            NodeIdle::Settled
+        }))
+    }
+
+    /// Steps until `until` is met, sleeping on `clock` for timers and polls; `on_step` is called
+    /// after every step (to print progress; it should rate-limit itself).
+    pub fn run(
+        &mut self,
+        clock: &mut dyn Clock,
+        until: NodeUntil,
+        on_step: &mut dyn FnMut(&NodeDriver, i64),
+    ) -> Result<NodeIdle, NodeError> {
+        loop {
+            let now = clock.now_ms();
+            let idle = self.step(now)?;
+            on_step(self, now);
+            if until == NodeUntil::CaughtUp && self.all_caught_up() {
+                return Ok(NodeIdle::CaughtUp);
+            }
+            let Some(idle) = idle else { continue };
+            match (idle, until) {
+                (NodeIdle::WaitingForRetry { due_ms }, NodeUntil::Forever { poll_ms }) => {
+                    clock.sleep_until(due_ms.min(now + poll_ms.max(1)))
+                }
+                (NodeIdle::WaitingForRetry { due_ms }, _) => clock.sleep_until(due_ms),
+                (_, NodeUntil::Forever { poll_ms }) => clock.sleep_until(now + poll_ms.max(1)),
+                (NodeIdle::CaughtUp, _) => return Ok(NodeIdle::CaughtUp),
+                (NodeIdle::Settled, NodeUntil::Settled) => return Ok(NodeIdle::Settled),
+                (NodeIdle::Settled, NodeUntil::CaughtUp) => {
+                    if self.source.is_none() {
+                        return Ok(NodeIdle::Settled);
+                    }
+                    // Fetches backing off after a retryable error: wait for them.
+                    let due = self
+                        .node
+                        .next_fetch_due()
+                        .map_or(now + 50, |d| i64::try_from(d).unwrap_or(i64::MAX));
+                    clock.sleep_until(due.max(now + 1));
+                }
+            }
+        }
+    }
+
+    /// Whether every partition of a topic in a mirror (`mirror.name=<m>`) is MIRRORING and has
+    /// fetched everything the source has, or is FAILED with no retry left; and nothing else
+    /// is pending.
+    pub fn all_caught_up(&self) -> bool {
+        if !self.started || !self.queue.is_empty() || !self.pending_lme.is_empty() {
+            return false;
+        }
+        self.node.partitions().all(|(key, pm)| {
+            let mirrored = matches!(
+                self.node.desired(&key.topic_id),
+                Some(DesiredState::Mirror(_))
+            );
+            let failed_for_good =
+                pm.state() == MirrorState::Failed && !self.timers.contains_key(key);
+            if !mirrored {
+                return !self.timers.contains_key(key);
+            }
+            failed_for_good
+                || (matches!(pm.step(), Step::Fetching(_)) && self.caught_up.contains(key))
+        })
+    }
+
+    fn answer_lme_queries(&mut self) {
+        let pending: Vec<(PartitionKey, RequestId)> = std::mem::take(&mut self.pending_lme)
+            .into_iter()
+            .filter(|(key, request)| {
+                self.node
+                    .partition(key)
+                    .is_some_and(|pm| *pm.step() == Step::AwaitingLme(*request))
+            })
+            .collect();
+        let Some(source) = self.source.as_mut() else {
+            return;
+        };
+        let asked: Vec<(TopicId, PartitionIndex)> = pending
+            .iter()
+            .map(|(k, _)| (k.topic_id, k.partition))
+            .collect();
+        let answers =
+            source.list_offsets(&asked, EARLIEST_TIMESTAMP, FetchIsolation::ReadUncommitted);
+        for ((key, request), answer) in pending.into_iter().zip(answers) {
+            // A stock Kafka broker keeps no KIP-1279 __mirror_state: no LME (Kafka's -1).
+            let input = match answer {
+                Ok(start) => Input::LastMirroredEpochReceived {
+                    request,
+                    lme: None,
+                    source_log_start_offset: start,
+                },
+                Err(e) => {
+                    let error = e.to_string();
+                    self.last_errors.insert(key, error.clone());
+                    Input::RequestFailed { request, error }
+                }
+            };
+            self.queue
+                .push_back(Queued::plain(NodeInput::Partition { key, input }));
+        }
+    }
+
+    /// One fetch round: every ready coalesced fetch, sent as one call to the source cluster
+    /// (one Fetch per source broker); the answers are queued. False when nothing was sent.
+    fn fetch_round(&mut self) -> Result<bool, NodeError> {
+        let Some(source) = self.source.as_mut() else {
+            return Ok(false);
+        };
+        // The leaders first: asked on the first round, when stale, and after leadership errors
+        // (a failure leaves the old ones; the partitions' errors say what failed).
+        if source.metadata_is_stale() {
+            let _ = source.metadata();
+        }
+        self.sync_source_leaders(false);
+        if !self.queue.is_empty() {
+            return Ok(true);
+        }
+        let now = u64::try_from(self.now_ms).unwrap_or(0);
+        let fetches = self.node.poll_fetches(now);
+        if fetches.is_empty() {
+            return Ok(false);
+        }
+        let max_batches = self.options.max_fetch_batches.max(1);
+        let mut requests = Vec::new();
+        let mut index = Vec::new();
+        for (i, f) in fetches.iter().enumerate() {
+            for (key, req) in &f.partitions {
+                requests.push(PartitionFetchRequest {
+                    topic_id: key.topic_id,
+                    partition: key.partition,
+                    fetch_offset: req.fetch_offset,
+                    last_fetched_epoch: req.last_fetched_epoch,
+                    current_leader_epoch: CurrentLeaderEpoch::FromMetadata,
+                    isolation: req.isolation,
+                    max_batches,
+                });
+                index.push((i, *key, req.request));
+            }
+        }
+        let Some(source) = self.source.as_mut() else {
+            return Ok(false);
+        };
+        let results = source.fetch(&requests);
+        self.stats.rounds += 1;
+        let mut responses: Vec<Queued> = fetches
+            .iter()
+            .map(|f| Queued {
+                input: NodeInput::FetchResponse(CoalescedFetchResponse {
+                    fetcher: f.fetcher,
+                    partitions: Vec::new(),
+                }),
+                batches: BTreeMap::new(),
+            })
+            .collect();
+        for (result, (i, key, request)) in results.into_iter().zip(index) {
+            let answer = match result.outcome {
+                Ok(PartitionFetched { response, position }) => {
+                    if let Some(p) = position {
+                        self.positions.insert(key, p);
+                    }
+                    let (outcome, batches) = response.into_parts();
+                    let nothing_new =
+                        batches.is_empty() && matches!(outcome, FetchOutcome::Records { .. });
+                    if nothing_new {
+                        self.caught_up.insert(key);
+                    } else {
+                        self.caught_up.remove(&key);
+                    }
+                    self.last_errors.remove(&key);
+                    if !batches.is_empty() {
+                        responses[i].batches.insert(key, batches);
+                    }
+                    PartitionFetchResult::Completed(outcome)
+                }
+                Err(e) => {
+                    self.caught_up.remove(&key);
+                    let error = e.to_string();
+                    self.last_errors.insert(key, error.clone());
+                    if e.is_retryable() {
+                        PartitionFetchResult::Retriable(error)
+                    } else {
+                        PartitionFetchResult::Failed(error)
+                    }
+                }
+            };
+            if let NodeInput::FetchResponse(r) = &mut responses[i].input {
+                r.partitions.push(PartitionFetchResponse {
+                    key,
+                    request,
+                    result: answer,
+                });
+            }
+        }
+        self.queue.extend(responses);
+        self.sync_source_leaders(false);
+        Ok(true)
+    }
+
+    /// Feeds one input to the node and executes its effects, in order.
+    fn feed(&mut self, queued: Queued) -> Result<(), NodeError> {
+        let Queued { input, batches } = queued;
+        if let NodeInput::FetchResponse(r) = &input {
+            self.stats.partition_fetches += r.partitions.len() as u64;
+        }
+        let config = self.options.mirror.clone();
+        let now = u64::try_from(self.now_ms).unwrap_or(0);
+        let output = self.node.handle(&config, now, input, &self.logs);
+        for error in &output.errors {
+            match error {
+                KernelNodeError::Ignored { .. } | KernelNodeError::StaleFetch { .. } => {
+                    self.stats.refused += 1
+                }
+                other => self.events.push(format!("node: {other}")),
+            }
+        }
+        let mut touched = BTreeSet::new();
+        for effect in output.effects {
+            match effect {
+                NodeEffect::Partition { key, effect } => {
+                    if matches!(effect, Effect::Log(_)) {
+                        touched.insert(key);
+                    }
+                    let fetched = batches.get(&key).map_or(&[][..], Vec::as_slice);
+                    self.execute(key, effect, fetched)?;
+                }
+                NodeEffect::CreatePartitions { topic_id, total } => {
+                    self.grow_topic(topic_id, total)?
+                }
+            }
+        }
+        for key in touched {
+            self.advance_high_watermark(key)?;
+        }
+        Ok(())
+    }
+
+    /// One replica: the high watermark is the log end offset. A partition waiting for its
+    /// `MIRROR_PID_RESET` to be committed hears it.
+    fn advance_high_watermark(&mut self, key: PartitionKey) -> Result<(), NodeError> {
+        let Some(log) = self.logs.get_mut(&key) else {
+            return Ok(());
+        };
+        let leo = log.log_end_offset();
+        if log.high_watermark() < leo {
+            let dir = log.dir().to_path_buf();
+            log.advance_high_watermark(leo)
+                .map_err(|source| NodeError::Log {
+                    dir,
+                    source: Box::new(source),
+                })?;
+            if self
+                .node
+                .partition(&key)
+                .is_some_and(|pm| *pm.step() == Step::AwaitingPidResetCommit)
+            {
+                self.queue.push_back(Queued::plain(NodeInput::Partition {
+                    key,
+                    input: Input::HighWatermarkAdvanced,
+                }));
+            }
+        }
+        Ok(())
+    }
+
+    fn state_partition(
+        &mut self,
+        key: &MirrorPartition,
+    ) -> Result<(u32, &mut StatePartition), NodeError> {
+        let n = self.dest.meta().mirror_state_partitions;
+        let k = mirror_state_partition(key, n).map_err(|e| NodeError::Invalid {
+            message: e.to_string(),
+        })?;
+        let state = self.states.get_mut(&k).ok_or_else(|| NodeError::Invalid {
+            message: format!("__mirror_state partition {k} is not open"),
+        })?;
+        Ok((k, state))
+    }
+
+    fn flush_log(&mut self, key: &PartitionKey) -> Result<(), NodeError> {
+        if let Some(log) = self.logs.get_mut(key) {
+            log.flush().map_err(|source| NodeError::Log {
+                dir: log.dir().to_path_buf(),
+                source: Box::new(source),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Executes one effect of partition `key`: the single `match` over every [`Effect`].
+    fn execute(
+        &mut self,
+        key: PartitionKey,
+        effect: Effect,
+        fetched: &[RawBatch],
+    ) -> Result<(), NodeError> {
+        let now = self.now_ms;
+        match effect {
+            Effect::ReadState { request, key: mk } => {
+                let (k, state) = self.state_partition(&mk)?;
+                let value = state.coordinator().read_state(&mk).cloned();
+                self.coordinator_answer(k, mk, Input::StateRead { request, value });
+            }
+            Effect::WriteState {
+                request,
+                key: mk,
+                value,
+                expected_state_epoch,
+            } => {
+                self.flush_log(&key)?;
+                let name = self.topic_name(&key);
+                let (k, state) = self.state_partition(&mk)?;
+                let input = match state.write_state(&mk, value, expected_state_epoch, now)? {
+                    Ok(stored) => {
+                        let line = format!(
+                            "{name}-{}: state {} persisted (leader epoch {}, state epoch {}){}",
+                            key.partition,
+                            stored.state,
+                            stored.leader_epoch,
+                            stored.state_epoch,
+                            stored
+                                .error_message
+                                .as_deref()
+                                .map(|e| format!(": {e}"))
+                                .unwrap_or_default()
+                        );
+                        self.events.push(line);
+                        Input::StateWritten {
+                            request,
+                            value: stored,
+                        }
+                    }
+                    Err(refused) => Input::WriteFenced {
+                        request,
+                        reason: refused.reason(),
+                    },
+                };
+                self.coordinator_answer(k, mk, input);
+            }
+            Effect::WriteLastMirroredEpoch {
+                request,
+                key: mk,
+                value,
+            } => {
+                self.flush_log(&key)?;
+                let (k, state) = self.state_partition(&mk)?;
+                state.write_last_mirrored_epoch(&mk, value, now)?;
+                self.coordinator_answer(k, mk, Input::LastMirroredEpochWritten { request });
+            }
+            Effect::QueryLastMirroredEpoch { request, .. } => {
+                self.pending_lme.insert(key, request);
+            }
+            Effect::Log(log_effect) => self.apply_log(key, &log_effect, fetched)?,
+            Effect::StartFetcher | Effect::StopFetcher | Effect::Fetch { .. } => {
+                self.caught_up.remove(&key);
+            }
+            Effect::BumpLeaderEpoch { request, at_least } => {
+                let name = self.topic_name(&key);
+                let mut meta = self.dest.meta().clone();
+                let entry = meta
+                    .partitions
+                    .entry((name.clone(), key.partition))
+                    .or_default();
+                entry.leader_epoch = entry.leader_epoch.saturating_add(1).max(at_least);
+                let leader_epoch = entry.leader_epoch;
+                self.dest.set_meta(meta)?;
+                self.events.push(format!(
+                    "{name}-{}: leader epoch bumped to {leader_epoch}",
+                    key.partition
+                ));
+                self.queue.push_back(Queued::plain(NodeInput::Partition {
+                    key,
+                    input: Input::LeaderEpochBumped {
+                        request,
+                        leader_epoch,
+                    },
+                }));
+            }
+            Effect::SetWritable(writable) => {
+                let name = self.topic_name(&key);
+                let mut meta = self.dest.meta().clone();
+                let entry = meta.partitions.entry((name, key.partition)).or_default();
+                if entry.writable != writable {
+                    entry.writable = writable;
+                    self.dest.set_meta(meta)?;
+                }
+            }
+            Effect::ScheduleRetry { attempt, delay_ms } => {
+                let delay = i64::try_from(delay_ms).unwrap_or(i64::MAX);
+                self.timers
+                    .insert(key, (attempt, now.saturating_add(delay)));
+            }
+        }
+        Ok(())
+    }
+
+    fn coordinator_answer(
+        &mut self,
+        coordinator_partition: u32,
+        key: MirrorPartition,
+        input: Input,
+    ) {
+        self.queue
+            .push_back(Queued::plain(NodeInput::CoordinatorAnswer {
+                coordinator_partition,
+                key,
+                input,
+            }));
+    }
+
+    fn topic_name(&self, key: &PartitionKey) -> String {
+        self.dest
+            .meta()
+            .topic_name(key.topic_id)
+            .unwrap_or("?")
+            .to_owned()
+    }
+
+    fn apply_log(
+        &mut self,
+        key: PartitionKey,
+        effect: &LogEffect,
+        fetched: &[RawBatch],
+    ) -> Result<(), NodeError> {
+        let now = self.now_ms;
+        let log = self.logs.get_mut(&key).ok_or_else(|| NodeError::Invalid {
+            message: format!("no log for partition {key}"),
+        })?;
+        log.set_append_timestamp(now);
+        apply_log_effect(log, effect, fetched).map_err(|source| NodeError::LogEffect {
+            dir: log.dir().to_path_buf(),
+            effect: format!("{effect:?}"),
+            source: Box::new(source),
+        })?;
+        if matches!(effect, LogEffect::AppendFetched) {
+            self.stats.batches += fetched.len() as u64;
+            self.stats.bytes += fetched
+                .iter()
+                .map(|b| b.size_in_bytes() as u64)
+                .sum::<u64>();
+        }
+        Ok(())
+    }
+
+    /// Kafka Admin `createPartitions` on this node: the topic grows to `total` partitions (new
+    /// directories, then `node.properties`), and the node leads the new ones.
+    fn grow_topic(&mut self, topic_id: TopicId, total: PartitionIndex) -> Result<(), NodeError> {
+        let Some(name) = self.dest.meta().topic_name(topic_id).map(str::to_owned) else {
+            return Ok(());
+        };
+        let topic = self.dest.meta().topics[&name].clone();
+        if total <= topic.partitions {
+            return Ok(());
+        }
+        self.dest
+            .add_topic(&name, topic_id, total, topic.mirror_name.clone())?;
+        self.open_logs(&name, topic_id, topic.partitions..total)?;
+        self.events.push(format!(
+            "{name}: grown from {} to {total} partitions (the source's count)",
+            topic.partitions
+        ));
+        self.queue.push_back(Queued::plain(NodeInput::Topic {
+            topic_id,
+            desired: topic.desired(&name)?,
+            partitions: total,
+        }));
+        self.lead(&name, topic_id, topic.partitions..total)
+    }
+
+    /// Sends `request` to the controller: the kernel's [`handle_mirror_request`] answers each
+    /// topic against `node.properties` and the persisted states; the accepted topics' new
+    /// `mirror.name` is written, then the node hears it. Unknown topics are
+    /// `UNKNOWN_TOPIC_OR_PARTITION`; nothing changes for a refused topic.
+    pub fn request(
+        &mut self,
+        request: &MirrorRequest,
+        now_ms: i64,
+    ) -> Result<TopicResults, NodeError> {
+        self.now_ms = now_ms;
+        let meta = self.dest.meta().clone();
+        let catalogue = meta.catalogue();
+        let states = &self.states;
+        let lookup = |k: &MirrorPartition| -> Option<MirrorState> {
+            let n = meta.mirror_state_partitions;
+            let p = mirror_state_partition(k, n).ok()?;
+            states.get(&p)?.coordinator().read_state(k).map(|v| v.state)
+        };
+        let outcome =
+            handle_mirror_request(&catalogue, &lookup, &ControllerConfig::default(), request);
+        let mut next = catalogue;
+        for record in &outcome.records {
+            next = apply_config_record(&next, record);
+        }
+        let mut new_meta = meta.clone();
+        let mut changed = Vec::new();
+        for (name, topic) in new_meta.topics.iter_mut() {
+            let info = next.topic(name).map(|t| t.mirror_name.clone());
+            if let Some(mirror_name) = info {
+                if mirror_name != topic.mirror_name {
+                    topic.mirror_name = mirror_name;
+                    changed.push(name.clone());
+                }
+            }
+        }
+        if !changed.is_empty() {
+            self.dest.set_meta(new_meta.clone())?;
+        }
+        if self.started {
+            for name in changed {
+                let topic = &new_meta.topics[&name];
+                self.queue.push_back(Queued::plain(NodeInput::Topic {
+                    topic_id: topic.topic_id,
+                    desired: topic.desired(&name)?,
+                    partitions: topic.partitions,
+                }));
+            }
+        }
+        Ok(outcome.results)
+    }
+
+    /// `AddTopicsToMirror(mirror, topics)` for topics of the source (`(name, id, partition
+    /// count)`): a topic new to this node is created (same id and partition count) and put in
+    /// `mirror`; one it holds must have the same id and no more partitions than the source. The
+    /// mirror is created on the node if needed. Per-topic results, as Kafka gives them.
+    pub fn add_topics(
+        &mut self,
+        mirror: &MirrorName,
+        topics: &[(String, TopicId, PartitionIndex)],
+        now_ms: i64,
+    ) -> Result<TopicResults, NodeError> {
+        self.now_ms = now_ms;
+        let meta = self.dest.meta().clone();
+        let mut results = TopicResults::new();
+        let mut candidates = Vec::new();
+        for (name, id, count) in topics {
+            match meta.topics.get(name) {
+                Some(t) if t.topic_id != *id => {
+                    results.insert(
+                        name.clone(),
+                        Err(MirrorRequestError::new(
+                            MirrorErrorCode::InvalidClusterMirrorState,
+                            format!(
+                                "the destination's {name} has topic id {}, the source's has {}: \
+                                 the source topic was deleted and re-created; mirror it into a \
+                                 new destination",
+                                crate::driver::cluster::topic_id_hex(t.topic_id),
+                                crate::driver::cluster::topic_id_hex(*id)
+                            ),
+                        )),
+                    );
+                }
+                Some(t) if t.partitions > *count => {
+                    results.insert(
+                        name.clone(),
+                        Err(MirrorRequestError::new(
+                            MirrorErrorCode::InvalidClusterMirrorState,
+                            format!(
+                                "the source's {name} has {count} partitions but the destination \
+                                 has {}: partitions cannot be removed, nothing changes",
+                                t.partitions
+                            ),
+                        )),
+                    );
+                }
+                _ => candidates.push(name.clone()),
+            }
+        }
+        // The controller decides on a catalogue where the new topics exist, unmirrored.
+        let mut trial = meta.clone();
+        trial.mirrors.insert(mirror.clone());
+        for (name, id, count) in topics {
+            if candidates.contains(name) && !trial.topics.contains_key(name) {
+                trial.topics.insert(
+                    name.clone(),
+                    super::dest::NodeTopic {
+                        topic_id: *id,
+                        partitions: *count,
+                        mirror_name: None,
+                    },
+                );
+            }
+        }
+        let catalogue = trial.catalogue();
+        let states = &self.states;
+        let lookup = |k: &MirrorPartition| -> Option<MirrorState> {
+            let p = mirror_state_partition(k, meta.mirror_state_partitions).ok()?;
+            states.get(&p)?.coordinator().read_state(k).map(|v| v.state)
+        };
+        let request = MirrorRequest::AddTopics {
+            mirror: mirror.to_string(),
+            topics: candidates.clone(),
+        };
+        let outcome =
+            handle_mirror_request(&catalogue, &lookup, &ControllerConfig::default(), &request);
+        let mut next = catalogue;
+        for record in &outcome.records {
+            next = apply_config_record(&next, record);
+        }
+        let accepted: Vec<String> = candidates
+            .iter()
+            .filter(|n| matches!(outcome.result(n), Some(Ok(()))))
+            .cloned()
+            .collect();
+        if !accepted.is_empty() && !meta.mirrors.contains(mirror) {
+            let mut m = meta.clone();
+            m.mirrors.insert(mirror.clone());
+            self.dest.set_meta(m)?;
+        }
+        for name in &accepted {
+            let (_, id, count) = topics
+                .iter()
+                .find(|(n, _, _)| n == name)
+                .cloned()
+                .unwrap_or_default();
+            let mirror_name = next.topic(name).and_then(|t| t.mirror_name.clone());
+            let existed = self.dest.meta().topics.get(name).cloned();
+            let partitions = existed.as_ref().map_or(count, |t| t.partitions);
+            let unchanged = existed
+                .as_ref()
+                .is_some_and(|t| t.mirror_name == mirror_name);
+            if unchanged {
+                continue;
+            }
+            self.dest.add_topic(name, id, partitions, mirror_name)?;
+            self.open_logs(name, id, 0..partitions)?;
+            if self.started {
+                let desired = self.dest.meta().topics[name].desired(name)?;
+                self.queue.push_back(Queued::plain(NodeInput::Topic {
+                    topic_id: id,
+                    desired,
+                    partitions,
+                }));
+                if existed.is_none() {
+                    self.lead(name, id, 0..partitions)?;
+                }
+            }
+        }
+        results.extend(outcome.results);
+        Ok(results)
+    }
+
+    /// Every partition's status (and the per-topic rollup).
+    pub fn status(&self) -> NodeStatus {
+        let partitions = self
+            .dest
+            .meta()
+            .partitions
+            .keys()
+            .filter_map(|(name, p)| {
+                let key = self.key_of(name, *p)?;
+                let log = self.logs.get(&key)?;
+                let mut s = PartitionStatus::of(
+                    self.dest.meta(),
+                    &self.states,
+                    name,
+                    key,
+                    log,
+                    self.positions.get(&key).map(|p| p.last_stable_offset),
+                );
+                s.error = self.last_errors.get(&key).cloned();
+                Some(s)
+            })
+            .collect();
+        NodeStatus::new(self.dest.root(), self.dest.meta(), partitions)
+    }
+
+    /// Flushes and closes every log.
+    pub fn close(self) -> Result<(), NodeError> {
+        for (_, log) in self.logs {
+            let dir = log.dir().to_path_buf();
+            log.close().map_err(|source| NodeError::Log {
+                dir,
+                source: Box::new(source),
+            })?;
+        }
+        for (_, state) in self.states {
+            state.close()?;
+        }
+        Ok(())
+    }
+}
+
+/// The persisted state of `key` under its topic's mirror, from its `__mirror_state` partition.
+pub(super) fn persisted_state(
+    meta: &NodeMeta,
+    states: &BTreeMap<u32, StatePartition>,
+    key: &PartitionKey,
+) -> MirrorState {
+    let Some(name) = meta.topic_name(key.topic_id) else {
+        return MirrorState::Unknown;
+    };
+    let mirror = meta.topics[name]
+        .desired(name)
+        .ok()
+        .and_then(|d| d.mirror().cloned());
+    let Some(mirror) = mirror else {
+        return MirrorState::Unknown;
+    };
+    let mk = key.in_mirror(mirror);
+    mirror_state_partition(&mk, meta.mirror_state_partitions)
+        .ok()
+        .and_then(|p| states.get(&p))
+        .and_then(|s| s.coordinator().read_state(&mk))
+        .map_or(MirrorState::Unknown, |v| v.state)
+}

@@ -1,0 +1,85 @@
+//! Why a node destination or its driver failed.
+
+use std::path::PathBuf;
+
+use crate::error::FileLogError;
+use crate::mirror_state_log::MirrorStateLogError;
+
+/// A node destination or node driver failure. Every message says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// The directory is a single-partition cluster directory.
+    #[error(
+        "{} is a single-partition cluster directory (cluster.properties: one partition of one \
+         topic), not a node destination; use the single-partition commands without --topics \
+         (`kmirror mirror --source-bootstrap H:P --topic NAME --dest DIR`, `kmirror stop --dest \
+         DIR`, `kmirror status --dest DIR`)",
+        dir.display()
+    )]
+    SinglePartition {
+        /// The directory.
+        dir: PathBuf,
+    },
+    /// Another kmirror process holds the directory.
+    #[error(
+        "{} is in use by another kmirror process (its .lock is held); wait for it or stop it",
+        dir.display()
+    )]
+    Busy {
+        /// The directory.
+        dir: PathBuf,
+    },
+    /// A metadata file does not parse.
+    #[error("{}:{line}: {reason}", file.display())]
+    BadFile {
+        /// The file.
+        file: PathBuf,
+        /// The line (0: the file as a whole).
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A file system operation failed.
+    #[error("cannot {action} {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A partition log failed (open, append, truncate, flush).
+    #[error("log {}: {source}", dir.display())]
+    Log {
+        /// The partition directory.
+        dir: PathBuf,
+        /// What failed.
+        source: Box<FileLogError>,
+    },
+    /// A kernel log effect could not be applied.
+    #[error("log {}: applying {effect} failed: {source}", dir.display())]
+    LogEffect {
+        /// The partition directory.
+        dir: PathBuf,
+        /// The effect.
+        effect: String,
+        /// What failed.
+        source: Box<FileLogError>,
+    },
+    /// A `__mirror_state` partition failed.
+    #[error("{0}")]
+    MirrorState(#[from] MirrorStateLogError),
+    /// Bad input (arguments, a request that cannot apply).
+    #[error("{message}")]
+    Invalid {
+        /// What is wrong and what to do.
+        message: String,
+    },
+    /// The source cluster could not be asked at all.
+    #[error("the source cluster: {message}")]
+    Source {
+        /// What failed (naming the brokers).
+        message: String,
+    },
+}

@@ -1,0 +1,28 @@
+//! One kmirror node mirroring many topics and partitions through the kernel's node manager
+//! ([`NodeMirror`](kmirror_kernel::node::NodeMirror)).
+//!
+//! - [`dest`]: the node destination directory (its format is documented there, and only
+//!   there): Kafka's data-dir layout, several `__mirror_state` partitions, `node.properties`.
+//! - [`state_log`]: one `__mirror_state` partition and its coordinator.
+//! - [`driver`]: [`NodeDriver`], executing the node manager's tagged effects on those logs,
+//!   with a live [`SourceCluster`](crate::wire::SourceCluster) as the source (one Fetch per
+//!   source broker per round).
+//! - [`status`]: per-partition progress and the per-topic rollup.
+//! - [`error`]: [`NodeError`].
+//!
+//! The single-partition cluster directory ([`driver`](crate::driver)) stays as it is; the two
+//! formats refuse each other with a message naming the right commands.
+
+pub mod dest;
+pub mod driver;
+pub mod error;
+pub mod state_log;
+pub mod status;
+
+#[cfg(test)]
+mod tests;
+
+pub use dest::{NodeDest, NodeMeta, NodeTopic};
+pub use driver::{NodeDriver, NodeDriverOptions, NodeIdle, NodeStats, NodeUntil, TopicResults};
+pub use error::NodeError;
+pub use status::{NodeStatus, PartitionStatus, TopicStatus};

@@ -1,0 +1,200 @@
+//! [`StatePartition`]: partition `k` of a node destination's `__mirror_state`
+//! (`data/__mirror_state-<k>/`) and the [`Coordinator`] rebuilt from it.
+//!
+//! The records and batches are exactly those of [`mirror_state_log`](crate::mirror_state_log)
+//! (one batch per write, built by [`batch_parts`], fsynced before the write is acknowledged,
+//! the high watermark at the log end offset); only the partition differs: the single-partition
+//! cluster directory runs `__mirror_state` with partition 0 alone, a node destination with
+//! `mirror_state.partitions` of them, each key on partition
+//! [`mirror_state_partition`](kmirror_kernel::partitioner::mirror_state_partition).
+
+use std::path::Path;
+
+use kmirror_kernel::coordinator::{Coordinator, WriteRefused};
+use kmirror_kernel::log::{LogView, PartitionLog};
+use kmirror_kernel::records::{
+    LastMirroredEpochsValue, MirrorPartitionStateValue, MirrorStateRecord,
+};
+use kmirror_kernel::state::TransitionTable;
+use kmirror_kernel::types::{MirrorPartition, Offset, StateEpoch};
+
+use crate::file_log::{FileLog, FileLogConfig, FlushPolicy, TopicPartition};
+use crate::mirror_state_log::{batch_parts, MirrorStateLogError, MIRROR_STATE_TOPIC};
+use crate::record_batch::RawBatch;
+
+use super::NodeError;
+
+/// One `__mirror_state` partition of a node destination. See the [module documentation](self).
+#[derive(Debug)]
+pub struct StatePartition {
+    partition: u32,
+    log: FileLog,
+    coordinator: Coordinator,
+}
+
+impl StatePartition {
+    /// Opens (creating if needed) `log_dir/__mirror_state-<partition>/`, recovering it, and
+    /// replays its records into a coordinator fencing with `table`.
+    pub fn open(
+        log_dir: &Path,
+        partition: u32,
+        table: TransitionTable,
+        config: FileLogConfig,
+    ) -> Result<Self, NodeError> {
+        let index = i32::try_from(partition).map_err(|_| NodeError::Invalid {
+            message: format!("__mirror_state partition {partition} is out of range"),
+        })?;
+        let tp = TopicPartition {
+            topic: MIRROR_STATE_TOPIC.to_owned(),
+            partition: index,
+        };
+        let dir = log_dir.join(tp.dir_name());
+        let (log, _report) =
+            FileLog::open(log_dir, tp, config).map_err(|source| NodeError::Log {
+                dir: dir.clone(),
+                source: Box::new(source),
+            })?;
+        let records = read_records(&log)?;
+        let coordinator = Coordinator::new(table).replay(records.iter().map(|(_, r)| r));
+        Ok(StatePartition {
+            partition,
+            log,
+            coordinator,
+        })
+    }
+
+    /// The partition index.
+    pub fn partition(&self) -> u32 {
+        self.partition
+    }
+
+    /// The coordinator: the compacted contents of this partition.
+    pub fn coordinator(&self) -> &Coordinator {
+        &self.coordinator
+    }
+
+    /// The underlying log.
+    pub fn log(&self) -> &FileLog {
+        &self.log
+    }
+
+    /// The fenced `WriteMirrorStates` of one key: the stored value once it is on disk, or the
+    /// coordinator's refusal (nothing written).
+    pub fn write_state(
+        &mut self,
+        key: &MirrorPartition,
+        value: MirrorPartitionStateValue,
+        expected_state_epoch: Option<StateEpoch>,
+        timestamp_ms: i64,
+    ) -> Result<Result<MirrorPartitionStateValue, WriteRefused>, NodeError> {
+        let mut next = self.coordinator.clone();
+        let stored = match next.write_state(key, value, expected_state_epoch) {
+            Ok(stored) => stored,
+            Err(refused) => return Ok(Err(refused)),
+        };
+        self.append(
+            &[MirrorStateRecord::PartitionState {
+                partition: key.clone(),
+                value: stored.clone(),
+            }],
+            timestamp_ms,
+        )?;
+        Ok(Ok(stored))
+    }
+
+    /// Stores `key`'s LME record (on disk before returning).
+    pub fn write_last_mirrored_epoch(
+        &mut self,
+        key: &MirrorPartition,
+        value: LastMirroredEpochsValue,
+        timestamp_ms: i64,
+    ) -> Result<(), NodeError> {
+        self.append(
+            &[MirrorStateRecord::LastMirroredEpochs {
+                partition: key.clone(),
+                value,
+            }],
+            timestamp_ms,
+        )
+    }
+
+    fn append(
+        &mut self,
+        records: &[MirrorStateRecord],
+        timestamp_ms: i64,
+    ) -> Result<(), NodeError> {
+        let base = self.log.log_end_offset();
+        let (header, encoded) = batch_parts(base, records).map_err(MirrorStateLogError::from)?;
+        let batch = RawBatch::encode(&header, timestamp_ms, &encoded)
+            .map_err(MirrorStateLogError::Batch)?;
+        let dir = self.log.dir().to_path_buf();
+        let log_err = |source| NodeError::Log {
+            dir: dir.clone(),
+            source: Box::new(source),
+        };
+        self.log.append_as_follower(&[batch]).map_err(log_err)?;
+        if self.log.config().flush != FlushPolicy::EveryAppend {
+            self.log.sync_data().map_err(log_err)?;
+        }
+        let leo = self.log.log_end_offset();
+        self.log.advance_high_watermark(leo).map_err(log_err)?;
+        for record in records {
+            self.coordinator.apply(record);
+        }
+        Ok(())
+    }
+
+    /// Flushes and closes the log.
+    pub fn close(self) -> Result<(), NodeError> {
+        let dir = self.log.dir().to_path_buf();
+        self.log.close().map_err(|source| NodeError::Log {
+            dir,
+            source: Box::new(source),
+        })
+    }
+}
+
+/// Decodes every record of `log`, oldest first.
+fn read_records(log: &FileLog) -> Result<Vec<(Offset, MirrorStateRecord)>, NodeError> {
+    let dir = log.dir().to_path_buf();
+    let batches = log
+        .try_read(log.log_start_offset(), log.log_end_offset())
+        .map_err(|source| NodeError::Log {
+            dir: dir.clone(),
+            source: Box::new(source),
+        })?;
+    let mut out = Vec::new();
+    for batch in batches {
+        let header = batch.header();
+        if header.is_control() {
+            continue;
+        }
+        let records = batch
+            .records()
+            .map_err(|source| MirrorStateLogError::BadBatch {
+                dir: dir.clone(),
+                offset: header.base_offset,
+                source,
+            })?;
+        for record in records {
+            let offset = header.base_offset + Offset::from(record.offset_delta);
+            let key = record
+                .key
+                .as_deref()
+                .ok_or_else(|| MirrorStateLogError::MissingKey {
+                    dir: dir.clone(),
+                    offset,
+                })?;
+            let decoded =
+                MirrorStateRecord::decode(key, record.value.as_deref()).map_err(|source| {
+                    MirrorStateLogError::BadRecord {
+                        dir: dir.clone(),
+                        offset,
+                        source,
+                    }
+                })?;
+            out.push((offset, decoded));
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,277 @@
+//! The node driver against the wire layer's fake multi-broker cluster: many partitions of two
+//! topics mirrored byte for byte with one Fetch per source broker per round, a stop of one
+//! topic, bad requests answered per topic, and the single-partition format refused.
+
+use std::time::Duration;
+
+use kafka_protocol::messages::ApiKey;
+use kmirror_kernel::controller::{MirrorErrorCode, MirrorRequest};
+use kmirror_kernel::log::LogView;
+use kmirror_kernel::node::PartitionKey;
+use kmirror_kernel::state::MirrorState;
+use kmirror_kernel::types::{MirrorName, TopicId};
+
+use super::*;
+use crate::driver::ManualClock;
+use crate::wire::fake_broker::{FakeCluster, FakePartition, FakeTopic};
+use crate::wire::{SourceCluster, SourceClusterOptions, TopicSelection};
+
+const ORDERS: TopicId = TopicId([1; 16]);
+const PAY_EU: TopicId = TopicId([2; 16]);
+
+fn fake() -> FakeCluster {
+    FakeCluster::start(
+        2,
+        vec![
+            FakeTopic {
+                name: "orders".into(),
+                id: ORDERS,
+                partitions: (0..3)
+                    .map(|i| FakePartition::with_batches(1 + i % 2, 5, 4 + i64::from(i)))
+                    .collect(),
+            },
+            FakeTopic {
+                name: "pay.eu".into(),
+                id: PAY_EU,
+                partitions: (0..2)
+                    .map(|i| FakePartition::with_batches(2 - i % 2, 3, 2))
+                    .collect(),
+            },
+        ],
+    )
+}
+
+fn source(fake: &FakeCluster, topics: &[&str]) -> SourceCluster {
+    let options = SourceClusterOptions {
+        connect_timeout: Duration::from_secs(1),
+        request_timeout: Duration::from_secs(2),
+        fetch_max_wait_ms: 0,
+        ..SourceClusterOptions::default()
+    };
+    SourceCluster::new(
+        &fake.address(1),
+        TopicSelection::names(topics).unwrap(),
+        options,
+    )
+}
+
+fn east() -> MirrorName {
+    MirrorName::new("fake-cluster").unwrap()
+}
+
+fn options() -> NodeDriverOptions {
+    NodeDriverOptions {
+        max_fetch_batches: 2,
+        ..NodeDriverOptions::default()
+    }
+}
+
+/// A node destination mirroring orders (3 partitions) and pay.eu (2) from the fake, run until
+/// caught up.
+fn mirrored(fake: &FakeCluster, root: &std::path::Path) -> (NodeDriver, ManualClock) {
+    let dest = NodeDest::create(root, NodeMeta::new(Some(fake.address(1)), 4)).unwrap();
+    let mut driver =
+        NodeDriver::from_dest(dest, Some(source(fake, &["orders", "pay.eu"])), options()).unwrap();
+    let results = driver
+        .add_topics(
+            &east(),
+            &[("orders".into(), ORDERS, 3), ("pay.eu".into(), PAY_EU, 2)],
+            0,
+        )
+        .unwrap();
+    assert!(results.values().all(Result::is_ok), "{results:?}");
+    let mut clock = ManualClock::default();
+    run_until_caught_up(&mut driver, &mut clock);
+    (driver, clock)
+}
+
+/// Steps until caught up, at most 10,000 steps (a test never hangs): the clock moves 10 ms a
+/// step, so backoffs and retries pass.
+fn run_until_caught_up(driver: &mut NodeDriver, clock: &mut ManualClock) {
+    for _ in 0..10_000 {
+        clock.now_ms += 10;
+        driver.step(clock.now_ms).unwrap();
+        if driver.all_caught_up() {
+            return;
+        }
+    }
+    let steps: Vec<String> = driver
+        .node()
+        .partitions()
+        .map(|(k, pm)| format!("{k}: {} {:?}", pm.state(), pm.step()))
+        .collect();
+    panic!(
+        "not caught up after 10,000 steps: {steps:#?}\nevents: {:#?}\nstatus: {}",
+        driver.take_events(),
+        driver.status().render()
+    );
+}
+
+fn assert_same_bytes(fake: &FakeCluster, driver: &NodeDriver, topic: TopicId, partition: i32) {
+    let expected: Vec<u8> = {
+        let state = fake.state();
+        let t = state.topics.iter().find(|t| t.id == topic).unwrap();
+        t.partitions[partition as usize]
+            .batches
+            .iter()
+            .flat_map(|b| b.bytes().to_vec())
+            .collect()
+    };
+    let log = driver.log(&PartitionKey::new(topic, partition)).unwrap();
+    let got: Vec<u8> = log
+        .try_read(0, log.log_end_offset())
+        .unwrap()
+        .iter()
+        .flat_map(|b| b.bytes().to_vec())
+        .collect();
+    // The stop appends the destination's own MIRROR_PID_RESET after the mirrored bytes.
+    assert!(
+        got.starts_with(&expected),
+        "{topic:?}-{partition} differs from the source"
+    );
+}
+
+#[test]
+fn mirrors_every_partition_byte_for_byte_one_fetch_per_broker_per_round() {
+    let fake = fake();
+    let dir = tempfile::tempdir().unwrap();
+    let (driver, _) = mirrored(&fake, &dir.path().join("west"));
+    for p in 0..3 {
+        assert_same_bytes(&fake, &driver, ORDERS, p);
+        let key = PartitionKey::new(ORDERS, p);
+        assert_eq!(driver.persisted_state(&key), MirrorState::Mirroring);
+    }
+    for p in 0..2 {
+        assert_same_bytes(&fake, &driver, PAY_EU, p);
+    }
+    let rounds = driver.stats().rounds as usize;
+    let state = fake.state();
+    for broker in 1..=2 {
+        let fetches = state.count(broker, ApiKey::Fetch);
+        assert!(
+            fetches > 0 && fetches <= rounds,
+            "broker {broker}: {fetches} Fetches in {rounds} rounds"
+        );
+    }
+    drop(state);
+    let status = driver.status();
+    assert_eq!(status.partitions.len(), 5);
+    assert!(
+        status.partitions.iter().all(|p| p.lag == Some(0)),
+        "{status:?}"
+    );
+    let orders = status.topics.iter().find(|t| t.topic == "orders").unwrap();
+    assert_eq!(orders.states.get("MIRRORING"), Some(&3));
+    assert!(status.render().contains("orders-2"));
+}
+
+#[test]
+fn stop_one_topic_fails_it_over_and_leaves_the_other_mirroring() {
+    let fake = fake();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("west");
+    let (driver, _) = mirrored(&fake, &root);
+    driver.close().unwrap();
+
+    // `kmirror stop`: no source needed.
+    let mut driver = NodeDriver::open(&root, None, options()).unwrap();
+    let results = driver
+        .request(
+            &MirrorRequest::RemoveTopics {
+                mirror: east().to_string(),
+                topics: vec!["orders".into(), "nope".into()],
+            },
+            0,
+        )
+        .unwrap();
+    assert!(results["orders"].is_ok());
+    assert_eq!(
+        results["nope"].as_ref().unwrap_err().code,
+        MirrorErrorCode::UnknownTopicOrPartition
+    );
+    let mut clock = ManualClock::default();
+    driver
+        .run(&mut clock, NodeUntil::Settled, &mut |_, _| {})
+        .unwrap();
+    for p in 0..3 {
+        let key = PartitionKey::new(ORDERS, p);
+        assert_eq!(driver.persisted_state(&key), MirrorState::Stopped);
+        assert!(driver.dest().meta().partitions[&("orders".to_owned(), p)].writable);
+        assert_same_bytes(&fake, &driver, ORDERS, p);
+    }
+    for p in 0..2 {
+        let key = PartitionKey::new(PAY_EU, p);
+        assert_eq!(driver.persisted_state(&key), MirrorState::Mirroring);
+        assert!(!driver.dest().meta().partitions[&("pay.eu".to_owned(), p)].writable);
+    }
+    // Stopping again: the topic is no longer MIRRORING; nothing changes.
+    let again = driver
+        .request(
+            &MirrorRequest::RemoveTopics {
+                mirror: east().to_string(),
+                topics: vec!["orders".into()],
+            },
+            0,
+        )
+        .unwrap();
+    assert!(
+        again["orders"].is_ok(),
+        "repeated after success: a no-op success"
+    );
+}
+
+#[test]
+fn bad_topics_are_refused_per_topic_and_change_nothing() {
+    let fake = fake();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("west");
+    let (mut driver, _) = mirrored(&fake, &root);
+    let before = driver.dest().meta().clone();
+    // Another mirror, a re-created topic (new id), a topic whose source shrank.
+    let results = driver
+        .add_topics(
+            &MirrorName::new("other").unwrap(),
+            &[("orders".into(), ORDERS, 3)],
+            0,
+        )
+        .unwrap();
+    assert_eq!(
+        results["orders"].as_ref().unwrap_err().code,
+        MirrorErrorCode::TopicAlreadyInClusterMirror
+    );
+    let results = driver
+        .add_topics(
+            &east(),
+            &[
+                ("orders".into(), TopicId([9; 16]), 3),
+                ("pay.eu".into(), PAY_EU, 1),
+            ],
+            0,
+        )
+        .unwrap();
+    assert!(results["orders"]
+        .as_ref()
+        .unwrap_err()
+        .message
+        .contains("re-created"));
+    assert!(results["pay.eu"]
+        .as_ref()
+        .unwrap_err()
+        .message
+        .contains("cannot be removed"));
+    assert_eq!(driver.dest().meta(), &before);
+}
+
+#[test]
+fn the_source_growing_grows_the_destination() {
+    let fake = fake();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut driver, mut clock) = mirrored(&fake, &dir.path().join("west"));
+    fake.state().topics[1]
+        .partitions
+        .push(FakePartition::with_batches(1, 3, 3));
+    driver.set_source(Some(source(&fake, &["orders", "pay.eu"])));
+    run_until_caught_up(&mut driver, &mut clock);
+    assert_eq!(driver.dest().meta().topics["pay.eu"].partitions, 3);
+    assert_same_bytes(&fake, &driver, PAY_EU, 2);
+}
