@@ -4,6 +4,8 @@
 //! - [`replay`]: `replay`, a model trace replayed on real on-disk Kafka logs.
 //! - [`log_cli`]: `mirror`, `stop`, `start`, `pause`, `resume`, `status`, `produce`, `demo`
 //!   on cluster directories, and `sync`, `group` through [`sync_cli`].
+//! - [`node_cli`]: the same commands with `--topics` on a node destination (many topics and
+//!   partitions behind the kernel's node manager).
 //! - [`demo`]: the scripted failover and failback of `kmirror demo`.
 //!
 //! The kernel is `kmirror-kernel`, the model `kmirror-model`, the on-disk and wire side
@@ -12,5 +14,6 @@
 pub mod demo;
 pub mod log_cli;
 pub mod model_cli;
+pub mod node_cli;
 pub mod replay;
 pub mod sync_cli;

@@ -153,12 +153,22 @@ pub struct MirrorArgs {
     /// The source cluster directory.
     #[arg(long, value_name = "DIR")]
     pub source: Option<PathBuf>,
-    /// A live Kafka broker to mirror from, instead of a directory (with --topic).
-    #[arg(long, value_name = "HOST:PORT", requires = "topic")]
+    /// A live Kafka broker to mirror from, instead of a directory (with --topic, or --topics
+    /// for a node destination).
+    #[arg(long, value_name = "HOST:PORT")]
     pub source_bootstrap: Option<String>,
     /// The topic to mirror from the broker of --source-bootstrap.
     #[arg(long, value_name = "NAME", requires = "source_bootstrap")]
     pub topic: Option<String>,
+    /// Topics to mirror into a node destination (many topics and partitions, one process):
+    /// names and globs separated by commas, e.g. 'orders,pay.*' (see docs/node.md).
+    #[arg(
+        long,
+        value_name = "LIST",
+        requires = "source_bootstrap",
+        conflicts_with_all = ["topic", "source"]
+    )]
+    pub topics: Option<String>,
     /// The partition to mirror from the broker of --source-bootstrap.
     #[arg(
         long,
@@ -194,6 +204,9 @@ pub struct StopArgs {
     /// The mirror to remove the topic from (default: the one mirror.name names).
     #[arg(long, value_name = "NAME")]
     pub mirror: Option<String>,
+    /// The topics of a node destination to stop (names and globs, e.g. 'orders,pay.*').
+    #[arg(long, value_name = "LIST")]
+    pub topics: Option<String>,
     /// How STOPPING removes half-mirrored transactions.
     #[arg(long, value_enum, default_value_t = StopStrategyArg::TruncateToLso)]
     pub stop_strategy: StopStrategyArg,
@@ -238,6 +251,9 @@ pub struct PauseArgs {
     /// The destination cluster directory.
     #[arg(long, value_name = "DIR")]
     pub dest: PathBuf,
+    /// The topics of a node destination to pause (names and globs).
+    #[arg(long, value_name = "LIST")]
+    pub topics: Option<String>,
     /// No progress line.
     #[arg(long, short)]
     pub quiet: bool,
@@ -252,6 +268,9 @@ pub struct ResumeArgs {
     /// The source cluster directory (default: the remembered source.dir).
     #[arg(long, value_name = "DIR")]
     pub source: Option<PathBuf>,
+    /// The topics of a node destination to resume (names and globs).
+    #[arg(long, value_name = "LIST", conflicts_with = "source")]
+    pub topics: Option<String>,
     /// How long to run.
     #[command(flatten)]
     pub run: RunArgs,
@@ -343,7 +362,30 @@ impl Clock for SystemClock {
 
 /// Runs a harness command; `Err` is the message for `kmirror: <message>` (exit code 2).
 pub fn run(command: LogCommand) -> Result<ExitCode, String> {
+    use kmirror_harness::node::NodeDest;
+    let node =
+        |dir: &Path, topics: &Option<String>| topics.is_some() || NodeDest::is_node_dest(dir);
     let result = match command {
+        LogCommand::Mirror(args) if args.topics.is_some() => return crate::node_cli::mirror(args),
+        LogCommand::Stop(args) if node(&args.dest, &args.topics) => {
+            return crate::node_cli::stop(args)
+        }
+        LogCommand::Pause(args) if node(&args.dest, &args.topics) => {
+            return crate::node_cli::pause(args)
+        }
+        LogCommand::Resume(args) if node(&args.dest, &args.topics) => {
+            return crate::node_cli::resume(args)
+        }
+        LogCommand::Status(args) if NodeDest::is_node_dest(&args.dest) => {
+            return crate::node_cli::status(args)
+        }
+        LogCommand::Mirror(args) if NodeDest::is_node_dest(&args.dest) => {
+            return Err(format!(
+                "{} is a node destination (many topics and partitions); mirror into it with \
+                 --topics LIST (`kmirror mirror --source-bootstrap H:P --topics LIST --dest DIR`)",
+                args.dest.display()
+            ))
+        }
         LogCommand::Mirror(args) => mirror(args),
         LogCommand::Stop(args) => stop(args),
         LogCommand::Start(args) => start(args),
@@ -765,7 +807,9 @@ fn mirror_live(args: MirrorArgs) -> Result<ExitCode, DriverError> {
     let mut clock = SystemClock;
     let (Some(bootstrap), Some(topic)) = (&args.source_bootstrap, &args.topic) else {
         return Err(DriverError::Invalid(
-            "give either --source DIR or --source-bootstrap HOST:PORT with --topic NAME".into(),
+            "give either --source DIR or --source-bootstrap HOST:PORT with --topic NAME (one \
+             partition) or --topics LIST (a node destination)"
+                .into(),
         ));
     };
     if args.partition != kmirror_harness::driver::PARTITION {

@@ -1,0 +1,550 @@
+//! `kmirror mirror|stop|pause|resume|status` on a **node destination**: many topics and
+//! partitions behind the kernel's node manager (`--topics`, names and globs), in the format of
+//! [`kmirror_harness::node::dest`].
+//!
+//! - `kmirror mirror --source-bootstrap H:P --topics 'orders,pay.*' --dest DIR
+//!   [--until-caught-up]`: AddTopicsToMirror for every selected topic (created on the node with
+//!   the source's id and partition count), then one process mirrors them all (one Fetch per
+//!   source broker per round).
+//! - `kmirror stop|pause|resume --dest DIR --topics LIST`: RemoveTopicsFromMirror /
+//!   PauseMirrorTopics / ResumeMirrorTopics, answered per topic with Kafka's error codes, then
+//!   the node is driven until it settles (no source needed).
+//! - `kmirror status --dest DIR [--json]`: per partition state, LEO, HW, LSO, lag; per topic a
+//!   rollup.
+//!
+//! A refused topic (unknown, a glob matching nothing, in another mirror, re-created, fewer
+//! partitions at the source) is a `kmirror: TOPIC: ERROR: message` line; the accepted ones go
+//! on; the exit code is then 2.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::ExitCode;
+
+use kmirror_harness::driver::Clock;
+use kmirror_harness::node::dest::STATUS_FILE;
+use kmirror_harness::node::{
+    NodeDest, NodeDriver, NodeDriverOptions, NodeError, NodeIdle, NodeMeta, NodeStatus, NodeUntil,
+    TopicResults,
+};
+use kmirror_harness::wire::{SourceCluster, SourceClusterOptions, TopicSelection};
+use kmirror_kernel::config::{MirrorConfig, RetryPolicy, StopStrategy};
+use kmirror_kernel::controller::{MirrorErrorCode, MirrorRequest, MirrorRequestError};
+use kmirror_kernel::types::MirrorName;
+
+use crate::log_cli::{
+    MirrorArgs, PauseArgs, ResumeArgs, RunArgs, StatusArgs, StopArgs, StopStrategyArg, SystemClock,
+};
+
+/// How long a command waits for a node destination another kmirror process holds (ms).
+const BUSY_WAIT_MS: i64 = 10_000;
+
+fn open(
+    clock: &mut SystemClock,
+    root: &Path,
+    options: NodeDriverOptions,
+) -> Result<NodeDriver, String> {
+    let deadline = clock.now_ms() + BUSY_WAIT_MS;
+    loop {
+        match NodeDriver::open(root, None, options.clone()) {
+            Err(NodeError::Busy { .. }) if clock.now_ms() < deadline => {
+                let now = clock.now_ms();
+                clock.sleep_until(now + 20);
+            }
+            other => return other.map_err(|e| e.to_string()),
+        }
+    }
+}
+
+fn options(run: Option<&RunArgs>, stop_strategy: StopStrategy) -> NodeDriverOptions {
+    let mut o = NodeDriverOptions {
+        mirror: MirrorConfig {
+            stop_strategy,
+            ..MirrorConfig::default()
+        },
+        ..NodeDriverOptions::default()
+    };
+    if let Some(run) = run {
+        o.mirror.retry = RetryPolicy {
+            max_attempts: run.max_retries,
+            ..RetryPolicy::default()
+        };
+        o.max_fetch_batches = run.max_batches.max(1);
+        o.flush = run.flush;
+    }
+    o
+}
+
+fn source_cluster(bootstrap: &str, names: &[String]) -> Result<SourceCluster, String> {
+    let selection = TopicSelection::names(names).map_err(|e| e.to_string())?;
+    Ok(SourceCluster::new(
+        bootstrap,
+        selection,
+        SourceClusterOptions::default(),
+    ))
+}
+
+/// Prints one line per topic; returns whether every topic was accepted.
+fn print_results(action: &str, results: &TopicResults) -> bool {
+    for (topic, result) in results {
+        match result {
+            Ok(()) => println!("{topic}: {action}"),
+            Err(e) => eprintln!("kmirror: {topic}: {e}"),
+        }
+    }
+    results.values().all(Result::is_ok)
+}
+
+/// Writes `status.json` (best effort: it only feeds the lag column of a later status).
+fn write_status(driver: &NodeDriver) {
+    if let Ok(text) = serde_json::to_string_pretty(&driver.status()) {
+        let _ = kmirror_harness::segment::write_atomically(
+            driver.dest().root(),
+            STATUS_FILE,
+            text.as_bytes(),
+        );
+    }
+}
+
+fn progress_line(driver: &NodeDriver) -> String {
+    let status = driver.status();
+    let mut states: BTreeMap<&str, u32> = BTreeMap::new();
+    for p in &status.partitions {
+        *states.entry(p.state.as_str()).or_insert(0) += 1;
+    }
+    let states: Vec<String> = states.iter().map(|(s, n)| format!("{s} x{n}")).collect();
+    let lag: i64 = status.partitions.iter().filter_map(|p| p.lag).sum();
+    let leo: i64 = status.partitions.iter().map(|p| p.log_end_offset).sum();
+    let stats = driver.stats();
+    format!(
+        "{} partitions: {}; LEO total {leo}, lag {lag} records; {} rounds, {} batches, {} bytes",
+        status.partitions.len(),
+        states.join(", "),
+        stats.rounds,
+        stats.batches,
+        stats.bytes
+    )
+}
+
+fn drive(
+    driver: &mut NodeDriver,
+    clock: &mut SystemClock,
+    until: NodeUntil,
+    quiet: bool,
+) -> Result<NodeIdle, String> {
+    let follow = matches!(until, NodeUntil::Forever { .. });
+    let mut last_print = clock.now_ms();
+    let mut on_step = |d: &NodeDriver, now: i64| {
+        if now - last_print < 1_000 {
+            return;
+        }
+        last_print = now;
+        if follow {
+            write_status(d);
+        }
+        if !quiet {
+            eprintln!("kmirror: {}", progress_line(d));
+        }
+    };
+    driver
+        .run(clock, until, &mut on_step)
+        .map_err(|e| e.to_string())
+}
+
+fn print_events(driver: &mut NodeDriver, quiet: bool) {
+    for line in driver.take_events() {
+        if !quiet {
+            println!("  {line}");
+        }
+    }
+}
+
+/// `kmirror mirror --source-bootstrap H:P --topics LIST --dest DIR`.
+pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
+    let mut clock = SystemClock;
+    let Some(topics) = args.topics.as_deref() else {
+        return Err("--topics is missing".to_owned());
+    };
+    let Some(bootstrap) = args.source_bootstrap.as_deref() else {
+        return Err(
+            "--topics mirrors from a live cluster: give --source-bootstrap HOST:PORT (a source \
+             directory holds one topic; use --topic with --source DIR)"
+                .to_owned(),
+        );
+    };
+    if args.run.once || args.run.max_fetches.is_some() {
+        return Err(
+            "--once and --max-fetches are single-partition options; with --topics use \
+             --until-caught-up, or nothing to follow the source"
+                .to_owned(),
+        );
+    }
+    if args.replicas.is_some_and(|r| r != 1) {
+        return Err(
+            "a node destination holds one replica per partition (the in-process followers are \
+             the single-partition format's); drop --replicas"
+                .to_owned(),
+        );
+    }
+    let selection = TopicSelection::parse(topics).map_err(|e| e.to_string())?;
+    if NodeDest::is_single_partition(&args.dest) {
+        return Err(NodeError::SinglePartition {
+            dir: args.dest.clone(),
+        }
+        .to_string());
+    }
+    // The selection resolved on the source cluster.
+    let mut resolver = SourceCluster::new(bootstrap, selection, SourceClusterOptions::default());
+    let metadata = resolver.metadata().map_err(|e| e.to_string())?.clone();
+    let mut refused = false;
+    for e in &metadata.errors {
+        eprintln!("kmirror: {e}");
+        refused = true;
+    }
+    let mirror = match (&args.mirror_name, &metadata.cluster_id) {
+        (Some(m), _) => {
+            MirrorName::new(m.as_str()).map_err(|e| format!("invalid --mirror-name {m:?}: {e}"))?
+        }
+        (None, Some(id)) => MirrorName::new(id.as_str()).map_err(|e| {
+            format!(
+                "the source's cluster id {id:?} cannot be a mirror name ({e}); pass --mirror-name"
+            )
+        })?,
+        (None, None) => {
+            return Err("the source cluster has no cluster id; pass --mirror-name".to_owned())
+        }
+    };
+    let options = options(Some(&args.run), StopStrategy::TruncateToLso);
+    let mut driver = if NodeDest::is_node_dest(&args.dest) {
+        let driver = open(&mut clock, &args.dest, options)?;
+        if let Some(old) = &driver.dest().meta().source_bootstrap {
+            if old != bootstrap {
+                eprintln!(
+                    "kmirror: {} mirrored from {old}; now from {bootstrap}",
+                    args.dest.display()
+                );
+            }
+        }
+        driver
+    } else {
+        if metadata.topics.is_empty() {
+            return Err("no topic of the source matches --topics; nothing was created".to_owned());
+        }
+        let meta = NodeMeta::new(
+            Some(bootstrap.to_owned()),
+            kmirror_harness::node::dest::DEFAULT_MIRROR_STATE_PARTITIONS,
+        );
+        let dest = NodeDest::create(&args.dest, meta).map_err(|e| e.to_string())?;
+        NodeDriver::from_dest(dest, None, options).map_err(|e| e.to_string())?
+    };
+    let wanted: Vec<(String, kmirror_kernel::types::TopicId, i32)> = metadata
+        .topics
+        .values()
+        .map(|t| {
+            (
+                t.name.clone(),
+                t.topic_id,
+                i32::try_from(t.partitions.len()).unwrap_or(i32::MAX),
+            )
+        })
+        .collect();
+    let now = clock.now_ms();
+    let results = driver
+        .add_topics(&mirror, &wanted, now)
+        .map_err(|e| e.to_string())?;
+    let mut described = TopicResults::new();
+    for (topic, r) in results {
+        described.insert(topic, r);
+    }
+    refused |= !print_results(&format!("in mirror {mirror}"), &described);
+    let names: Vec<String> = driver.dest().meta().topics.keys().cloned().collect();
+    if names.is_empty() {
+        return Err("no topic is mirrored; nothing to do".to_owned());
+    }
+    driver
+        .set_source_bootstrap(bootstrap)
+        .map_err(|e| e.to_string())?;
+    driver.set_source(Some(source_cluster(bootstrap, &names)?));
+    let until = if args.run.until_caught_up {
+        NodeUntil::CaughtUp
+    } else {
+        NodeUntil::Forever {
+            poll_ms: i64::try_from(args.run.poll_ms).unwrap_or(i64::MAX),
+        }
+    };
+    let end = drive(&mut driver, &mut clock, until, args.run.quiet)?;
+    print_events(&mut driver, args.run.quiet);
+    write_status(&driver);
+    println!(
+        "{}: {} ({}); {}",
+        args.dest.display(),
+        match end {
+            NodeIdle::CaughtUp => "caught up with the source",
+            _ => "settled",
+        },
+        mirror,
+        progress_line(&driver)
+    );
+    let failed = driver
+        .status()
+        .partitions
+        .iter()
+        .any(|p| p.state == "FAILED");
+    driver.close().map_err(|e| e.to_string())?;
+    Ok(if refused {
+        ExitCode::from(2)
+    } else if failed {
+        eprintln!("kmirror: some partitions are FAILED (see `kmirror status --dest DIR`)");
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Which request `stop`, `pause` and `resume` send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verb {
+    Stop,
+    Pause,
+    Resume,
+}
+
+/// The selected topics of the node (names and globs), and one error per entry selecting none.
+fn resolve_topics(meta: &NodeMeta, topics: &str) -> Result<(Vec<String>, TopicResults), String> {
+    let selection = TopicSelection::parse(topics).map_err(|e| e.to_string())?;
+    let (selected, misses) = selection.resolve(meta.topics.keys().map(|n| (n.as_str(), false)));
+    let mut errors = TopicResults::new();
+    for miss in misses {
+        let entry = miss.to_string();
+        errors.insert(
+            entry.clone(),
+            Err(MirrorRequestError::new(
+                MirrorErrorCode::UnknownTopicOrPartition,
+                format!("{entry} on this node destination"),
+            )),
+        );
+    }
+    Ok((selected.into_iter().collect(), errors))
+}
+
+fn request_topics(
+    verb: Verb,
+    dest: &Path,
+    topics: Option<&str>,
+    mirror: Option<&str>,
+    options: NodeDriverOptions,
+    source: Option<SourceCluster>,
+    until: NodeUntil,
+    quiet: bool,
+) -> Result<ExitCode, String> {
+    let mut clock = SystemClock;
+    if NodeDest::is_single_partition(dest) && topics.is_some() {
+        return Err(NodeError::SinglePartition {
+            dir: dest.to_path_buf(),
+        }
+        .to_string());
+    }
+    let Some(topics) = topics else {
+        return Err(format!(
+            "{} is a node destination (many topics): give --topics LIST",
+            dest.display()
+        ));
+    };
+    let mut driver = open(&mut clock, dest, options)?;
+    let (selected, mut results) = resolve_topics(driver.dest().meta(), topics)?;
+    // One request per mirror, each topic under the mirror its mirror.name names.
+    let mut by_mirror: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for name in selected {
+        let named = driver.dest().meta().topics[&name]
+            .desired(&name)
+            .ok()
+            .and_then(|d| d.mirror().map(ToString::to_string));
+        let m = mirror.map(str::to_owned).or(named).unwrap_or_default();
+        by_mirror.entry(m).or_default().push(name);
+    }
+    let now = clock.now_ms();
+    for (m, names) in by_mirror {
+        let request = match verb {
+            Verb::Stop => MirrorRequest::RemoveTopics {
+                mirror: m,
+                topics: names,
+            },
+            Verb::Pause => MirrorRequest::PauseTopics {
+                mirror: m,
+                topics: names,
+            },
+            Verb::Resume => MirrorRequest::ResumeTopics {
+                mirror: m,
+                topics: names,
+            },
+        };
+        results.extend(driver.request(&request, now).map_err(|e| e.to_string())?);
+    }
+    let accepted: Vec<String> = results
+        .iter()
+        .filter(|(_, r)| r.is_ok())
+        .map(|(t, _)| t.clone())
+        .collect();
+    let action = match verb {
+        Verb::Stop => "removed from its mirror (failing over)",
+        Verb::Pause => "pausing",
+        Verb::Resume => "resuming",
+    };
+    let all_ok = print_results(action, &results);
+    if accepted.is_empty() {
+        // Nothing accepted: the node is not even started, so nothing is written.
+        driver.close().map_err(|e| e.to_string())?;
+        return Ok(ExitCode::from(2));
+    }
+    driver.start(now).map_err(|e| e.to_string())?;
+    if let Some(source) = source {
+        driver.set_source(Some(source));
+    }
+    drive(&mut driver, &mut clock, until, quiet)?;
+    print_events(&mut driver, quiet);
+    let status = driver.status();
+    let mut unsettled = Vec::new();
+    for p in status
+        .partitions
+        .iter()
+        .filter(|p| accepted.contains(&p.topic))
+    {
+        println!(
+            "{}-{}: {}  LEO {}  HW {}  LSO {}  {}",
+            p.topic,
+            p.partition,
+            p.state,
+            p.log_end_offset,
+            p.high_watermark,
+            p.last_stable_offset,
+            if p.writable { "writable" } else { "read-only" }
+        );
+        let target = match verb {
+            Verb::Stop => "STOPPED",
+            Verb::Pause => "PAUSED",
+            Verb::Resume => "MIRRORING",
+        };
+        if p.state != target {
+            unsettled.push(format!("{}-{} is {}", p.topic, p.partition, p.state));
+        }
+    }
+    write_status(&driver);
+    driver.close().map_err(|e| e.to_string())?;
+    if !unsettled.is_empty() {
+        return Err(format!(
+            "{}; see `kmirror status --dest {}`",
+            unsettled.join(", "),
+            dest.display()
+        ));
+    }
+    Ok(if all_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
+}
+
+/// `kmirror stop --dest DIR --topics LIST`.
+pub fn stop(args: StopArgs) -> Result<ExitCode, String> {
+    let strategy = match args.stop_strategy {
+        StopStrategyArg::TruncateToLso => StopStrategy::TruncateToLso,
+        StopStrategyArg::AbortOpenTransactions => StopStrategy::AbortOpenTransactions,
+    };
+    request_topics(
+        Verb::Stop,
+        &args.dest,
+        args.topics.as_deref(),
+        args.mirror.as_deref(),
+        options(None, strategy),
+        None,
+        NodeUntil::Settled,
+        args.quiet,
+    )
+}
+
+/// `kmirror pause --dest DIR --topics LIST`.
+pub fn pause(args: PauseArgs) -> Result<ExitCode, String> {
+    request_topics(
+        Verb::Pause,
+        &args.dest,
+        args.topics.as_deref(),
+        None,
+        options(None, StopStrategy::TruncateToLso),
+        None,
+        NodeUntil::Settled,
+        args.quiet,
+    )
+}
+
+/// `kmirror resume --dest DIR --topics LIST [--until-caught-up]`: back to MIRRORING; with
+/// --until-caught-up it also fetches from the node's source until caught up (otherwise the
+/// next `kmirror mirror --topics` run fetches).
+pub fn resume(args: ResumeArgs) -> Result<ExitCode, String> {
+    let (source, until) = if args.run.until_caught_up {
+        let meta = NodeDest::read_meta(&args.dest).map_err(|e| e.to_string())?;
+        let bootstrap = meta
+            .source_bootstrap
+            .clone()
+            .ok_or_else(|| "the node destination records no source.bootstrap".to_owned())?;
+        let names: Vec<String> = meta.topics.keys().cloned().collect();
+        (
+            Some(source_cluster(&bootstrap, &names)?),
+            NodeUntil::CaughtUp,
+        )
+    } else {
+        (None, NodeUntil::Settled)
+    };
+    request_topics(
+        Verb::Resume,
+        &args.dest,
+        args.topics.as_deref(),
+        None,
+        options(Some(&args.run), StopStrategy::TruncateToLso),
+        source,
+        until,
+        args.run.quiet,
+    )
+}
+
+/// `kmirror status --dest DIR [--json]` of a node destination. While another process holds
+/// the directory, its last `status.json` is shown.
+pub fn status(args: StatusArgs) -> Result<ExitCode, String> {
+    let snapshot: Option<NodeStatus> = std::fs::read(args.dest.join(STATUS_FILE))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    let status = match NodeDriver::open(&args.dest, None, NodeDriverOptions::default()) {
+        Ok(driver) => {
+            let status = driver.status();
+            driver.close().map_err(|e| e.to_string())?;
+            match &snapshot {
+                Some(old) => status.with_source_positions_from(old),
+                None => status,
+            }
+        }
+        Err(NodeError::Busy { .. }) => match snapshot {
+            Some(s) => {
+                eprintln!(
+                    "kmirror: {} is in use by a running kmirror; showing its last status.json",
+                    args.dest.display()
+                );
+                s
+            }
+            None => {
+                return Err(format!(
+                    "{} is in use by another kmirror process and has no status.json yet; try \
+                     again in a second",
+                    args.dest.display()
+                ))
+            }
+        },
+        Err(e) => return Err(e.to_string()),
+    };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&status).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!("{}", status.render());
+    }
+    Ok(ExitCode::SUCCESS)
+}
