@@ -67,11 +67,16 @@ pub struct SourceClusterOptions {
     pub partition_max_bytes: i32,
     /// The metadata is asked again when older than this (Kafka's `metadata.max.age.ms`).
     pub metadata_max_age: Duration,
+    /// A refresh scheduled by an error waits at least this long after the previous attempt
+    /// (Kafka's `retry.backoff.ms`), so that rounds failing fast (a broker refusing
+    /// connections) do not ask Metadata each time.
+    pub metadata_refresh_backoff: Duration,
 }
 
 impl Default for SourceClusterOptions {
     /// 3 s to connect, 30 s per request, fetches held at most 100 ms, 50 MiB per fetch and
-    /// 1 MiB per partition (Kafka's consumer defaults), metadata at most 5 minutes old.
+    /// 1 MiB per partition (Kafka's consumer defaults), metadata at most 5 minutes old and
+    /// refreshed at most every 100 ms.
     fn default() -> Self {
         SourceClusterOptions {
             connect_timeout: Duration::from_secs(3),
@@ -80,6 +85,7 @@ impl Default for SourceClusterOptions {
             fetch_max_bytes: 50 << 20,
             partition_max_bytes: 1 << 20,
             metadata_max_age: Duration::from_secs(300),
+            metadata_refresh_backoff: Duration::from_millis(100),
         }
     }
 }
@@ -430,6 +436,7 @@ pub struct SourceCluster {
     options: SourceClusterOptions,
     metadata: Option<SourceMetadata>,
     metadata_at: Option<Instant>,
+    refreshed_at: Option<Instant>,
     stale: bool,
     last_metadata_error: Option<WireError>,
     brokers: HashMap<i32, BrokerConnection>,
@@ -493,6 +500,7 @@ impl SourceCluster {
             options,
             metadata: None,
             metadata_at: None,
+            refreshed_at: None,
             stale: true,
             last_metadata_error: None,
             brokers: HashMap::new(),
@@ -538,6 +546,20 @@ impl SourceCluster {
             }
     }
 
+    /// Refreshes stale metadata before a request, unless the last attempt was less than
+    /// [`SourceClusterOptions::metadata_refresh_backoff`] ago (and some metadata is at hand).
+    /// A failure keeps the old metadata: the partitions say what failed.
+    fn refresh_if_due(&mut self) {
+        let due = self.metadata.is_none()
+            || match self.refreshed_at {
+                None => true,
+                Some(at) => at.elapsed() >= self.options.metadata_refresh_backoff,
+            };
+        if due && self.metadata_is_stale() {
+            let _ = self.refresh_metadata();
+        }
+    }
+
     /// The metadata, asked again first if it is stale.
     pub fn metadata(&mut self) -> Result<&SourceMetadata, ClusterError> {
         if self.metadata_is_stale() {
@@ -563,6 +585,7 @@ impl SourceCluster {
     /// then the bootstrap addresses, until one answers. On failure the old metadata (if any)
     /// stays and is still used, marked stale.
     pub fn refresh_metadata(&mut self) -> Result<&SourceMetadata, ClusterError> {
+        self.refreshed_at = Some(Instant::now());
         let names = self.selection.exact_names();
         let mut tried: Vec<String> = Vec::new();
         let mut last: Option<WireError> = None;
@@ -798,9 +821,7 @@ impl SourceCluster {
         topic_id: TopicId,
         partition: PartitionIndex,
     ) -> Result<(&mut KafkaClient, String, i32), PartitionFetchError> {
-        if self.metadata_is_stale() {
-            let _ = self.refresh_metadata();
-        }
+        self.refresh_if_due();
         let leader = self.resolve(topic_id, partition).inspect_err(|e| {
             if !matches!(e, PartitionFetchError::NoMetadata { .. }) {
                 self.stale = true;
@@ -821,9 +842,7 @@ impl SourceCluster {
         timestamp: i64,
         isolation: FetchIsolation,
     ) -> Vec<Result<Offset, PartitionFetchError>> {
-        if self.metadata_is_stale() {
-            let _ = self.refresh_metadata();
-        }
+        self.refresh_if_due();
         let mut out: Vec<Option<Result<Offset, PartitionFetchError>>> =
             (0..partitions.len()).map(|_| None).collect();
         let mut groups: BTreeMap<i32, (String, Vec<(usize, String)>)> = BTreeMap::new();
@@ -898,10 +917,7 @@ impl SourceCluster {
     pub fn fetch(&mut self, requests: &[PartitionFetchRequest]) -> Vec<PartitionFetchResult> {
         let mut outcomes: Vec<Option<(Option<i32>, Outcome)>> =
             (0..requests.len()).map(|_| None).collect();
-        if self.metadata_is_stale() {
-            // On failure the old metadata (if any) is used; the partitions say what failed.
-            let _ = self.refresh_metadata();
-        }
+        self.refresh_if_due();
         let mut jobs: BTreeMap<i32, Vec<JobItem>> = BTreeMap::new();
         let mut addresses: BTreeMap<i32, String> = BTreeMap::new();
         let mut seen = HashSet::new();
@@ -1340,6 +1356,7 @@ mod tests {
         SourceClusterOptions {
             connect_timeout: Duration::from_secs(1),
             request_timeout: Duration::from_secs(2),
+            metadata_refresh_backoff: Duration::ZERO,
             ..SourceClusterOptions::default()
         }
     }
@@ -1589,6 +1606,43 @@ mod tests {
         assert!(results.iter().all(|r| r.broker == Some(1)), "{results:?}");
         assert!(results.iter().all(|r| records(r).batches.len() == 3));
         assert_eq!(source.request_stats()[&2].failed_requests, 1);
+    }
+
+    #[test]
+    fn refreshes_after_errors_wait_for_the_backoff() {
+        let fake = fake();
+        let mut source = SourceCluster::new(
+            &fake.address(1),
+            TopicSelection::parse("orders").expect("selection"),
+            SourceClusterOptions {
+                metadata_refresh_backoff: Duration::from_secs(3600),
+                ..options()
+            },
+        );
+        source.metadata().expect("metadata");
+        fake.state().topics[0].partitions[0].leader = 2;
+        let metadata_requests = |fake: &FakeCluster| {
+            let state = fake.state();
+            state.count(1, ApiKey::Metadata) + state.count(2, ApiKey::Metadata)
+        };
+        assert_eq!(metadata_requests(&fake), 1);
+        for _ in 0..3 {
+            let results = source.fetch(&[request(ORDERS, 0, 0)]);
+            assert!(matches!(
+                results[0].outcome,
+                Err(PartitionFetchError::Leadership { code: 6, .. })
+            ));
+        }
+        assert_eq!(metadata_requests(&fake), 1, "no refresh within the backoff");
+        assert!(source.metadata_is_stale());
+        // Asked for explicitly, it refreshes at once.
+        source.refresh_metadata().expect("metadata");
+        assert_eq!(
+            records(&source.fetch(&[request(ORDERS, 0, 0)])[0])
+                .batches
+                .len(),
+            3
+        );
     }
 
     #[test]
