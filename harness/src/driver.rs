@@ -58,7 +58,7 @@ use kmirror_kernel::controller::{
 use kmirror_kernel::desired::DesiredState;
 use kmirror_kernel::effect::{Effect, LogEffect, RequestId};
 use kmirror_kernel::fetch::FetchResponse;
-use kmirror_kernel::input::{FetchOutcome, Input};
+use kmirror_kernel::input::Input;
 use kmirror_kernel::log::LogView;
 use kmirror_kernel::partition::{PartitionMirror, Step};
 use kmirror_kernel::state::MirrorState;
@@ -142,7 +142,6 @@ pub struct Driver {
     timer: Option<Timer>,
     fetcher_running: bool,
     now_ms: i64,
-    cause: &'static str,
     started: bool,
     events: Vec<Event>,
     stats: Stats,
@@ -194,7 +193,6 @@ impl Driver {
             timer: None,
             fetcher_running: false,
             now_ms: 0,
-            cause: "",
             started: false,
             events: Vec::new(),
             stats: Stats::default(),
@@ -547,18 +545,9 @@ impl Driver {
 
     /// Feeds one input to the kernel and executes the effects, in order.
     fn feed(&mut self, input: Input, fetched: &[RawBatch]) -> Result<(), DriverError> {
-        self.cause = match &input {
-            Input::LastMirroredEpochReceived { .. } => "LME truncation",
-            Input::FetchCompleted { outcome, .. } => {
-                self.stats.fetches += 1;
-                match outcome {
-                    FetchOutcome::Records { .. } => "records",
-                    FetchOutcome::Diverging(_) => "diverging epoch",
-                    FetchOutcome::OffsetOutOfRange { .. } => "offset out of range",
-                }
-            }
-            _ => "stop: truncation to LSO",
-        };
+        if matches!(input, Input::FetchCompleted { .. }) {
+            self.stats.fetches += 1;
+        }
         match self
             .kernel
             .handle(&self.options.mirror, input, &self.cluster.leader)
@@ -724,27 +713,27 @@ impl Driver {
         })?;
         let new_leo = leader.log_end_offset();
         match *effect {
-            LogEffect::TruncateTo { .. } => {
+            LogEffect::TruncateTo { cause, .. } => {
                 if leader.log_start_offset() != start {
                     self.events.push(Event::LeaderTruncatedFully {
                         from: leo,
                         start: leader.log_start_offset(),
-                        cause: self.cause.to_owned(),
+                        cause: cause.to_string(),
                     });
                 } else if new_leo < leo {
                     self.events.push(Event::LeaderTruncated {
                         from: leo,
                         to: new_leo,
-                        cause: self.cause.to_owned(),
+                        cause: cause.to_string(),
                     });
                 }
                 self.cluster.leader_truncated();
             }
-            LogEffect::TruncateFullyAndStartAt { offset } => {
+            LogEffect::TruncateFullyAndStartAt { offset, cause } => {
                 self.events.push(Event::LeaderTruncatedFully {
                     from: leo,
                     start: offset,
-                    cause: self.cause.to_owned(),
+                    cause: cause.to_string(),
                 });
                 self.cluster.leader_truncated();
             }

@@ -13,8 +13,10 @@ pub fn apply_log_effect<L: PartitionLog>(
     fetched: &[L::Batch],
 ) -> Result<(), L::Error> {
     match *effect {
-        LogEffect::TruncateTo { offset } => log.truncate_to(offset),
-        LogEffect::TruncateFullyAndStartAt { offset } => log.truncate_fully_and_start_at(offset),
+        LogEffect::TruncateTo { offset, .. } => log.truncate_to(offset),
+        LogEffect::TruncateFullyAndStartAt { offset, .. } => {
+            log.truncate_fully_and_start_at(offset)
+        }
         LogEffect::AppendFetched => log.append_as_follower(fetched),
         LogEffect::AbortTransaction {
             producer_id,

@@ -34,6 +34,37 @@ impl RequestId {
     }
 }
 
+/// Why the kernel truncates a log: the kernel labels each truncation, so an executor reporting
+/// it never has to guess from the input that caused it.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub enum TruncationCause {
+    /// PREPARING: the source answered no LME (Kafka's -1), so the log starts again at the
+    /// source's log start offset (`docs/design.md` 5.2).
+    NoLastMirroredEpoch,
+    /// PREPARING: LME truncation to the end of the last epoch both clusters share.
+    LastMirroredEpoch,
+    /// MIRRORING: the source answered a diverging epoch (KIP-320).
+    DivergingEpoch,
+    /// MIRRORING: the fetch offset is outside the source's log.
+    OffsetOutOfRange,
+    /// STOPPING: truncation to the last stable offset, so no half transaction survives.
+    LastStableOffset,
+}
+
+impl std::fmt::Display for TruncationCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TruncationCause::NoLastMirroredEpoch => {
+                "LME truncation (no LME: start at the source's log start offset)"
+            }
+            TruncationCause::LastMirroredEpoch => "LME truncation",
+            TruncationCause::DivergingEpoch => "diverging epoch",
+            TruncationCause::OffsetOutOfRange => "offset out of range",
+            TruncationCause::LastStableOffset => "stop: truncation to LSO",
+        })
+    }
+}
+
 /// One mutation of the partition's local log.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
 pub enum LogEffect {
@@ -41,11 +72,15 @@ pub enum LogEffect {
     TruncateTo {
         /// The new log end offset.
         offset: Offset,
+        /// Why.
+        cause: TruncationCause,
     },
     /// Empty the log and start it at `offset` (first-time mirroring, fetch out of range).
     TruncateFullyAndStartAt {
         /// The new log start offset.
         offset: Offset,
+        /// Why.
+        cause: TruncationCause,
     },
     /// Append the batches of the fetch response being handled, keeping their source epochs.
     AppendFetched,

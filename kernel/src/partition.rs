@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{MirrorConfig, StopStep, StopStrategy, TruncationQuorum};
 use crate::desired::DesiredState;
-use crate::effect::{Effect, LogEffect, RequestId};
+use crate::effect::{Effect, LogEffect, RequestId, TruncationCause};
 use crate::fetch::{divergence_truncation_offset, resolve_out_of_range, OutOfRangeResolution};
 use crate::input::{FetchOutcome, Input};
 use crate::log::LogView;
@@ -742,6 +742,7 @@ impl PartitionMirror {
             None => {
                 out.push(Effect::Log(LogEffect::TruncateFullyAndStartAt {
                     offset: source_log_start_offset,
+                    cause: TruncationCause::NoLastMirroredEpoch,
                 }));
                 source_log_start_offset
             }
@@ -757,7 +758,10 @@ impl PartitionMirror {
                     target = (target + 1).min(leo);
                 }
                 if target < leo {
-                    out.push(Effect::Log(LogEffect::TruncateTo { offset: target }));
+                    out.push(Effect::Log(LogEffect::TruncateTo {
+                        offset: target,
+                        cause: TruncationCause::LastMirroredEpoch,
+                    }));
                 }
                 target
             }
@@ -835,7 +839,10 @@ impl PartitionMirror {
             FetchOutcome::Diverging(diverging) => {
                 let offset = divergence_truncation_offset(cache, leo, diverging);
                 if offset < leo {
-                    out.push(Effect::Log(LogEffect::TruncateTo { offset }));
+                    out.push(Effect::Log(LogEffect::TruncateTo {
+                        offset,
+                        cause: TruncationCause::DivergingEpoch,
+                    }));
                 }
                 let epoch = cache.epoch_for_offset(offset - 1);
                 self.fetch(config, offset, epoch, out);
@@ -845,11 +852,17 @@ impl PartitionMirror {
                 log_end_offset,
             } => match resolve_out_of_range(leo, log_start_offset, log_end_offset) {
                 OutOfRangeResolution::TruncateTo(offset) => {
-                    out.push(Effect::Log(LogEffect::TruncateTo { offset }));
+                    out.push(Effect::Log(LogEffect::TruncateTo {
+                        offset,
+                        cause: TruncationCause::OffsetOutOfRange,
+                    }));
                     self.fetch(config, offset, cache.epoch_for_offset(offset - 1), out);
                 }
                 OutOfRangeResolution::TruncateFullyAndStartAt(offset) => {
-                    out.push(Effect::Log(LogEffect::TruncateFullyAndStartAt { offset }));
+                    out.push(Effect::Log(LogEffect::TruncateFullyAndStartAt {
+                        offset,
+                        cause: TruncationCause::OffsetOutOfRange,
+                    }));
                     self.fetch(config, offset, None, out);
                 }
                 OutOfRangeResolution::FetchFrom(offset) => {
@@ -961,7 +974,10 @@ impl PartitionMirror {
                                 view.last_stable_offset(log)
                             };
                             if lso < view.log_end_offset {
-                                out.push(Effect::Log(LogEffect::TruncateTo { offset: lso }));
+                                out.push(Effect::Log(LogEffect::TruncateTo {
+                                    offset: lso,
+                                    cause: TruncationCause::LastStableOffset,
+                                }));
                                 view.truncate_to(lso);
                             }
                         }

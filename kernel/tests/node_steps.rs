@@ -8,7 +8,7 @@ use kmirror_kernel::apply::apply_log_effect;
 use kmirror_kernel::config::{FetchIsolation, MirrorConfig};
 use kmirror_kernel::coordinator::Coordinator;
 use kmirror_kernel::desired::DesiredState;
-use kmirror_kernel::effect::{Effect, LogEffect, RequestId};
+use kmirror_kernel::effect::{Effect, LogEffect, RequestId, TruncationCause};
 use kmirror_kernel::input::{FetchOutcome, Input};
 use kmirror_kernel::mem_log::MemLog;
 use kmirror_kernel::node::{
@@ -201,7 +201,10 @@ impl Node {
             vec![
                 tagged(
                     key,
-                    Effect::Log(LogEffect::TruncateFullyAndStartAt { offset: 0 })
+                    Effect::Log(LogEffect::TruncateFullyAndStartAt {
+                        offset: 0,
+                        cause: TruncationCause::NoLastMirroredEpoch,
+                    })
                 ),
                 tagged(key, Effect::StartFetcher)
             ],

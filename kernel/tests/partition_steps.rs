@@ -7,7 +7,7 @@ use kmirror_kernel::batch::{BatchHeader, LeaderBatch, ProducerBatchInfo};
 use kmirror_kernel::config::{FetchIsolation, MirrorConfig, StopStrategy, TruncationQuorum};
 use kmirror_kernel::coordinator::Coordinator;
 use kmirror_kernel::desired::DesiredState;
-use kmirror_kernel::effect::{Effect, LogEffect, RequestId};
+use kmirror_kernel::effect::{Effect, LogEffect, RequestId, TruncationCause};
 use kmirror_kernel::input::{FenceReason, FetchOutcome, Input};
 use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::mem_log::MemLog;
@@ -225,7 +225,8 @@ fn first_time_mirroring_truncates_fully_then_waits_for_every_isr_member() {
     assert_eq!(
         effects,
         vec![Effect::Log(LogEffect::TruncateFullyAndStartAt {
-            offset: 10
+            offset: 10,
+            cause: TruncationCause::NoLastMirroredEpoch,
         })]
     );
     assert_eq!(d.log.log_start_offset(), 10);
@@ -306,7 +307,8 @@ fn unclean_election_support_waits_for_every_replica_not_just_the_isr() {
     assert_eq!(
         effects,
         vec![Effect::Log(LogEffect::TruncateFullyAndStartAt {
-            offset: 0
+            offset: 0,
+            cause: TruncationCause::NoLastMirroredEpoch,
         })]
     );
     assert!(matches!(d.mirror.step(), Step::AwaitingReplicas { .. }));
@@ -330,7 +332,13 @@ fn lme_truncation_cuts_at_the_start_of_the_first_epoch_above_the_lme() {
         }),
         source_log_start_offset: 0,
     });
-    assert_eq!(effects[0], Effect::Log(LogEffect::TruncateTo { offset: 6 }));
+    assert_eq!(
+        effects[0],
+        Effect::Log(LogEffect::TruncateTo {
+            offset: 6,
+            cause: TruncationCause::LastMirroredEpoch,
+        })
+    );
     assert_eq!(d.log.log_end_offset(), 6);
 }
 
@@ -351,7 +359,13 @@ fn lme_between_local_epochs_keeps_the_floor_epoch() {
         }),
         source_log_start_offset: 0,
     });
-    assert_eq!(effects[0], Effect::Log(LogEffect::TruncateTo { offset: 3 }));
+    assert_eq!(
+        effects[0],
+        Effect::Log(LogEffect::TruncateTo {
+            offset: 3,
+            cause: TruncationCause::LastMirroredEpoch,
+        })
+    );
 }
 
 #[test]
@@ -373,7 +387,13 @@ fn lme_truncation_never_keeps_more_than_the_other_side_mirrored() {
         }),
         source_log_start_offset: 0,
     });
-    assert_eq!(effects[0], Effect::Log(LogEffect::TruncateTo { offset: 7 }));
+    assert_eq!(
+        effects[0],
+        Effect::Log(LogEffect::TruncateTo {
+            offset: 7,
+            cause: TruncationCause::LastMirroredEpoch,
+        })
+    );
 }
 
 #[test]
@@ -496,7 +516,10 @@ fn a_diverging_epoch_truncates_like_a_kafka_follower() {
     assert_eq!(
         effects,
         vec![
-            Effect::Log(LogEffect::TruncateTo { offset: 3 }),
+            Effect::Log(LogEffect::TruncateTo {
+                offset: 3,
+                cause: TruncationCause::DivergingEpoch,
+            }),
             fetch(3, Some(1))
         ]
     );
@@ -515,7 +538,10 @@ fn out_of_range_below_the_source_start_restarts_from_it() {
     assert_eq!(
         effects,
         vec![
-            Effect::Log(LogEffect::TruncateFullyAndStartAt { offset: 20 }),
+            Effect::Log(LogEffect::TruncateFullyAndStartAt {
+                offset: 20,
+                cause: TruncationCause::OffsetOutOfRange,
+            }),
             fetch(20, None)
         ]
     );
@@ -662,7 +688,10 @@ fn stop_truncates_to_the_lso_when_data_is_not_yet_stable() {
     assert_eq!(
         effects,
         vec![
-            Effect::Log(LogEffect::TruncateTo { offset: 2 }),
+            Effect::Log(LogEffect::TruncateTo {
+                offset: 2,
+                cause: TruncationCause::LastStableOffset,
+            }),
             Effect::WriteLastMirroredEpoch {
                 request: RequestId(8),
                 key: key(),

@@ -13,7 +13,7 @@ use kmirror_kernel::batch::{BatchHeader, ControlType};
 use kmirror_kernel::config::{MirrorConfig, StopOrder, StopStep};
 use kmirror_kernel::coordinator::Coordinator;
 use kmirror_kernel::desired::DesiredState;
-use kmirror_kernel::effect::{Effect, LogEffect, RequestId};
+use kmirror_kernel::effect::{Effect, LogEffect, RequestId, TruncationCause};
 use kmirror_kernel::input::Input;
 use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::mem_log::MemLog;
@@ -192,7 +192,10 @@ fn lme(request: u64, epoch: i32, offset: i64) -> Effect {
 }
 
 fn truncate(offset: i64) -> Effect {
-    Effect::Log(LogEffect::TruncateTo { offset })
+    Effect::Log(LogEffect::TruncateTo {
+        offset,
+        cause: TruncationCause::LastStableOffset,
+    })
 }
 
 fn reset(leader_epoch: i32) -> Effect {
