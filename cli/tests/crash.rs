@@ -9,6 +9,14 @@
 //!   as Kafka's does when an append dies after assigning the epoch);
 //! - the persisted mirror state only moves forward, the epoch is bumped at most once per stop,
 //!   at most one MIRROR_PID_RESET is written, and a restart resumes from the persisted state.
+//!
+//! A SIGKILL loses nothing the process wrote (the page cache survives it). A machine crash
+//! also loses what was not fsynced, which under `--flush kafka` (the default) is any tail of
+//! mirrored batches past a log's recovery point. So after each kill while mirroring, a copy of
+//! the destination also gets a **machine crash**: every replica's log loses a random tail past
+//! its recovery point, cut at a write boundary of a fetch round or inside a batch (a torn
+//! write), later segments gone. The copy must reopen (the tail cut), still be a prefix of the
+//! source with nothing below a high watermark lost, and a restart must converge with the source.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -17,7 +25,10 @@ use std::time::{Duration, Instant};
 
 use kmirror_harness::driver::cluster::CONFIG_FILE;
 use kmirror_harness::driver::Cluster;
-use kmirror_harness::file_log::FileLog;
+use kmirror_harness::file_log::{
+    decode_offset_checkpoint, FileLog, TopicPartition, HIGH_WATERMARK_FILE, RECOVERY_POINT_FILE,
+};
+use kmirror_harness::record_batch::batch_size_from_prefix;
 use kmirror_kernel::batch::ControlType;
 use kmirror_kernel::log::LogView;
 use kmirror_kernel::records::MirrorPartitionStateValue;
@@ -282,6 +293,134 @@ fn check_followers(v: &View, what: &str, leader_truncated: bool) {
     }
 }
 
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// What a machine crash does to the partition directory `dir`: whatever lies past both the
+/// recovery point and the checkpointed high watermark may never have been fsynced (under
+/// `--flush kafka` the high watermark is checkpointed only after a flush, so that is the
+/// recovery point; under `every-append` every append was fsynced, so this is pessimistic), so
+/// the log keeps its files up to a random point at or past it: the end of a batch (a fetch
+/// round's write boundary), the middle of one (a torn write), or everything. Later segments are
+/// lost. Returns that floor, the checkpointed high watermark, and whether bytes were cut.
+fn machine_crash(dir: &Path, rng: &mut Rng) -> (Offset, Offset, bool) {
+    let tp = TopicPartition::new("orders", 0).unwrap();
+    let checkpoint = |name: &str| {
+        let file = dir.join(name);
+        fs::read_to_string(&file)
+            .ok()
+            .and_then(|t| decode_offset_checkpoint(&t, &file, &tp).ok().flatten())
+            .unwrap_or(0)
+    };
+    let hw = checkpoint(HIGH_WATERMARK_FILE);
+    let recovery_point = checkpoint(RECOVERY_POINT_FILE).max(hw);
+    let mut segments: Vec<(Offset, PathBuf)> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .map(|p| {
+            let base = p.file_stem().unwrap().to_str().unwrap().parse().unwrap();
+            (base, p)
+        })
+        .collect();
+    segments.sort();
+    // Every place the crash may cut: (segment index, byte position).
+    let mut cuts = Vec::new();
+    for (i, (_, path)) in segments.iter().enumerate() {
+        let bytes = fs::read(path).unwrap();
+        let mut pos = 0usize;
+        while pos + 61 <= bytes.len() {
+            let Ok(size) = batch_size_from_prefix(&bytes[pos..]) else {
+                break;
+            };
+            if pos + size > bytes.len() {
+                break;
+            }
+            if base_offset(&bytes[pos..]) >= recovery_point {
+                cuts.push((i, pos as u64));
+                cuts.push((i, (pos + size / 2) as u64));
+            }
+            pos += size;
+        }
+    }
+    if cuts.is_empty() {
+        return (recovery_point, hw, false);
+    }
+    let pick = rng.between(0, cuts.len() as u64) as usize;
+    let Some(&(i, position)) = cuts.get(pick) else {
+        return (recovery_point, hw, false); // the crash lost nothing
+    };
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&segments[i].1)
+        .unwrap()
+        .set_len(position)
+        .unwrap();
+    for (base, path) in &segments[i + 1..] {
+        fs::remove_file(path).unwrap();
+        let _ = fs::remove_file(dir.join(format!("{base:020}.index")));
+    }
+    (recovery_point, hw, true)
+}
+
+/// A copy of `root`'s `east` and `west` in `copy`, west's replicas crashed as a machine crash
+/// would; checks the copy reopens as a prefix of the source with nothing below the high
+/// watermark lost, then that a restart converges with the source. Returns the tails cut.
+fn check_machine_crash(root: &Path, copy: &Path, source: &[Vec<u8>], rng: &mut Rng) -> usize {
+    if !root.join("west").join(CONFIG_FILE).exists() {
+        return 0; // killed while creating the destination
+    }
+    copy_dir(&root.join("east"), &copy.join("east"));
+    copy_dir(&root.join("west"), &copy.join("west"));
+    let west = copy.join("west");
+    let mut cut = 0;
+    let (mut leader_floor, mut leader_hw) = (0, 0);
+    for b in 0..3 {
+        let dir = west.join(format!("broker-{b}")).join("orders-0");
+        if dir.is_dir() {
+            let (floor, hw, was_cut) = machine_crash(&dir, rng);
+            cut += usize::from(was_cut);
+            if b == 0 {
+                (leader_floor, leader_hw) = (floor, hw);
+            }
+        }
+    }
+    let Some(v) = view(&west, "east") else {
+        return cut;
+    };
+    let what = format!("machine crash of {}", copy.display());
+    let leader = leader_bytes(&v);
+    assert!(
+        is_prefix(&leader, source),
+        "{what}: not a prefix of the source"
+    );
+    assert!(
+        v.leo >= leader_floor && v.hw == leader_hw,
+        "{what}: LEO {} / HW {} against the recovery point {leader_floor} and the checkpointed \
+         HW {leader_hw}: data below the HW lost",
+        v.leo,
+        v.hw
+    );
+    check_followers(&v, &what, false);
+    run_ok(copy, MIRROR);
+    let v = view(&west, "east").unwrap();
+    if let Err(e) = same(&leader_bytes(&v), source) {
+        panic!("{what}: no convergence after the restart: {e}");
+    }
+    assert_eq!(v.hw, v.leo, "{what}");
+    fs::remove_dir_all(copy).unwrap();
+    cut
+}
+
 const MIRROR: &[&str] = &[
     "mirror",
     "--source",
@@ -349,16 +488,31 @@ fn sigkill_at_random_points_loses_nothing_acknowledged() {
     let mut last_hw = 0;
     let mut last_state_epoch = -1;
     let mut kills = 0;
-    for _ in 0..8 {
-        let delay = rng.between(40, 400);
-        if !run_killed(root, MIRROR, delay) {
+    let (mut machine_crashes, mut tails_cut) = (0, 0);
+    for attempt in 0..16 {
+        // Both flush policies get killed: `kafka` (the default) leaves mirrored batches in the
+        // page cache, `every-append` fsyncs each fetch round (and is slower, so more kills land
+        // before it catches up).
+        let flush = if attempt % 2 == 0 {
+            "kafka"
+        } else {
+            "every-append"
+        };
+        let mut template = MIRROR.to_vec();
+        template.extend(["--flush", flush]);
+        let delay = rng.between(10, 150);
+        if !run_killed(root, &template, delay) {
             break;
         }
         kills += 1;
+        // Before anything reopens (and so recovers) the original.
+        let copy = root.join(format!("machine-crash-{kills}"));
+        tails_cut += check_machine_crash(root, &copy, &source_bytes, &mut rng);
+        machine_crashes += 1;
         let Some(v) = view(&west, "east") else {
             continue;
         };
-        let what = format!("mirroring, kill {kills} after {delay} ms");
+        let what = format!("mirroring (--flush {flush}), kill {kills} after {delay} ms");
         let leader = leader_bytes(&v);
         assert!(
             is_prefix(&leader, &source_bytes),
@@ -391,6 +545,7 @@ fn sigkill_at_random_points_loses_nothing_acknowledged() {
         last_hw = v.hw;
     }
     assert!(kills >= 3, "only {kills} kills landed while mirroring");
+    assert!(tails_cut >= 1, "no machine crash cut a tail");
     let before = view(&west, "east").and_then(|v| v.state.map(|s| s.state));
     let out = run_ok(root, MIRROR);
     if before == Some(MirrorState::Mirroring) {
@@ -613,7 +768,8 @@ fn sigkill_at_random_points_loses_nothing_acknowledged() {
         panic!("east did not catch up with west: {e}");
     }
     eprintln!(
-        "crash test: {kills} + {stop_kills} + {back_kills} kills in {:.1} s",
+        "crash test: {kills} + {stop_kills} + {back_kills} kills, {machine_crashes} machine \
+         crashes ({tails_cut} replica tails cut or torn past the recovery point) in {:.1} s",
         started.elapsed().as_secs_f64()
     );
     assert!(started.elapsed() < Duration::from_secs(120));
