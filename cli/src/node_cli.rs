@@ -326,16 +326,27 @@ fn resolve_topics(meta: &NodeMeta, topics: &str) -> Result<(Vec<String>, TopicRe
     Ok((selected.into_iter().collect(), errors))
 }
 
-fn request_topics(
+/// A `stop`, `pause` or `resume` of some topics of a node destination.
+struct TopicsRequest<'a> {
     verb: Verb,
-    dest: &Path,
-    topics: Option<&str>,
-    mirror: Option<&str>,
+    dest: &'a Path,
+    topics: Option<&'a str>,
+    mirror: Option<&'a str>,
+}
+
+fn request_topics(
+    request: TopicsRequest<'_>,
     options: NodeDriverOptions,
     source: Option<SourceCluster>,
     until: NodeUntil,
     quiet: bool,
 ) -> Result<ExitCode, String> {
+    let TopicsRequest {
+        verb,
+        dest,
+        topics,
+        mirror,
+    } = request;
     let mut clock = SystemClock;
     if NodeDest::is_single_partition(dest) && topics.is_some() {
         return Err(NodeError::SinglePartition {
@@ -450,10 +461,12 @@ pub fn stop(args: StopArgs) -> Result<ExitCode, String> {
         StopStrategyArg::AbortOpenTransactions => StopStrategy::AbortOpenTransactions,
     };
     request_topics(
-        Verb::Stop,
-        &args.dest,
-        args.topics.as_deref(),
-        args.mirror.as_deref(),
+        TopicsRequest {
+            verb: Verb::Stop,
+            dest: &args.dest,
+            topics: args.topics.as_deref(),
+            mirror: args.mirror.as_deref(),
+        },
         options(None, strategy),
         None,
         NodeUntil::Settled,
@@ -464,10 +477,12 @@ pub fn stop(args: StopArgs) -> Result<ExitCode, String> {
 /// `kmirror pause --dest DIR --topics LIST`.
 pub fn pause(args: PauseArgs) -> Result<ExitCode, String> {
     request_topics(
-        Verb::Pause,
-        &args.dest,
-        args.topics.as_deref(),
-        None,
+        TopicsRequest {
+            verb: Verb::Pause,
+            dest: &args.dest,
+            topics: args.topics.as_deref(),
+            mirror: None,
+        },
         options(None, StopStrategy::TruncateToLso),
         None,
         NodeUntil::Settled,
@@ -494,10 +509,12 @@ pub fn resume(args: ResumeArgs) -> Result<ExitCode, String> {
         (None, NodeUntil::Settled)
     };
     request_topics(
-        Verb::Resume,
-        &args.dest,
-        args.topics.as_deref(),
-        None,
+        TopicsRequest {
+            verb: Verb::Resume,
+            dest: &args.dest,
+            topics: args.topics.as_deref(),
+            mirror: None,
+        },
         options(Some(&args.run), StopStrategy::TruncateToLso),
         source,
         until,

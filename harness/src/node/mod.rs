@@ -8,7 +8,7 @@
 //!   with a live [`SourceCluster`](crate::wire::SourceCluster) as the source (one Fetch per
 //!   source broker per round).
 //! - [`status`]: per-partition progress and the per-topic rollup.
-//! - [`error`]: [`NodeError`].
+//! - [`error`]: what fails, as [`NodeError`].
 //!
 //! The single-partition cluster directory ([`driver`](crate::driver)) stays as it is; the two
 //! formats refuse each other with a message naming the right commands.

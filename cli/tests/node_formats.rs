@@ -1,0 +1,105 @@
+//! The two destination formats refuse each other with a message naming the right commands, and
+//! bad `--topics` input is a one-line error (exit code 2) that creates nothing.
+
+use std::process::{Command, Output};
+
+fn kmirror(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kmirror"))
+        .args(args)
+        .output()
+        .expect("run kmirror")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn a_single_partition_destination_is_never_read_as_a_node_destination() {
+    let tmp = tempfile::tempdir().unwrap();
+    let single = tmp.path().join("east");
+    let single = single.to_str().unwrap();
+    let out = kmirror(&["produce", "--dir", single, "--topic", "orders", "plain:2"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    for args in [
+        vec!["stop", "--dest", single, "--topics", "orders"],
+        vec!["pause", "--dest", single, "--topics", "orders"],
+        vec!["resume", "--dest", single, "--topics", "orders"],
+        vec![
+            "mirror",
+            "--source-bootstrap",
+            "127.0.0.1:1",
+            "--topics",
+            "orders",
+            "--dest",
+            single,
+        ],
+    ] {
+        let out = kmirror(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("single-partition cluster directory"),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("without --topics"), "{args:?}: {err}");
+    }
+    // The single-partition commands still read it.
+    let out = kmirror(&["status", "--dest", single]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn bad_topics_input_is_one_line_and_creates_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dest = tmp.path().join("west");
+    let dest_s = dest.to_str().unwrap();
+    // An unreachable source: nothing is created.
+    let out = kmirror(&[
+        "mirror",
+        "--source-bootstrap",
+        "127.0.0.1:1",
+        "--topics",
+        "orders,pay.*",
+        "--dest",
+        dest_s,
+        "--until-caught-up",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).starts_with("kmirror: "), "{}", stderr(&out));
+    assert!(!dest.exists());
+    // A bad selection.
+    let out = kmirror(&[
+        "mirror",
+        "--source-bootstrap",
+        "127.0.0.1:1",
+        "--topics",
+        "a/b",
+        "--dest",
+        dest_s,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    // --topics and --topic exclude each other; --topics needs --source-bootstrap.
+    let out = kmirror(&[
+        "mirror",
+        "--source-bootstrap",
+        "127.0.0.1:1",
+        "--topics",
+        "orders",
+        "--topic",
+        "orders",
+        "--dest",
+        dest_s,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    // Not a node destination at all.
+    std::fs::create_dir_all(&dest).unwrap();
+    let out = kmirror(&["stop", "--dest", dest_s, "--topics", "orders"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("not a node destination"),
+        "{}",
+        stderr(&out)
+    );
+}
