@@ -906,7 +906,8 @@ impl PartitionMirror {
     ///   running it again would cut the stop's own writes), or the LSO is the LEO; with
     ///   `AbortOpenTransactions`: no transaction is open;
     /// - LME: only the coordinator's acknowledgement (`lme_acked`, this call) says so: the record
-    ///   is not read back, so a re-entry writes it again (idempotent when nothing changed);
+    ///   is not read back, so a re-entry writes it again (idempotent when nothing changed); on
+    ///   the acknowledgement the runner resumes after the LME step;
     /// - reset: the last batch is a `MIRROR_PID_RESET` at the stop epoch or later.
     ///
     /// Log effects are applied only after `handle` returns, so the steps after one read
@@ -930,7 +931,16 @@ impl PartitionMirror {
         // Every write of this stop carries at least `stop_epoch`; mirrored epochs are below it.
         let stop_epoch = stored.leader_epoch;
         let mut view = StopLog::new(log, stop_epoch);
-        for step in config.stop_order.steps() {
+        // On the LME's acknowledgement the steps before it are done: the call that sent the
+        // write ran them (a step that waits returns before the LME), and only this stop's own
+        // effects change the leader's log. They are not re-derived: a truncation to the LSO
+        // can cut a closed transaction's marker, and looking again would truncate further.
+        let first = if lme_acked {
+            config.stop_order.position(StopStep::Lme) + 1
+        } else {
+            0
+        };
+        for step in config.stop_order.steps().into_iter().skip(first) {
             match step {
                 StopStep::Bump => {
                     if bumped {
