@@ -193,7 +193,7 @@ pub enum FlushPolicy {
     #[default]
     Kafka,
     /// Every append fsyncs its segment before returning (and every high-watermark change is
-    /// checkpointed): nothing appended is lost in a crash. For the paranoid; about 5x slower
+    /// checkpointed): nothing appended is lost in a crash. For the paranoid; about 3x slower
     /// mirroring (BENCHMARKS.md section 5).
     EveryAppend,
     /// No append fsyncs, not even a leader append: only [`FileLog::flush`],
