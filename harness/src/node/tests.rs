@@ -275,3 +275,33 @@ fn the_source_growing_grows_the_destination() {
     assert_eq!(driver.dest().meta().topics["pay.eu"].partitions, 3);
     assert_same_bytes(&fake, &driver, PAY_EU, 2);
 }
+
+#[test]
+fn a_source_leader_change_is_followed() {
+    let fake = fake();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut driver, mut clock) = mirrored(&fake, &dir.path().join("west"));
+    // orders-0 moves from broker 1 to broker 2 (epoch 6), which gets one more batch.
+    {
+        let mut state = fake.state();
+        let p = &mut state.topics[0].partitions[0];
+        p.leader = 2;
+        p.epoch = 6;
+        let base = p.batches.last().unwrap().header().last_offset + 1;
+        let header = kmirror_kernel::batch::BatchHeader::plain(base, base + 1, 6);
+        p.batches
+            .push(crate::record_batch::RawBatch::synthesize(&header, 2_000).unwrap());
+    }
+    let before = fake.state().count(2, ApiKey::Fetch);
+    // The next round finds broker 1 no longer leading: retryable, the metadata is refreshed.
+    for _ in 0..5 {
+        clock.now_ms += 10;
+        driver.step(clock.now_ms).unwrap();
+    }
+    run_until_caught_up(&mut driver, &mut clock);
+    let key = PartitionKey::new(ORDERS, 0);
+    assert_eq!(driver.node().source_leader(&key), Some(2));
+    assert_same_bytes(&fake, &driver, ORDERS, 0);
+    assert!(fake.state().count(2, ApiKey::Fetch) > before);
+    assert_eq!(driver.persisted_state(&key), MirrorState::Mirroring);
+}
