@@ -58,12 +58,13 @@ use im::OrdSet;
 use kmirror_kernel::config::FetchIsolation;
 use kmirror_kernel::controller::{TopicCatalogue, TopicInfo};
 use kmirror_kernel::desired::DesiredState;
-use kmirror_kernel::fetch::{
-    divergence_truncation_offset, resolve_out_of_range, serve_fetch, FetchResponse,
-    OutOfRangeResolution,
-};
+use kmirror_kernel::fetch::serve_fetch;
 use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::records::MirrorPartitionStateValue;
+use kmirror_kernel::replication::{
+    follower_fetch, follower_high_watermark, is_under_min_isr, leader_high_watermark,
+    FollowerLogOp, FollowerState, HwReplica,
+};
 use kmirror_kernel::state::{MirrorState, TransitionTable};
 use kmirror_kernel::types::{BrokerId, LeaderEpoch, MirrorName, MirrorPartition, Offset, TopicId};
 
@@ -799,8 +800,9 @@ pub struct Follower {
     pub id: BrokerId,
     /// Its log.
     pub log: FileLog,
-    /// The fetch offset of its last valid (records) fetch: what the leader knows it has.
-    acked: Option<Offset>,
+    /// The leader's record of it (Kafka's `ReplicaState`): its LEO is the fetch offset of its
+    /// last fetch served records, what the leader knows it has.
+    state: FollowerState,
 }
 
 /// A cluster directory with its logs open: the leader, the followers and `__mirror_state`.
@@ -852,7 +854,7 @@ impl Cluster {
                 followers.push(Follower {
                     id: b,
                     log,
-                    acked: None,
+                    state: FollowerState::EMPTY,
                 });
             }
         }
@@ -886,7 +888,7 @@ impl Cluster {
     /// so the high watermark waits for their next valid fetch.
     pub fn leader_truncated(&mut self) {
         for f in &mut self.followers {
-            f.acked = None;
+            f.state = FollowerState::EMPTY;
         }
     }
 
@@ -904,14 +906,17 @@ impl Cluster {
     }
 
     /// One replication round: every follower fetches once from the leader as a Kafka follower
-    /// does (KIP-320 divergence and out-of-range truncation by the kernel's rules), then the
-    /// high watermarks move: the leader's to the smallest offset the ISR acknowledged, each
-    /// follower's to the leader's capped by its own log end offset.
+    /// does (the kernel's [`follower_fetch`]: appends, KIP-320 divergence and out-of-range
+    /// truncation; the leader credits the fetch offset of a fetch served records), then the
+    /// high watermarks move: the leader's to the smallest LEO it credited an ISR member with,
+    /// each follower's to the leader's clamped into its log. (Followers learn the new HW in the
+    /// same round, where Kafka's learn it on their next fetch; the ISR is the controller
+    /// state's; no clock: caught-up times stay 0 and nothing waits for joiners.)
     pub fn replicate_round(&mut self, max_batches: usize) -> Result<RoundReport, DriverError> {
         let mut report = RoundReport::default();
         let leader = &self.leader;
         for f in &mut self.followers {
-            let before = (f.log.log_start_offset(), f.log.log_end_offset(), f.acked);
+            let before = (f.log.log_start_offset(), f.log.log_end_offset(), f.state);
             let leo = f.log.log_end_offset();
             let response = serve_fetch(
                 leader,
@@ -925,35 +930,31 @@ impl Cluster {
                 dir: dir.clone(),
                 source: Box::new(source),
             };
-            match response {
-                FetchResponse::Records(records) => {
-                    f.acked = Some(leo);
-                    f.log
-                        .append_as_follower(&records.batches)
-                        .map_err(log_err)?;
+            let fetch =
+                follower_fetch(response, leo, f.log.log_start_offset(), f.log.epoch_cache());
+            if let Some(r) = fetch.report {
+                f.state.update_fetch_state(
+                    r.fetch_offset,
+                    r.follower_log_start_offset,
+                    0,
+                    r.leader_log_end_offset,
+                );
+            }
+            match fetch.log_op {
+                Some(FollowerLogOp::Append(batches)) => {
+                    f.log.append_as_follower(&batches).map_err(log_err)?
                 }
-                FetchResponse::Diverging(diverging) => {
-                    let to = divergence_truncation_offset(f.log.epoch_cache(), leo, diverging);
-                    f.log.truncate_to(to).map_err(log_err)?;
+                Some(FollowerLogOp::TruncateTo(to)) => f.log.truncate_to(to).map_err(log_err)?,
+                Some(FollowerLogOp::TruncateFullyAndStartAt(start)) => {
+                    f.log.truncate_fully_and_start_at(start).map_err(log_err)?
                 }
-                FetchResponse::OffsetOutOfRange {
-                    log_start_offset,
-                    log_end_offset,
-                } => match resolve_out_of_range(leo, log_start_offset, log_end_offset) {
-                    OutOfRangeResolution::TruncateTo(to) => {
-                        f.log.truncate_to(to).map_err(log_err)?;
-                    }
-                    OutOfRangeResolution::TruncateFullyAndStartAt(start) => {
-                        f.log.truncate_fully_and_start_at(start).map_err(log_err)?;
-                    }
-                    OutOfRangeResolution::FetchFrom(_) => {}
-                },
+                None => {}
             }
             let after_leo = f.log.log_end_offset();
             if after_leo < leo || f.log.log_start_offset() != before.0 {
                 report.truncations.push((f.id, leo, after_leo));
             }
-            if (f.log.log_start_offset(), after_leo, f.acked) != before {
+            if (f.log.log_start_offset(), after_leo, f.state) != before {
                 report.changed = true;
             }
             report.fetched.push((f.id, after_leo));
@@ -962,17 +963,26 @@ impl Cluster {
         Ok(report)
     }
 
-    /// Moves the high watermarks (see [`Cluster::replicate_round`]); returns whether one moved.
+    /// Moves the high watermarks (see [`Cluster::replicate_round`]; the kernel's
+    /// [`leader_high_watermark`] with `min.insync.replicas` 1, and
+    /// [`follower_high_watermark`], forward only); returns whether one moved.
     pub fn update_high_watermarks(&mut self) -> Result<bool, DriverError> {
-        let isr = &self.dir.controller().isr;
-        let mut hw = self.leader.log_end_offset();
-        for f in &self.followers {
-            if isr.contains(&f.id) {
-                hw = hw.min(f.acked.unwrap_or(Offset::MIN));
-            }
-        }
+        let controller = self.dir.controller();
+        let isr = &controller.isr;
+        let remote = self.followers.iter().map(|f| HwReplica {
+            log_end_offset: f.state.log_end_offset,
+            in_isr: isr.contains(&f.id),
+            caught_up_and_eligible: false,
+        });
+        let under_min_isr = is_under_min_isr(isr.len(), 1, controller.replicas.len());
+        let new_hw = leader_high_watermark(
+            self.leader.high_watermark(),
+            self.leader.log_end_offset(),
+            remote,
+            under_min_isr,
+        );
         let mut changed = false;
-        if hw > self.leader.high_watermark() {
+        if let Some(hw) = new_hw {
             self.leader
                 .advance_high_watermark(hw)
                 .map_err(|source| DriverError::Log {
@@ -983,7 +993,11 @@ impl Cluster {
         }
         let leader_hw = self.leader.high_watermark();
         for f in &mut self.followers {
-            let hw = leader_hw.min(f.log.log_end_offset());
+            let hw = follower_high_watermark(
+                leader_hw,
+                f.log.log_start_offset(),
+                f.log.log_end_offset(),
+            );
             if hw > f.log.high_watermark() {
                 f.log
                     .advance_high_watermark(hw)
