@@ -1,16 +1,32 @@
 //! Plain Kafka replication inside one cluster: follower fetches, the high watermark, the ISR,
 //! leader elections, broker crashes and restarts. This is the world the mirroring kernel lives
-//! in, not mirroring logic; the divergence rules themselves are the kernel's
-//! ([`serve_fetch`], [`divergence_truncation_offset`], [`resolve_out_of_range`]).
+//! in, not mirroring logic. The replication rules themselves are the kernel's
+//! ([`kmirror_kernel::replication`]: what a follower does with a fetch answer, what the leader
+//! credits, the leader and follower HW, ISR expansion; the divergence rules of
+//! [`kmirror_kernel::fetch`]); this module keeps the world's part: the journal, feeding inputs
+//! to the kernels, elections, crashes.
+//!
+//! What the model simplifies (see the kernel module for Kafka's rules):
+//! - the leader's record of a follower is only its credited LEO ([`Replica::fetched_up_to`]):
+//!   the model has no clock, so no follower outside the ISR is ever "caught up and eligible"
+//!   for the HW to wait for, and `min.insync.replicas` is 1 (never under min ISR);
+//! - a follower learns the leader's HW when it moves, not on its next fetch;
+//! - ISR expansion compares the credited LEO with the leader's current LEO where Kafka uses the
+//!   start offset of the leader's epoch (the leader's LEO when elected): the model keeps no such
+//!   offset, and while the leader only appends its LEO is at or above it, so the model admits a
+//!   follower no earlier than Kafka does.
+//!
+//! [`Replica::fetched_up_to`]: crate::world::Replica::fetched_up_to
 
 use kmirror_kernel::config::FetchIsolation;
-use kmirror_kernel::fetch::{
-    divergence_truncation_offset, resolve_out_of_range, serve_fetch, FetchResponse,
-    OutOfRangeResolution,
-};
+use kmirror_kernel::fetch::serve_fetch;
 use kmirror_kernel::input::Input;
 use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::partition::{PartitionMirror, Step};
+use kmirror_kernel::replication::{
+    follower_fetch, follower_high_watermark, is_follower_in_sync, is_under_min_isr,
+    leader_high_watermark, FollowerLogOp, HwReplica,
+};
 use kmirror_kernel::types::BrokerId;
 
 use crate::config::ModelConfig;
@@ -18,10 +34,14 @@ use crate::executor::MAX_FETCH_BATCHES;
 use crate::journal::{self, Event, LogOp};
 use crate::world::{ClusterId, World, PARTITION, TOPIC_ID};
 
+/// The model's `min.insync.replicas` (Kafka's default).
+const MIN_INSYNC_REPLICAS: usize = 1;
+
 impl World {
-    /// Kafka's high-watermark rule: the leader's HW is the smallest LEO in the ISR; a follower's
-    /// HW is the leader's, capped by its own LEO. HWs only move forward here (truncation moves
-    /// them back).
+    /// Kafka's high-watermark rule ([`leader_high_watermark`]): the leader's HW is the smallest
+    /// LEO it credited an ISR member with (its own LEO for itself); a follower's HW is the
+    /// leader's, clamped into its log ([`follower_high_watermark`]). HWs only move forward here
+    /// (truncation moves them back).
     ///
     /// When the leader's HW moves, its kernel is told (`Input::HighWatermarkAdvanced`).
     pub fn update_high_watermarks(&mut self, config: &ModelConfig, c: ClusterId) {
@@ -32,33 +52,42 @@ impl World {
         for r in cluster.replicas.iter_mut() {
             r.fetched_up_to = r.fetched_up_to.min(leader_end);
         }
-        let isr_min = cluster
+        let remote = cluster
             .isr
             .iter()
-            .filter_map(|&b| cluster.replicas.get(b as usize).map(|r| (b, r)))
-            .filter(|(_, r)| r.alive)
-            .map(|(b, r)| {
-                if b == leader {
-                    leader_end
-                } else {
-                    r.fetched_up_to
-                }
-            })
-            .min();
+            .filter(|&&b| b != leader)
+            .filter_map(|&b| cluster.replicas.get(b as usize))
+            .map(|r| HwReplica {
+                log_end_offset: r.fetched_up_to,
+                in_isr: true,
+                caught_up_and_eligible: false,
+            });
+        let under_min_isr = is_under_min_isr(
+            cluster.isr.len(),
+            MIN_INSYNC_REPLICAS,
+            cluster.replicas.len(),
+        );
+        let leader_log = &cluster.replicas[leader as usize].log;
+        let new_hw = leader_high_watermark(
+            leader_log.high_watermark(),
+            leader_end,
+            remote,
+            under_min_isr,
+        );
         let leader_log = &mut cluster.replicas[leader as usize].log;
         let mut leader_advanced = false;
-        if let Some(hw) = isr_min {
-            if hw > leader_log.high_watermark() {
-                journal::record(|| advanced(c, leader, hw));
-                leader_advanced = leader_log.advance_high_watermark(hw).is_ok();
-            }
+        if let Some(hw) = new_hw {
+            journal::record(|| advanced(c, leader, hw));
+            leader_advanced = leader_log.advance_high_watermark(hw).is_ok();
         }
         let leader_hw = leader_log.high_watermark();
         for (b, replica) in cluster.replicas.iter_mut().enumerate() {
             if b as BrokerId == leader {
                 continue;
             }
-            let hw = leader_hw.min(replica.log.log_end_offset());
+            let log = &replica.log;
+            let hw =
+                follower_high_watermark(leader_hw, log.log_start_offset(), log.log_end_offset());
             if hw > replica.log.high_watermark() {
                 journal::record(|| advanced(c, b as BrokerId, hw));
                 let _ = replica.log.advance_high_watermark(hw);
@@ -70,8 +99,10 @@ impl World {
     }
 
     /// Whether follower `b` of cluster `c` has a reason to fetch: something to copy or truncate,
-    /// or a leader waiting for its report (Kafka followers fetch continuously; the model lets
-    /// them fetch only when it can change something).
+    /// an LEO its leader has not credited yet (the leader credits the fetch offset, so after
+    /// copying, one more fetch reports the new LEO), an HW to learn, an ISR to rejoin, or a
+    /// mirroring leader waiting for its report (Kafka followers fetch continuously; the model
+    /// lets them fetch only when it can change something).
     pub fn follower_behind(&self, c: ClusterId, b: BrokerId) -> bool {
         let cluster = self.cluster(c);
         let (Some(leader), Some(follower)) = (self.leader(c), cluster.replicas.get(b as usize))
@@ -84,7 +115,7 @@ impl World {
         follower.alive
             && cluster.leader != Some(b)
             && (awaited
-                || follower.fetched_up_to < follower.log.log_end_offset()
+                || follower.fetched_up_to != follower.log.log_end_offset()
                 || follower.log.batches() != leader.log.batches()
                 || follower.log.log_start_offset() != leader.log.log_start_offset()
                 || follower.log.high_watermark()
@@ -95,42 +126,36 @@ impl World {
                 || !cluster.isr.contains(&b))
     }
 
-    /// Follower `b` of cluster `c` fetches once from its leader, as a Kafka follower does.
+    /// Follower `b` of cluster `c` fetches once from its leader, as a Kafka follower does: the
+    /// kernel's [`follower_fetch`] decides the follower's log operation and what the leader
+    /// credits (the fetch offset of a fetch served records); a follower outside the ISR joins
+    /// it by [`is_follower_in_sync`], before the HW moves (Kafka's order).
     pub fn follower_fetch(&mut self, config: &ModelConfig, c: ClusterId, b: BrokerId) {
         let Some(leader) = self.leader(c) else { return };
         let follower = &self.cluster(c).replicas[b as usize];
+        let fetch_offset = follower.log.log_end_offset();
         let response = serve_fetch(
             &leader.log,
-            follower.log.log_end_offset(),
+            fetch_offset,
             follower.log.epoch_cache().latest_epoch(),
             FetchIsolation::Follower,
             MAX_FETCH_BATCHES,
         );
+        let fetch = follower_fetch(
+            response,
+            fetch_offset,
+            follower.log.log_start_offset(),
+            follower.log.epoch_cache(),
+        );
         let log = &mut self.cluster_mut(c).replicas[b as usize].log;
-        let leo = log.log_end_offset();
-        let fetched_records = matches!(response, FetchResponse::Records(_));
-        let op = match response {
-            FetchResponse::Records(records) if !records.batches.is_empty() => {
-                Some(LogOp::AppendAsFollower {
-                    batches: records.batches,
-                })
-            }
-            FetchResponse::Records(_) => None,
-            FetchResponse::Diverging(diverging) => Some(LogOp::TruncateTo {
-                offset: divergence_truncation_offset(log.epoch_cache(), leo, diverging),
-            }),
-            FetchResponse::OffsetOutOfRange {
-                log_start_offset,
-                log_end_offset,
-            } => match resolve_out_of_range(leo, log_start_offset, log_end_offset) {
-                OutOfRangeResolution::TruncateTo(offset) => Some(LogOp::TruncateTo { offset }),
-                OutOfRangeResolution::TruncateFullyAndStartAt(offset) => {
-                    Some(LogOp::TruncateFullyAndStartAt { offset })
+        if let Some(op) = fetch.log_op {
+            let op = match op {
+                FollowerLogOp::Append(batches) => LogOp::AppendAsFollower { batches },
+                FollowerLogOp::TruncateTo(offset) => LogOp::TruncateTo { offset },
+                FollowerLogOp::TruncateFullyAndStartAt(offset) => {
+                    LogOp::TruncateFullyAndStartAt { offset }
                 }
-                OutOfRangeResolution::FetchFrom(_) => None,
-            },
-        };
-        if let Some(op) = op {
+            };
             journal::record(|| Event::Log {
                 cluster: c,
                 broker: b,
@@ -147,14 +172,18 @@ impl World {
         }
         let follower_leo = log.log_end_offset();
         let cluster = self.cluster_mut(c);
-        if fetched_records {
-            cluster.replicas[b as usize].fetched_up_to = follower_leo;
+        if let Some(report) = fetch.report {
+            cluster.replicas[b as usize].fetched_up_to = report.fetch_offset;
         }
         let leader_id = cluster.leader.unwrap_or_default();
-        let caught_up = follower_leo == cluster.replicas[leader_id as usize].log.log_end_offset()
-            && cluster.replicas[b as usize].log.batches()
-                == cluster.replicas[leader_id as usize].log.batches();
-        let rejoins = caught_up && !cluster.isr.contains(&b);
+        let leader_log = &cluster.replicas[leader_id as usize].log;
+        let rejoins = fetch.report.is_some()
+            && !cluster.isr.contains(&b)
+            && is_follower_in_sync(
+                cluster.replicas[b as usize].fetched_up_to,
+                leader_log.high_watermark(),
+                Some(leader_log.log_end_offset()),
+            );
         if rejoins {
             cluster.isr.insert(b);
         }
