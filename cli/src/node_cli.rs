@@ -256,6 +256,11 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
         described.insert(topic, r);
     }
     refused |= !print_results(&format!("in mirror {mirror}"), &described);
+    if !described.values().any(Result::is_ok) {
+        // Every selected topic refused: nothing runs, nothing changes.
+        driver.close().map_err(|e| e.to_string())?;
+        return Ok(ExitCode::from(2));
+    }
     let names: Vec<String> = driver.dest().meta().topics.keys().cloned().collect();
     if names.is_empty() {
         return Err("no topic is mirrored; nothing to do".to_owned());
