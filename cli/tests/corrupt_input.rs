@@ -23,8 +23,18 @@ fn name(s: &str) -> MirrorName {
     MirrorName::new(s).unwrap()
 }
 
+/// Held while a test spawns a process and while one builds directories in-process: a child
+/// forked while another test holds a cluster lock inherits the lock's descriptor until its
+/// `exec`, and would make that test's next open find the directory busy.
+static SPAWN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn spawn_lock() -> std::sync::MutexGuard<'static, ()> {
+    SPAWN.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// A clean source `east` and a 2-replica destination `west` mirroring it, both closed.
 fn pristine(root: &Path) {
+    let _spawning = spawn_lock();
     let east = root.join("east");
     let config = ClusterConfig::new(name("east"), TOPIC, TopicId::from_u64(7));
     let mut cluster =
@@ -138,11 +148,13 @@ fn garbage_mirror_state_record(root: &Path) {
 /// Runs `command`, failing the test if it does not exit within 30 seconds.
 fn run_with_timeout(command: &mut Command, what: &str) -> std::process::Output {
     use std::process::Stdio;
+    let spawning = spawn_lock();
     let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    drop(spawning); // `spawn` returns once the child has exec'd (and closed our descriptors)
     let start = std::time::Instant::now();
     while child.try_wait().unwrap().is_none() {
         if start.elapsed() > std::time::Duration::from_secs(30) {
@@ -514,17 +526,23 @@ fn bad_arguments_are_usage_errors() {
             "--until-caught-up",
         ],
     ] {
-        let out = Command::new(bin).args(&args).output().unwrap();
+        let out = {
+            let _spawning = spawn_lock();
+            Command::new(bin).args(&args).output().unwrap()
+        };
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
     }
     for command in [
         "mirror", "stop", "start", "pause", "resume", "status", "produce", "demo", "verify",
     ] {
-        let out = Command::new(bin)
-            .args([command, "--help"])
-            .output()
-            .unwrap();
+        let out = {
+            let _spawning = spawn_lock();
+            Command::new(bin)
+                .args([command, "--help"])
+                .output()
+                .unwrap()
+        };
         assert!(out.status.success(), "{command} --help");
         assert!(String::from_utf8_lossy(&out.stdout).contains("Usage: kmirror"));
     }

@@ -86,8 +86,12 @@
 //! The driver adds the last rule for the data the records name: it flushes the mirrored log
 //! before every `__mirror_state` write, so the LME record's offset and the STOPPED state (after
 //! the `MIRROR_PID_RESET`) never name data a crash can take back. Everything the kernel was told
-//! is durable therefore is; what is not yet durable is exactly what the source still holds and
-//! nothing downstream has been promised. A crash of the process alone (SIGKILL) loses nothing,
+//! is durable therefore is; what is not yet durable is what the source still holds. A
+//! destination consumer may have read some of it below the in-memory high watermark; after a
+//! machine crash it is fetched again and reads the same bytes at the same offsets (unless the
+//! source deleted them meanwhile, as for any mirror lagging behind the source's retention, in
+//! which case the fetcher's out-of-range handling applies). A crash of the process alone
+//! (SIGKILL) loses nothing,
 //! since the page cache survives it; a crash of the machine loses at most the unflushed tail of
 //! mirrored batches. [`FlushPolicy::EveryAppend`] fsyncs every append and checkpoints every
 //! high-watermark change, for those who want the destination's own disk to hold every fetched
