@@ -500,8 +500,17 @@ fn sigkill_at_random_points_loses_nothing_acknowledged() {
         };
         let mut template = MIRROR.to_vec();
         template.extend(["--flush", flush]);
-        let delay = rng.between(10, 150);
-        if !run_killed(root, &template, delay) {
+        // The first kills, and every other one after, land right after a random effect (a
+        // write boundary: a fetch round appended, a state written), so that kills land however
+        // fast this machine mirrors; the others at a random time.
+        let (killed, at) = if attempt < 4 || attempt % 2 == 0 {
+            let n = rng.between(5, 60);
+            (run_halted(root, &template, n), format!("effect {n}"))
+        } else {
+            let delay = rng.between(10, 150);
+            (run_killed(root, &template, delay), format!("{delay} ms"))
+        };
+        if !killed {
             break;
         }
         kills += 1;
@@ -512,7 +521,7 @@ fn sigkill_at_random_points_loses_nothing_acknowledged() {
         let Some(v) = view(&west, "east") else {
             continue;
         };
-        let what = format!("mirroring (--flush {flush}), kill {kills} after {delay} ms");
+        let what = format!("mirroring (--flush {flush}), kill {kills} after {at}");
         let leader = leader_bytes(&v);
         assert!(
             is_prefix(&leader, &source_bytes),
