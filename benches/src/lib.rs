@@ -183,10 +183,18 @@ impl Executor {
                     request,
                     key,
                     value,
-                } => {
-                    self.coordinator.write_last_mirrored_epoch(&key, value);
-                    Input::LastMirroredEpochWritten { request }
-                }
+                    expected_state_epoch,
+                } => match self.coordinator.write_last_mirrored_epoch(
+                    &key,
+                    value,
+                    expected_state_epoch,
+                ) {
+                    Ok(_) => Input::LastMirroredEpochWritten { request },
+                    Err(refused) => Input::WriteFenced {
+                        request,
+                        reason: refused.reason(),
+                    },
+                },
                 Effect::StartFetcher | Effect::StopFetcher | Effect::SetWritable(_) => continue,
                 Effect::ScheduleRetry { .. } => panic!("nothing fails in the benchmarks"),
             };

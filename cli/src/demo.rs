@@ -332,7 +332,7 @@ pub fn run(dir: Option<&Path>, clock: &mut dyn Clock) -> Result<DemoReport, Driv
     let mut driver =
         Driver::from_cluster(cluster, Some(Box::new(LocalSource::open(&east)?)), options)?;
     while driver.cluster().leader.log_end_offset() < commit_offset {
-        if driver.step(clock.now_ms())?.is_some() {
+        if driver.run_once(clock.now_ms())?.is_some() {
             break;
         }
     }

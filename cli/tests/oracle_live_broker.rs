@@ -157,7 +157,7 @@ fn step_until(
     let deadline = Instant::now() + timeout;
     loop {
         let now = clock.now_ms();
-        let idle = driver.step(now).expect("driver step");
+        let idle = driver.run_once(now).expect("driver step");
         events.extend(driver.take_events());
         if done(driver, idle, events) {
             return;

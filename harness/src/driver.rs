@@ -18,10 +18,10 @@
 //! | `Log(_)` | [`apply_log_effect`] on the leader's [`FileLog`](crate::file_log::FileLog), with the fetched [`RawBatch`]es byte for byte |
 //! | `BumpLeaderEpoch` | the controller state file gets the new epoch (atomically) |
 //! | `SetWritable` | the `produce-gate` file the producer checks |
-//! | `ScheduleRetry` | a timer fired by [`Driver::step`] once the caller's clock passes it |
+//! | `ScheduleRetry` | a timer fired by [`Driver::run_once`] once the caller's clock passes it |
 //! | `StartFetcher` / `StopFetcher` | the fetch slot is opened / emptied |
 //!
-//! Completions are queued and fed one per [`Driver::step`], in order. Between them the followers
+//! Completions are queued and fed one per [`Driver::run_once`], in order. Between them the followers
 //! replicate from the leader (Kafka follower semantics, [`Cluster::replicate_round`]), report
 //! `ReplicaFetched` to the kernel, and the kernel hears `HighWatermarkAdvanced` whenever the
 //! leader's high watermark moves.
@@ -60,7 +60,7 @@ use kmirror_kernel::effect::{Effect, LogEffect, RequestId};
 use kmirror_kernel::fetch::FetchResponse;
 use kmirror_kernel::input::Input;
 use kmirror_kernel::log::LogView;
-use kmirror_kernel::partition::{PartitionMirror, Step};
+use kmirror_kernel::partition::{Activity, PartitionMirror};
 use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::{LeaderEpoch, MirrorName, MirrorPartition, Offset};
 
@@ -377,7 +377,7 @@ impl Driver {
     /// Does one unit of work: feeds the next completion, or runs a replication round, or serves
     /// the pending LME query or fetch, or fires a due retry timer. Returns why it is idle when
     /// there is nothing to do at `now_ms`.
-    pub fn step(&mut self, now_ms: i64) -> Result<Option<Idle>, DriverError> {
+    pub fn run_once(&mut self, now_ms: i64) -> Result<Option<Idle>, DriverError> {
         if !self.started {
             self.start(now_ms)?;
             return Ok(None);
@@ -392,7 +392,7 @@ impl Driver {
         }
         let mut idle = None;
         if let Some((request, key)) = self.pending_lme.clone() {
-            if *self.kernel.step() != Step::AwaitingLme(request) {
+            if *self.kernel.activity() != Activity::AwaitingLme(request) {
                 self.pending_lme = None;
             } else {
                 match self.source.as_mut() {
@@ -418,7 +418,7 @@ impl Driver {
             }
         }
         if let Some(f) = self.pending_fetch {
-            if *self.kernel.step() != Step::Fetching(f.request) {
+            if *self.kernel.activity() != Activity::Fetching(f.request) {
                 self.pending_fetch = None;
             } else if f.held {
                 idle = idle.or(Some(Idle::CaughtUp));
@@ -474,8 +474,8 @@ impl Driver {
         }
         Ok(Some(idle.unwrap_or(
             if matches!(
-                self.kernel.step(),
-                Step::AwaitingReplicas { .. } | Step::AwaitingPidResetCommit
+                self.kernel.activity(),
+                Activity::AwaitingReplicas { .. } | Activity::AwaitingPidResetCommit
             ) {
                 Idle::WaitingForReplicas
             } else {
@@ -495,7 +495,7 @@ impl Driver {
         let first_fetch = self.stats.fetches;
         loop {
             let now = clock.now_ms();
-            let idle = self.step(now)?;
+            let idle = self.run_once(now)?;
             on_step(self, now);
             if let Until::Fetches(n) = until {
                 if self.stats.fetches - first_fetch >= n && self.completions.is_empty() {
@@ -651,16 +651,32 @@ impl Driver {
                 request,
                 key,
                 value,
+                expected_state_epoch,
             } => {
                 self.flush_before_state_write()?;
-                self.cluster
-                    .state_log
-                    .write_last_mirrored_epoch(&key, value, now)?;
-                self.events.push(Event::LastMirroredEpochWritten {
-                    epoch: value.last_mirrored_epoch,
-                    offset: value.last_mirrored_offset,
-                });
-                self.complete(Input::LastMirroredEpochWritten { request });
+                match self.cluster.state_log.write_last_mirrored_epoch(
+                    &key,
+                    value,
+                    expected_state_epoch,
+                    now,
+                )? {
+                    Ok(()) => {
+                        self.events.push(Event::LastMirroredEpochWritten {
+                            epoch: value.last_mirrored_epoch,
+                            offset: value.last_mirrored_offset,
+                        });
+                        self.complete(Input::LastMirroredEpochWritten { request });
+                    }
+                    Err(refused) => {
+                        self.events.push(Event::WriteFenced {
+                            reason: refused.to_string(),
+                        });
+                        self.complete(Input::WriteFenced {
+                            request,
+                            reason: refused.reason(),
+                        });
+                    }
+                }
             }
             Effect::SetWritable(writable) => {
                 self.cluster.dir.set_writable(writable)?;
@@ -763,13 +779,13 @@ impl Driver {
     /// Feeds an input the kernel may not be waiting for (a replica report, an HW advance);
     /// returns whether it changed anything.
     fn tell(&mut self, input: Input) -> Result<bool, DriverError> {
-        let before = self.kernel.step().clone();
+        let before = self.kernel.activity().clone();
         match self
             .kernel
             .handle(&self.options.mirror, input, &self.cluster.leader)
         {
             Ok(effects) => {
-                let changed = !effects.is_empty() || *self.kernel.step() != before;
+                let changed = !effects.is_empty() || *self.kernel.activity() != before;
                 for effect in effects {
                     self.execute(effect, &[])?;
                 }
@@ -783,8 +799,8 @@ impl Driver {
     /// feeds their `ReplicaFetched` reports. Returns whether anything changed.
     fn replicate(&mut self) -> Result<bool, DriverError> {
         let awaited = matches!(
-            self.kernel.step(),
-            Step::AwaitingReplicas { .. } | Step::AwaitingPidResetCommit
+            self.kernel.activity(),
+            Activity::AwaitingReplicas { .. } | Activity::AwaitingPidResetCommit
         );
         if self.cluster.in_sync() && !awaited {
             return Ok(false);

@@ -291,21 +291,32 @@ impl MirrorStateLog {
         Ok(Ok(stored))
     }
 
-    /// Stores `key`'s LME record (appended and fsynced before returning).
+    /// Stores `key`'s LME record (appended and fsynced before returning) if the coordinator's
+    /// fence lets it through (`expected_state_epoch`: the state epoch the writer wrote; see
+    /// [`Coordinator::write_last_mirrored_epoch`]); a refusal writes nothing and is returned as
+    /// the inner `Err`.
     pub fn write_last_mirrored_epoch(
         &mut self,
         key: &MirrorPartition,
         value: LastMirroredEpochsValue,
+        expected_state_epoch: StateEpoch,
         timestamp_ms: i64,
-    ) -> Result<(), MirrorStateLogError> {
+    ) -> Result<Result<(), WriteRefused>, MirrorStateLogError> {
+        if let Err(refused) =
+            self.coordinator
+                .clone()
+                .write_last_mirrored_epoch(key, value, expected_state_epoch)
+        {
+            return Ok(Err(refused));
+        }
         self.append(
             &[MirrorStateRecord::LastMirroredEpochs {
                 partition: key.clone(),
                 value,
             }],
             timestamp_ms,
-        )
-        .map(drop)
+        )?;
+        Ok(Ok(()))
     }
 
     /// The most recently written LME record of any mirror for `topic_id` / `partition`: what
@@ -453,12 +464,28 @@ mod tests {
             last_mirrored_epoch: Some(3),
             last_mirrored_offset: 40,
         };
-        log.write_last_mirrored_epoch(&key("old"), lme, 8).unwrap();
+        // An LME write is fenced by its key's state epoch: none stored yet, refused.
+        let leo = log.log().log_end_offset();
+        assert!(log
+            .write_last_mirrored_epoch(&key("old"), lme, 0, 8)
+            .unwrap()
+            .is_err());
+        assert_eq!(log.log().log_end_offset(), leo);
+        for k in ["old", "b"] {
+            log.write_state(&key(k), value(MirrorState::Preparing), None, 8)
+                .unwrap()
+                .unwrap();
+        }
+        log.write_last_mirrored_epoch(&key("old"), lme, 0, 8)
+            .unwrap()
+            .unwrap();
         let newer = LastMirroredEpochsValue {
             last_mirrored_epoch: Some(2),
             last_mirrored_offset: 20,
         };
-        log.write_last_mirrored_epoch(&key("b"), newer, 9).unwrap();
+        log.write_last_mirrored_epoch(&key("b"), newer, 0, 9)
+            .unwrap()
+            .unwrap();
         log.close().unwrap();
 
         let log = MirrorStateLog::open(tmp.path(), table, FileLogConfig::default()).unwrap();
@@ -475,7 +502,7 @@ mod tests {
         assert!(log
             .latest_last_mirrored_epoch(TopicId::from_u64(8), 0)
             .is_none());
-        assert_eq!(log.records().unwrap().len(), 4);
+        assert_eq!(log.records().unwrap().len(), 6);
     }
 
     #[test]

@@ -226,7 +226,7 @@ fn mirror_half_a_transaction(root: &Path, src: &Path, west: &Path) -> Offset {
     let mut now = 0;
     while d.cluster().leader.log_end_offset() < commit {
         now += 1;
-        assert_eq!(d.step(now).unwrap(), None, "{d:?}");
+        assert_eq!(d.run_once(now).unwrap(), None, "{d:?}");
     }
     d.set_source(None);
     assert_eq!(
@@ -428,13 +428,13 @@ fn a_failing_source_makes_the_partition_failed_then_retried() {
     let mut clock = ManualClock::default();
     // Mirror a few batches, then the source disappears.
     while d.cluster().leader.log_end_offset() < 5 {
-        assert_eq!(d.step(clock.now_ms).unwrap(), None);
+        assert_eq!(d.run_once(clock.now_ms).unwrap(), None);
     }
     d.release_source();
     std::fs::rename(&src, &moved).unwrap();
     let mut idle = None;
     for _ in 0..20 {
-        idle = d.step(clock.now_ms).unwrap();
+        idle = d.run_once(clock.now_ms).unwrap();
         if idle.is_some() {
             break;
         }
@@ -455,7 +455,7 @@ fn a_failing_source_makes_the_partition_failed_then_retried() {
         .any(|e| matches!(e, Event::RetryScheduled { attempt: 1, .. })));
     // The timer does not fire early; once the source is back, the retry resumes mirroring.
     assert_eq!(
-        d.step(due_ms - 1).unwrap(),
+        d.run_once(due_ms - 1).unwrap(),
         Some(Idle::WaitingForRetry { due_ms })
     );
     std::fs::rename(&moved, &src).unwrap();
@@ -634,10 +634,10 @@ fn a_stop_resumed_after_a_crash_keeps_replicas_byte_identical() {
         .any(|e| matches!(e, Event::PidResetAppended { .. }))
     {
         now += 1;
-        d.step(now).unwrap();
+        d.run_once(now).unwrap();
     }
     // One replication round: the follower copies the reset; the leader's HW lags a round.
-    d.step(now + 1).unwrap();
+    d.run_once(now + 1).unwrap();
     assert!(d.cluster().leader.high_watermark() < d.cluster().leader.log_end_offset());
     drop(d); // crash
     let mut d = driver(&west, None, DriverOptions::default());

@@ -247,14 +247,33 @@ impl Coordinator {
         Ok(stored)
     }
 
-    /// Stores `value` as `key`'s LME record (not fenced: it is written once per stop, by the
-    /// leader running STOPPING) and returns the record it replaced, if any.
+    /// Stores `value` as `key`'s LME record and returns the record it replaced, if any.
+    ///
+    /// The write is fenced by the key's *state* record: `expected_state_epoch` is the state
+    /// epoch of the STOPPING record the writer itself wrote, and the write is refused with
+    /// [`WriteRefused::FencedStateEpoch`] if the state has been written since (or was never
+    /// written). Every leader writes the state record before its stop steps touch the log, so a
+    /// deposed or restarted leader's late LME write cannot overwrite the LME its successor
+    /// computed from a different log (the model found that race once the leader credited
+    /// followers with the fetch offset, as Kafka does). Both records share a key, hence a
+    /// `__mirror_state` partition, so one coordinator checks them atomically. With
+    /// [`Mutant::AcceptFencedWrite`] active, the fence is skipped.
     pub fn write_last_mirrored_epoch(
         &mut self,
         key: &MirrorPartition,
         value: LastMirroredEpochsValue,
-    ) -> Option<LastMirroredEpochsValue> {
-        self.last_mirrored_epochs.insert(key.clone(), value)
+        expected_state_epoch: StateEpoch,
+    ) -> Result<Option<LastMirroredEpochsValue>, WriteRefused> {
+        let stored = self.states.get(key).map(|s| s.state_epoch);
+        if stored != Some(expected_state_epoch)
+            && !mutant::active(self.mutant, Mutant::AcceptFencedWrite)
+        {
+            return Err(WriteRefused::FencedStateEpoch {
+                expected: Some(expected_state_epoch),
+                stored,
+            });
+        }
+        Ok(self.last_mirrored_epochs.insert(key.clone(), value))
     }
 
     /// Deletes `key`'s state (a tombstone) and returns what was stored, if anything.
@@ -713,21 +732,63 @@ mod tests {
             last_mirrored_offset: 120,
         };
         assert_eq!(c.read_last_mirrored_epoch(&key(0)), None);
-        assert_eq!(c.write_last_mirrored_epoch(&key(0), lme), None);
+        assert_eq!(c.write_last_mirrored_epoch(&key(0), lme, 1), Ok(None));
         assert_eq!(c.read_last_mirrored_epoch(&key(0)), Some(&lme));
         let newer = LastMirroredEpochsValue {
             last_mirrored_epoch: Some(6),
             last_mirrored_offset: 130,
         };
-        assert_eq!(c.write_last_mirrored_epoch(&key(0), newer), Some(lme));
+        assert_eq!(
+            c.write_last_mirrored_epoch(&key(0), newer, 1),
+            Ok(Some(lme))
+        );
         // Deleting the LME leaves the state, and vice versa.
         assert_eq!(c.delete_last_mirrored_epoch(&key(0)), Some(newer));
         assert_eq!(c.delete_last_mirrored_epoch(&key(0)), None);
         assert_eq!(c.read_state(&key(0)).unwrap().state, Mirroring);
-        c.write_last_mirrored_epoch(&key(0), lme);
+        c.write_last_mirrored_epoch(&key(0), lme, 1).unwrap();
         assert_eq!(c.delete_state(&key(0)).unwrap().state, Mirroring);
         assert_eq!(c.delete_state(&key(0)), None);
         assert_eq!(c.read_last_mirrored_epoch(&key(0)), Some(&lme));
+    }
+
+    #[test]
+    fn an_lme_write_is_fenced_by_the_state_epoch_its_writer_wrote() {
+        let lme = |offset| LastMirroredEpochsValue {
+            last_mirrored_epoch: Some(5),
+            last_mirrored_offset: offset,
+        };
+        let mut c = mirroring();
+        // The old leader wrote STOPPING (state epoch 2); its successor re-asserted it (3).
+        c.write_state(&key(0), value(Stopping, 5), Some(1)).unwrap();
+        c.write_state(&key(0), value(Stopping, 6), Some(2)).unwrap();
+        c.write_last_mirrored_epoch(&key(0), lme(2), 3).unwrap();
+        // The old leader's LME, computed from its own log, arrives late: refused.
+        assert_eq!(
+            c.write_last_mirrored_epoch(&key(0), lme(1), 2),
+            Err(WriteRefused::FencedStateEpoch {
+                expected: Some(2),
+                stored: Some(3)
+            })
+        );
+        assert_eq!(c.read_last_mirrored_epoch(&key(0)), Some(&lme(2)));
+        // No state record: nothing to fence against, so nothing is accepted.
+        assert_eq!(
+            c.write_last_mirrored_epoch(&key(1), lme(1), 0)
+                .map_err(|e| e.reason()),
+            Err(FenceReason::FencedStateEpoch)
+        );
+    }
+
+    #[cfg(feature = "mutants")]
+    #[test]
+    fn the_accept_fenced_write_mutant_skips_the_lme_fence() {
+        let lme = LastMirroredEpochsValue {
+            last_mirrored_epoch: Some(5),
+            last_mirrored_offset: 1,
+        };
+        let mut c = mirroring().with_mutant(Some(Mutant::AcceptFencedWrite));
+        assert_eq!(c.write_last_mirrored_epoch(&key(0), lme, 0), Ok(None));
     }
 
     #[test]
@@ -847,7 +908,9 @@ mod tests {
                 last_mirrored_epoch: None,
                 last_mirrored_offset: -1,
             },
-        );
+            FIRST_STATE_EPOCH,
+        )
+        .unwrap();
         let decoded: Vec<_> = c
             .records()
             .iter()

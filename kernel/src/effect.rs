@@ -156,7 +156,9 @@ pub enum Effect {
         /// The smallest acceptable new leader epoch.
         at_least: LeaderEpoch,
     },
-    /// Persist the LME record for a future failback (completion: `LastMirroredEpochWritten`).
+    /// Persist the LME record for a future failback (completion: `LastMirroredEpochWritten`, or
+    /// `WriteFenced` if the key's state was written since this leader wrote it; see
+    /// [`Coordinator::write_last_mirrored_epoch`](crate::coordinator::Coordinator::write_last_mirrored_epoch)).
     WriteLastMirroredEpoch {
         /// Correlation id.
         request: RequestId,
@@ -164,6 +166,8 @@ pub enum Effect {
         key: MirrorPartition,
         /// The record.
         value: LastMirroredEpochsValue,
+        /// The state epoch of the STOPPING record this leader wrote: the fence.
+        expected_state_epoch: StateEpoch,
     },
     /// Let local producers write (`true`) or refuse them with `READ_ONLY_TOPIC` (`false`).
     SetWritable(bool),

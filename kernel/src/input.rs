@@ -82,7 +82,7 @@ pub enum Input {
         /// The stored record.
         value: MirrorPartitionStateValue,
     },
-    /// Completion of `WriteState`: refused.
+    /// Completion of `WriteState` or `WriteLastMirroredEpoch`: refused.
     WriteFenced {
         /// The request completed.
         request: RequestId,

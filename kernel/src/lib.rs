@@ -68,7 +68,7 @@
 //! | [`effect::Effect::QueryLastMirroredEpoch`] | [`input::Input::LastMirroredEpochReceived`] |
 //! | [`effect::Effect::Fetch`] | [`input::Input::FetchCompleted`] |
 //! | [`effect::Effect::BumpLeaderEpoch`] | [`input::Input::LeaderEpochBumped`] |
-//! | [`effect::Effect::WriteLastMirroredEpoch`] | [`input::Input::LastMirroredEpochWritten`] |
+//! | [`effect::Effect::WriteLastMirroredEpoch`] | [`input::Input::LastMirroredEpochWritten`] or [`input::Input::WriteFenced`] |
 //! | [`effect::Effect::ScheduleRetry`] | [`input::Input::RetryDue`] (the timer fired) |
 //! | [`effect::Effect::Log`], [`effect::Effect::StartFetcher`], [`effect::Effect::StopFetcher`], [`effect::Effect::SetWritable`] | none: executed at once |
 //!
@@ -137,8 +137,8 @@
 //!             Effect::BumpLeaderEpoch { request, at_least } => {
 //!                 completions.push(Input::LeaderEpochBumped { request, leader_epoch: at_least })
 //!             }
-//!             Effect::WriteLastMirroredEpoch { request, key, value } => {
-//!                 coordinator.write_last_mirrored_epoch(&key, value);
+//!             Effect::WriteLastMirroredEpoch { request, key, value, expected_state_epoch } => {
+//!                 coordinator.write_last_mirrored_epoch(&key, value, expected_state_epoch).unwrap();
 //!                 completions.push(Input::LastMirroredEpochWritten { request });
 //!             }
 //!             Effect::StartFetcher | Effect::StopFetcher | Effect::SetWritable(_) => {}

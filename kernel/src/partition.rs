@@ -51,20 +51,20 @@ pub enum Ignored {
     /// before a leadership change).
     #[error("stale completion of request {0:?}")]
     StaleCompletion(RequestId),
-    /// An input that does not apply in the current step (for example a retry timer while the
+    /// An input that does not apply in the current activity (for example a retry timer while the
     /// partition is not FAILED).
-    #[error("{input} does not apply while {step}")]
+    #[error("{input} does not apply while {activity}")]
     NotApplicable {
         /// What arrived.
         input: &'static str,
         /// What the partition is doing.
-        step: String,
+        activity: String,
     },
 }
 
 /// What the partition is doing right now (in memory; rebuilt from the persisted state).
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
-pub enum Step {
+pub enum Activity {
     /// Not the leader, or nothing to do.
     Idle,
     /// Waiting for the coordinator's answer to `ReadState`.
@@ -141,7 +141,7 @@ pub struct PartitionMirror {
     leadership: Option<Leadership>,
     /// `None` until read; then the stored record (`Some(None)`: nothing stored).
     stored: Option<Option<MirrorPartitionStateValue>>,
-    step: Step,
+    activity: Activity,
     fetcher_running: bool,
     writable: bool,
     /// Whether this leadership has had a state write acknowledged (see [`Self::reconcile`]).
@@ -164,7 +164,7 @@ impl PartitionMirror {
             desired,
             leadership: None,
             stored: None,
-            step: Step::Idle,
+            activity: Activity::Idle,
             fetcher_running: false,
             writable: false,
             asserted: false,
@@ -214,15 +214,15 @@ impl PartitionMirror {
             l.replicas = rename_set(&l.replicas);
             l.isr = rename_set(&l.isr);
         }
-        if let Step::AwaitingReplicas { done, .. } = &mut renamed.step {
+        if let Activity::AwaitingReplicas { done, .. } = &mut renamed.activity {
             *done = rename_set(done);
         }
         renamed
     }
 
     /// What the partition is doing.
-    pub fn step(&self) -> &Step {
-        &self.step
+    pub fn activity(&self) -> &Activity {
+        &self.activity
     }
 
     /// Whether the kernel asked for the fetcher to run (and has not stopped it since).
@@ -260,12 +260,12 @@ impl PartitionMirror {
             }
             Input::DesiredStateChanged(desired) => self.on_desired(config, desired, log, &mut out),
             Input::StateRead { request, value } => {
-                self.expect(Step::Reading(request), request)?;
+                self.expect(Activity::Reading(request), request)?;
                 self.stored = Some(value);
                 self.reconcile(config, log, &mut out);
             }
             Input::StateWritten { request, value } => {
-                let Step::Writing { request: r, .. } = self.step else {
+                let Activity::Writing { request: r, .. } = self.activity else {
                     return Err(Ignored::StaleCompletion(request));
                 };
                 if r != request {
@@ -273,12 +273,16 @@ impl PartitionMirror {
                 }
                 self.stored = Some(Some(value));
                 self.asserted = true;
-                self.step = Step::Settled;
+                self.activity = Activity::Settled;
                 self.reconcile(config, log, &mut out);
             }
             Input::WriteFenced { request, .. } => {
-                match self.step {
-                    Step::Writing { request: r, .. } if r == request => {}
+                match self.activity {
+                    Activity::Writing { request: r, .. } if r == request => {}
+                    // The state was written since this leader wrote STOPPING: a successor (or a
+                    // later incarnation) owns the stop. Act on nothing until re-read and
+                    // re-asserted.
+                    Activity::AwaitingLmeWrite(r) if r == request => self.asserted = false,
                     _ => return Err(Ignored::StaleCompletion(request)),
                 }
                 self.read_state(&mut out);
@@ -288,20 +292,20 @@ impl PartitionMirror {
                 lme,
                 source_log_start_offset,
             } => {
-                self.expect(Step::AwaitingLme(request), request)?;
+                self.expect(Activity::AwaitingLme(request), request)?;
                 self.on_lme(config, lme, source_log_start_offset, log, &mut out);
             }
             Input::ReplicaFetched {
                 replica,
                 log_end_offset,
             } => {
-                let Step::AwaitingReplicas { truncated_to, done } = &mut self.step else {
+                let Activity::AwaitingReplicas { truncated_to, done } = &mut self.activity else {
                     return Err(self.not_applicable("ReplicaFetched"));
                 };
                 if log_end_offset > *truncated_to {
                     return Err(Ignored::NotApplicable {
                         input: "ReplicaFetched",
-                        step: format!(
+                        activity: format!(
                             "replica {replica} at LEO {log_end_offset} has not truncated to {truncated_to}"
                         ),
                     });
@@ -316,7 +320,7 @@ impl PartitionMirror {
                     mutant::active(config.mutant, Mutant::FetcherRunsInStopping)
                         && self.fetcher_running
                         && self.state() == MirrorState::Stopping;
-                if self.step != Step::Fetching(request) && !running_in_stopping {
+                if self.activity != Activity::Fetching(request) && !running_in_stopping {
                     return Err(Ignored::StaleCompletion(request));
                 }
                 self.on_fetch(config, outcome, log, &mut out);
@@ -324,7 +328,7 @@ impl PartitionMirror {
             Input::LeaderEpochBumped {
                 request,
                 leader_epoch,
-            } if self.step == Step::AwaitingFetchEpochBump(request) => {
+            } if self.activity == Activity::AwaitingFetchEpochBump(request) => {
                 if let Some(l) = self.leadership.as_mut() {
                     l.leader_epoch = l.leader_epoch.max(leader_epoch);
                 }
@@ -336,7 +340,7 @@ impl PartitionMirror {
                 request,
                 leader_epoch,
             } => {
-                self.expect(Step::AwaitingEpochBump(request), request)?;
+                self.expect(Activity::AwaitingEpochBump(request), request)?;
                 if let Some(l) = self.leadership.as_mut() {
                     l.leader_epoch = l.leader_epoch.max(leader_epoch);
                 }
@@ -345,13 +349,13 @@ impl PartitionMirror {
                 self.write_state(config, MirrorState::Stopping, None, &mut out);
             }
             Input::HighWatermarkAdvanced => {
-                if self.step != Step::AwaitingPidResetCommit {
+                if self.activity != Activity::AwaitingPidResetCommit {
                     return Err(self.not_applicable("HighWatermarkAdvanced"));
                 }
                 self.write_stopped_once_committed(config, log, &mut out);
             }
             Input::LastMirroredEpochWritten { request } => {
-                self.expect(Step::AwaitingLmeWrite(request), request)?;
+                self.expect(Activity::AwaitingLmeWrite(request), request)?;
                 if mutant::active(config.mutant, Mutant::StallAfterLmeWrite) {
                     return Ok(out);
                 }
@@ -361,7 +365,7 @@ impl PartitionMirror {
                 self.on_failure(config, request, error, &mut out)?
             }
             Input::RetryDue { attempt } => {
-                if self.step != (Step::AwaitingRetry { attempt }) {
+                if self.activity != (Activity::AwaitingRetry { attempt }) {
                     return Err(self.not_applicable("RetryDue"));
                 }
                 match self.stored_value().cloned() {
@@ -377,8 +381,8 @@ impl PartitionMirror {
         Ok(out)
     }
 
-    fn expect(&self, step: Step, request: RequestId) -> Result<(), Ignored> {
-        if self.step == step {
+    fn expect(&self, activity: Activity, request: RequestId) -> Result<(), Ignored> {
+        if self.activity == activity {
             Ok(())
         } else {
             Err(Ignored::StaleCompletion(request))
@@ -388,7 +392,7 @@ impl PartitionMirror {
     fn not_applicable(&self, input: &'static str) -> Ignored {
         Ignored::NotApplicable {
             input,
-            step: format!("{:?} in {}", self.step, self.state()),
+            activity: format!("{:?} in {}", self.activity, self.state()),
         }
     }
 
@@ -473,25 +477,25 @@ impl PartitionMirror {
             }
             self.stored = None;
             self.asserted = false;
-            self.step = Step::Idle;
+            self.activity = Activity::Idle;
             if self.key().is_some() {
                 self.read_state(out);
             }
             return;
         }
-        match self.step {
-            Step::Reading(_) | Step::Writing { .. } => {} // decided when the answer arrives
+        match self.activity {
+            Activity::Reading(_) | Activity::Writing { .. } => {} // decided when the answer arrives
             _ => self.reconcile(config, log, out),
         }
     }
 
     fn read_state(&mut self, out: &mut Vec<Effect>) {
         let Some(key) = self.key() else {
-            self.step = Step::Idle;
+            self.activity = Activity::Idle;
             return;
         };
         let request = self.request();
-        self.step = Step::Reading(request);
+        self.activity = Activity::Reading(request);
         out.push(Effect::ReadState { request, key });
     }
 
@@ -567,7 +571,7 @@ impl PartitionMirror {
         let target = value.state;
         self.revoke_for(config, target, out);
         let request = self.request();
-        self.step = Step::Writing { request, target };
+        self.activity = Activity::Writing { request, target };
         out.push(Effect::WriteState {
             request,
             key,
@@ -612,7 +616,7 @@ impl PartitionMirror {
         let expected_state_epoch = stored.map(|v| v.state_epoch);
         self.revoke_for(config, target, out);
         let request = self.request();
-        self.step = Step::Writing { request, target };
+        self.activity = Activity::Writing { request, target };
         out.push(Effect::WriteState {
             request,
             key,
@@ -651,11 +655,11 @@ impl PartitionMirror {
     ) {
         let Some(key) = self.key() else { return };
         match state {
-            MirrorState::Unknown => self.step = Step::Settled,
+            MirrorState::Unknown => self.activity = Activity::Settled,
             MirrorState::Preparing => {
                 self.stop_fetcher(out);
                 let request = self.request();
-                self.step = Step::AwaitingLme(request);
+                self.activity = Activity::AwaitingLme(request);
                 out.push(Effect::QueryLastMirroredEpoch { request, key });
             }
             MirrorState::Mirroring => {
@@ -669,7 +673,7 @@ impl PartitionMirror {
             }
             MirrorState::Paused => {
                 self.stop_fetcher(out);
-                self.step = Step::Settled;
+                self.activity = Activity::Settled;
             }
             MirrorState::Stopping => self.run_stop_sequence(config, log, out),
             MirrorState::Stopped => {
@@ -678,7 +682,7 @@ impl PartitionMirror {
                     self.writable = true;
                     out.push(Effect::SetWritable(true));
                 }
-                self.step = Step::Settled;
+                self.activity = Activity::Settled;
             }
             MirrorState::Failed => {
                 self.stop_fetcher(out);
@@ -686,13 +690,13 @@ impl PartitionMirror {
                 if config.retry.allows(attempt)
                     && !mutant::active(config.mutant, Mutant::NeverRetry)
                 {
-                    self.step = Step::AwaitingRetry { attempt };
+                    self.activity = Activity::AwaitingRetry { attempt };
                     out.push(Effect::ScheduleRetry {
                         attempt,
                         delay_ms: config.retry.delay_ms(attempt),
                     });
                 } else {
-                    self.step = Step::Settled;
+                    self.activity = Activity::Settled;
                 }
             }
         }
@@ -713,7 +717,7 @@ impl PartitionMirror {
         out: &mut Vec<Effect>,
     ) {
         let request = RequestId::for_fetch(fetch_offset, last_fetched_epoch);
-        self.step = Step::Fetching(request);
+        self.activity = Activity::Fetching(request);
         out.push(Effect::Fetch {
             request,
             fetch_offset,
@@ -766,7 +770,7 @@ impl PartitionMirror {
                 target
             }
         };
-        self.step = Step::AwaitingReplicas {
+        self.activity = Activity::AwaitingReplicas {
             truncated_to,
             done: OrdSet::unit(self.broker),
         };
@@ -774,8 +778,8 @@ impl PartitionMirror {
     }
 
     fn check_replicas_done(&mut self, config: &MirrorConfig, out: &mut Vec<Effect>) {
-        let (Step::AwaitingReplicas { done, .. }, Some(leadership)) =
-            (&self.step, &self.leadership)
+        let (Activity::AwaitingReplicas { done, .. }, Some(leadership)) =
+            (&self.activity, &self.leadership)
         else {
             return;
         };
@@ -819,7 +823,7 @@ impl PartitionMirror {
                     // leader-epoch invariant), or a later leader writes at an epoch a replica
                     // already holds mirrored data for. Bump first, then fetch again.
                     let request = self.request();
-                    self.step = Step::AwaitingFetchEpochBump(request);
+                    self.activity = Activity::AwaitingFetchEpochBump(request);
                     out.push(Effect::BumpLeaderEpoch {
                         request,
                         at_least: last_epoch.unwrap_or(leader_epoch) + 1,
@@ -954,7 +958,7 @@ impl PartitionMirror {
                         self.write_state(config, MirrorState::Stopping, None, out);
                     } else {
                         let request = self.request();
-                        self.step = Step::AwaitingEpochBump(request);
+                        self.activity = Activity::AwaitingEpochBump(request);
                         out.push(Effect::BumpLeaderEpoch {
                             request,
                             at_least: leadership.leader_epoch.max(latest.unwrap_or(0)) + 1,
@@ -1015,7 +1019,7 @@ impl PartitionMirror {
                     let last_mirrored_epoch =
                         log.epoch_cache().epoch_for_offset(last_mirrored_offset - 1);
                     let request = self.request();
-                    self.step = Step::AwaitingLmeWrite(request);
+                    self.activity = Activity::AwaitingLmeWrite(request);
                     out.push(Effect::WriteLastMirroredEpoch {
                         request,
                         key,
@@ -1023,6 +1027,7 @@ impl PartitionMirror {
                             last_mirrored_epoch,
                             last_mirrored_offset,
                         },
+                        expected_state_epoch: stored.state_epoch,
                     });
                     return;
                 }
@@ -1045,7 +1050,7 @@ impl PartitionMirror {
         {
             self.write_state(config, MirrorState::Stopped, None, out);
         } else {
-            self.step = Step::AwaitingPidResetCommit;
+            self.activity = Activity::AwaitingPidResetCommit;
         }
     }
 
@@ -1062,7 +1067,7 @@ impl PartitionMirror {
         if log.high_watermark() >= log.log_end_offset() {
             self.write_state(config, MirrorState::Stopped, None, out);
         } else {
-            self.step = Step::AwaitingPidResetCommit;
+            self.activity = Activity::AwaitingPidResetCommit;
         }
     }
 
@@ -1073,30 +1078,35 @@ impl PartitionMirror {
         error: String,
         out: &mut Vec<Effect>,
     ) -> Result<(), Ignored> {
-        match self.step {
+        match self.activity {
             // The coordinator failed (nothing can be persisted), or a STOPPING step did: the
             // stop sequence is re-entrant, so re-read and re-run it after a backoff instead of
             // persisting FAILED (which would forget whether the epoch was already bumped).
-            Step::Reading(r)
-            | Step::Writing { request: r, .. }
-            | Step::AwaitingEpochBump(r)
-            | Step::AwaitingLmeWrite(r)
+            Activity::Reading(r)
+            | Activity::Writing { request: r, .. }
+            | Activity::AwaitingEpochBump(r)
+            | Activity::AwaitingLmeWrite(r)
                 if r == request =>
             {
                 let attempt = self.stored_value().map_or(0, |v| v.retry_attempt) + 1;
-                if matches!(self.step, Step::Reading(_) | Step::Writing { .. }) {
+                if matches!(
+                    self.activity,
+                    Activity::Reading(_) | Activity::Writing { .. }
+                ) {
                     // Whether the write landed is unknown: act on nothing until re-read.
                     self.stored = None;
                     self.asserted = false;
                 }
-                self.step = Step::AwaitingRetry { attempt };
+                self.activity = Activity::AwaitingRetry { attempt };
                 out.push(Effect::ScheduleRetry {
                     attempt,
                     delay_ms: config.retry.delay_ms(attempt),
                 });
                 Ok(())
             }
-            Step::AwaitingLme(r) | Step::Fetching(r) | Step::AwaitingFetchEpochBump(r)
+            Activity::AwaitingLme(r)
+            | Activity::Fetching(r)
+            | Activity::AwaitingFetchEpochBump(r)
                 if r == request =>
             {
                 self.write_state(config, MirrorState::Failed, Some(error), out);

@@ -20,7 +20,7 @@ use kmirror_kernel::node::{
     NodeEffect, NodeError, NodeInput, NodeMirror, PartitionFetchResponse, PartitionFetchResult,
     PartitionKey,
 };
-use kmirror_kernel::partition::{Ignored, PartitionMirror, Step};
+use kmirror_kernel::partition::{Activity, Ignored, PartitionMirror};
 use kmirror_kernel::partitioner::mirror_state_partition;
 use kmirror_kernel::types::{EpochAndOffset, MirrorName, TopicId};
 use proptest::prelude::*;
@@ -298,13 +298,13 @@ impl World {
                 let key = KEYS[k];
                 let mk = self.lone[&key].key();
                 let coordinator_partition = self.placement(key);
-                let (input, via_coordinator) = match self.lone[&key].step().clone() {
-                    Step::Reading(request) => {
+                let (input, via_coordinator) = match self.lone[&key].activity().clone() {
+                    Activity::Reading(request) => {
                         let value = mk.as_ref().and_then(|mk| self.coordinator.read_state(mk));
                         let value = value.cloned();
                         (Input::StateRead { request, value }, true)
                     }
-                    Step::Writing { request, .. } => {
+                    Activity::Writing { request, .. } => {
                         let Some(Effect::WriteState {
                             key: mk,
                             value,
@@ -328,7 +328,7 @@ impl World {
                             ),
                         }
                     }
-                    Step::AwaitingLme(request) => {
+                    Activity::AwaitingLme(request) => {
                         let lme = (v % 2 == 1).then_some(EpochAndOffset {
                             epoch: i32::from(v % 3),
                             end_offset: i64::from(v % 4),
@@ -340,7 +340,8 @@ impl World {
                         };
                         (input, false)
                     }
-                    Step::AwaitingEpochBump(request) | Step::AwaitingFetchEpochBump(request) => {
+                    Activity::AwaitingEpochBump(request)
+                    | Activity::AwaitingFetchEpochBump(request) => {
                         let Some(Effect::BumpLeaderEpoch { at_least, .. }) =
                             self.request_effect(key, request)
                         else {
@@ -352,15 +353,32 @@ impl World {
                         };
                         (input, false)
                     }
-                    Step::AwaitingLmeWrite(request) => {
-                        if let Some(Effect::WriteLastMirroredEpoch { key: mk, value, .. }) =
-                            self.request_effect(key, request)
-                        {
-                            self.coordinator.write_last_mirrored_epoch(&mk, value);
-                        }
-                        (Input::LastMirroredEpochWritten { request }, true)
+                    Activity::AwaitingLmeWrite(request) => {
+                        let Some(Effect::WriteLastMirroredEpoch {
+                            key: mk,
+                            value,
+                            expected_state_epoch,
+                            ..
+                        }) = self.request_effect(key, request)
+                        else {
+                            return Err(TestCaseError::fail(
+                                "an LME write in flight has its effect",
+                            ));
+                        };
+                        let input = match self.coordinator.write_last_mirrored_epoch(
+                            &mk,
+                            value,
+                            expected_state_epoch,
+                        ) {
+                            Ok(_) => Input::LastMirroredEpochWritten { request },
+                            Err(refused) => Input::WriteFenced {
+                                request,
+                                reason: refused.reason(),
+                            },
+                        };
+                        (input, true)
                     }
-                    Step::AwaitingRetry { attempt } => (Input::RetryDue { attempt }, false),
+                    Activity::AwaitingRetry { attempt } => (Input::RetryDue { attempt }, false),
                     _ => (Input::HighWatermarkAdvanced, false),
                 };
                 self.lone(&mut step, key, input.clone(), &[]);
@@ -376,13 +394,13 @@ impl World {
             }
             Op::Fail(k) => {
                 let key = KEYS[k];
-                let request = match self.lone[&key].step() {
-                    Step::Reading(r)
-                    | Step::Writing { request: r, .. }
-                    | Step::AwaitingLme(r)
-                    | Step::AwaitingEpochBump(r)
-                    | Step::AwaitingFetchEpochBump(r)
-                    | Step::AwaitingLmeWrite(r) => *r,
+                let request = match self.lone[&key].activity() {
+                    Activity::Reading(r)
+                    | Activity::Writing { request: r, .. }
+                    | Activity::AwaitingLme(r)
+                    | Activity::AwaitingEpochBump(r)
+                    | Activity::AwaitingFetchEpochBump(r)
+                    | Activity::AwaitingLmeWrite(r) => *r,
                     _ => RequestId(99),
                 };
                 let input = Input::RequestFailed {
@@ -423,7 +441,7 @@ impl World {
                         polled.push(*key);
                         prop_assert_eq!(self.node.fetcher_of(key), Some(fetch.fetcher));
                         // Exactly the lone partition's outstanding fetch.
-                        prop_assert_eq!(self.lone[key].step(), &Step::Fetching(f.request));
+                        prop_assert_eq!(self.lone[key].activity(), &Activity::Fetching(f.request));
                         prop_assert_eq!(
                             self.request_effect(*key, f.request),
                             Some(Effect::Fetch {
@@ -525,10 +543,10 @@ impl World {
                     if self.lone[&key].leadership().is_none() || self.placement(key) != Some(c) {
                         continue;
                     }
-                    let request = match self.lone[&key].step() {
-                        Step::Reading(r)
-                        | Step::Writing { request: r, .. }
-                        | Step::AwaitingLmeWrite(r) => *r,
+                    let request = match self.lone[&key].activity() {
+                        Activity::Reading(r)
+                        | Activity::Writing { request: r, .. }
+                        | Activity::AwaitingLmeWrite(r) => *r,
                         _ => continue,
                     };
                     let error = coordinator_moved_error(c);
@@ -586,8 +604,8 @@ impl World {
                 prop_assert!(self.node.partition(&key).is_none());
             }
             // It holds exactly the fetch the lone partition waits on.
-            match (lone.step(), self.node.fetch_slot(&key)) {
-                (Step::Fetching(r), Some(slot)) => {
+            match (lone.activity(), self.node.fetch_slot(&key)) {
+                (Activity::Fetching(r), Some(slot)) => {
                     prop_assert_eq!(slot.request.request, *r);
                     prop_assert_eq!(
                         self.request_effect(key, *r),
@@ -599,10 +617,10 @@ impl World {
                         })
                     );
                 }
-                (Step::Fetching(_), None) if lone.leadership().is_none() => {}
+                (Activity::Fetching(_), None) if lone.leadership().is_none() => {}
                 (step, slot) => {
                     prop_assert!(
-                        !matches!(step, Step::Fetching(_)) && slot.is_none(),
+                        !matches!(step, Activity::Fetching(_)) && slot.is_none(),
                         "{}: step {:?} slot {:?}",
                         key,
                         step,

@@ -16,7 +16,7 @@ use kmirror_kernel::node::{
     FetchStatus, FetcherKey, InvalidNodeConfig, NodeConfig, NodeEffect, NodeError, NodeInput,
     NodeMirror, NodeOutput, PartitionFetchResponse, PartitionFetchResult, PartitionKey,
 };
-use kmirror_kernel::partition::{Ignored, Step};
+use kmirror_kernel::partition::{Activity, Ignored};
 use kmirror_kernel::partitioner::mirror_state_partition;
 use kmirror_kernel::records::MirrorPartitionStateValue;
 use kmirror_kernel::state::MirrorState;
@@ -883,12 +883,12 @@ fn coordinator_answers_and_moves_follow_the_mirror_state_partition() {
         }
     );
     assert_eq!(
-        n.node.partition(&A0).unwrap().step(),
-        &Step::AwaitingRetry { attempt: 1 }
+        n.node.partition(&A0).unwrap().activity(),
+        &Activity::AwaitingRetry { attempt: 1 }
     );
     assert_eq!(
-        n.node.partition(&A1).unwrap().step(),
-        &Step::Reading(RequestId(1))
+        n.node.partition(&A1).unwrap().activity(),
+        &Activity::Reading(RequestId(1))
     );
     let _ = coordinator_moved_error(a0);
 

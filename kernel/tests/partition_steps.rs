@@ -11,7 +11,7 @@ use kmirror_kernel::effect::{Effect, LogEffect, RequestId, TruncationCause};
 use kmirror_kernel::input::{FenceReason, FetchOutcome, Input};
 use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::mem_log::MemLog;
-use kmirror_kernel::partition::{Ignored, PartitionMirror, Step};
+use kmirror_kernel::partition::{Activity, Ignored, PartitionMirror};
 use kmirror_kernel::records::{LastMirroredEpochsValue, MirrorPartitionStateValue};
 use kmirror_kernel::state::{MirrorState, TransitionTable};
 use kmirror_kernel::types::{EpochAndOffset, MirrorName, MirrorPartition, TopicId};
@@ -311,7 +311,10 @@ fn unclean_election_support_waits_for_every_replica_not_just_the_isr() {
             cause: TruncationCause::NoLastMirroredEpoch,
         })]
     );
-    assert!(matches!(d.mirror.step(), Step::AwaitingReplicas { .. }));
+    assert!(matches!(
+        d.mirror.activity(),
+        Activity::AwaitingReplicas { .. }
+    ));
 }
 
 #[test]
@@ -432,8 +435,8 @@ fn mirroring_starts_the_fetcher_from_the_local_end_after_the_ack() {
     let d = mirroring(MirrorConfig::default());
     assert!(d.mirror.fetcher_running());
     assert_eq!(
-        d.mirror.step(),
-        &Step::Fetching(RequestId::for_fetch(0, None))
+        d.mirror.activity(),
+        &Activity::Fetching(RequestId::for_fetch(0, None))
     );
 }
 
@@ -629,7 +632,8 @@ fn stop_runs_the_seed_sequence_in_order() {
             value: LastMirroredEpochsValue {
                 last_mirrored_epoch: Some(4),
                 last_mirrored_offset: 7
-            }
+            },
+            expected_state_epoch: 3,
         }]
     );
     // 5. MIRROR_PID_RESET at the new epoch; STOPPED waits until it is committed.
@@ -640,7 +644,7 @@ fn stop_runs_the_seed_sequence_in_order() {
         w,
         vec![Effect::Log(LogEffect::AppendPidReset { leader_epoch: 5 })]
     );
-    assert_eq!(d.mirror.step(), &Step::AwaitingPidResetCommit);
+    assert_eq!(d.mirror.activity(), &Activity::AwaitingPidResetCommit);
     let early = d
         .mirror
         .handle(&d.config, Input::HighWatermarkAdvanced, &d.log);
@@ -698,7 +702,8 @@ fn stop_truncates_to_the_lso_when_data_is_not_yet_stable() {
                 value: LastMirroredEpochsValue {
                     last_mirrored_epoch: Some(3),
                     last_mirrored_offset: 2
-                }
+                },
+                expected_state_epoch: 3,
             }
         ]
     );
@@ -747,7 +752,8 @@ fn the_abort_strategy_closes_open_transactions_with_markers() {
                 value: LastMirroredEpochsValue {
                     last_mirrored_epoch: Some(3),
                     last_mirrored_offset: 2
-                }
+                },
+                expected_state_epoch: 3,
             }
         ]
     );
@@ -817,7 +823,8 @@ fn a_restarted_leader_resumes_a_bumped_stop_without_a_second_bump_or_pid_reset()
             value: LastMirroredEpochsValue {
                 last_mirrored_epoch: Some(3),
                 last_mirrored_offset: 5
-            }
+            },
+            expected_state_epoch: 4,
         }]
     );
     assert_eq!(
@@ -829,6 +836,52 @@ fn a_restarted_leader_resumes_a_bumped_stop_without_a_second_bump_or_pid_reset()
             value(MirrorState::Stopped, 5, 5, MirrorState::Stopping),
             Some(4)
         )]
+    );
+}
+
+#[test]
+fn an_lme_write_fenced_by_a_successors_state_write_is_dropped_and_the_state_re_read() {
+    let mut d = mirroring(MirrorConfig::default());
+    d.log.append_as_follower(&[data(0, 4, 3)]).unwrap();
+    d.log.advance_high_watermark(5).unwrap();
+    let w = d.step(Input::DesiredStateChanged(DesiredState::Stop(mirror())));
+    d.ack_write(&w);
+    let w = d.step(Input::LeaderEpochBumped {
+        request: RequestId(6),
+        leader_epoch: 4,
+    });
+    let w = d.ack_write(&w);
+    let Some(Effect::WriteLastMirroredEpoch {
+        key: k,
+        value: lme,
+        expected_state_epoch,
+        ..
+    }) = w.last().cloned()
+    else {
+        panic!("the LME write: {w:?}")
+    };
+    assert_eq!(expected_state_epoch, 3);
+    // A successor (leader epoch 5) re-asserts STOPPING before its own LME lands.
+    let successor = MirrorPartitionStateValue {
+        leader_epoch: 5,
+        ..d.coordinator.read_state(&k).unwrap().clone()
+    };
+    d.coordinator.write_state(&k, successor, Some(3)).unwrap();
+    let refused = d
+        .coordinator
+        .write_last_mirrored_epoch(&k, lme, expected_state_epoch)
+        .unwrap_err();
+    assert_eq!(d.coordinator.read_last_mirrored_epoch(&k), None);
+    // The deposed leader drops its stop and re-reads instead of appending MIRROR_PID_RESET.
+    assert_eq!(
+        d.step(Input::WriteFenced {
+            request: RequestId(8),
+            reason: refused.reason(),
+        }),
+        vec![Effect::ReadState {
+            request: RequestId(9),
+            key: key()
+        }]
     );
 }
 
@@ -1045,7 +1098,7 @@ fn stale_leadership_and_completions_are_reported_not_applied() {
 fn losing_leadership_stops_the_fetcher_and_forgets_everything() {
     let mut d = mirroring(MirrorConfig::default());
     assert_eq!(d.step(Input::BecameFollower), vec![Effect::StopFetcher]);
-    assert_eq!(d.mirror.step(), &Step::Idle);
+    assert_eq!(d.mirror.activity(), &Activity::Idle);
     assert_eq!(d.mirror.state(), MirrorState::Unknown);
     // Request ids keep growing so completions from the old term stay stale.
     assert_eq!(

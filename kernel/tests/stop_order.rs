@@ -17,7 +17,7 @@ use kmirror_kernel::effect::{Effect, LogEffect, RequestId, TruncationCause};
 use kmirror_kernel::input::Input;
 use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::mem_log::MemLog;
-use kmirror_kernel::partition::{PartitionMirror, Step};
+use kmirror_kernel::partition::{Activity, PartitionMirror};
 use kmirror_kernel::records::{LastMirroredEpochsValue, MirrorPartitionStateValue};
 use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::{MirrorName, MirrorPartition, TopicId};
@@ -180,6 +180,10 @@ fn write(
     }
 }
 
+/// The state epoch of the STOPPING record with the bump recorded (PREPARING 0, MIRRORING 1,
+/// STOPPING 2, the bump's STOPPING 3): the fence every LME write here carries.
+const BUMPED_STATE_EPOCH: i32 = 3;
+
 fn lme(request: u64, epoch: i32, offset: i64) -> Effect {
     Effect::WriteLastMirroredEpoch {
         request: RequestId(request),
@@ -188,6 +192,7 @@ fn lme(request: u64, epoch: i32, offset: i64) -> Effect {
             last_mirrored_epoch: Some(epoch),
             last_mirrored_offset: offset,
         },
+        expected_state_epoch: BUMPED_STATE_EPOCH,
     }
 }
 
@@ -235,7 +240,7 @@ fn the_kip_order_is_the_default_and_runs_as_documented() {
         }),
         vec![reset(EPOCH)]
     );
-    assert_eq!(d.mirror.step(), &Step::AwaitingPidResetCommit);
+    assert_eq!(d.mirror.activity(), &Activity::AwaitingPidResetCommit);
     d.log.advance_high_watermark(3).unwrap();
     assert_eq!(
         d.step(Input::HighWatermarkAdvanced),
@@ -276,7 +281,7 @@ fn reset_before_truncate_keeps_the_half_transaction() {
         }),
         vec![]
     );
-    assert_eq!(d.mirror.step(), &Step::AwaitingPidResetCommit);
+    assert_eq!(d.mirror.activity(), &Activity::AwaitingPidResetCommit);
 }
 
 /// LME before truncate: the LME is recorded at the log end, naming the open transaction's
@@ -436,8 +441,8 @@ fn every_order_ends_each_call_and_reaches_stopped_without_faults() {
                 Some(Some(input)) => d.step(input),
                 None => {
                     assert_eq!(
-                        d.mirror.step(),
-                        &Step::AwaitingPidResetCommit,
+                        d.mirror.activity(),
+                        &Activity::AwaitingPidResetCommit,
                         "{stop_order}"
                     );
                     let leo = d.log.log_end_offset();

@@ -221,12 +221,12 @@ impl World {
     /// Applies `action`; `None` when it changes nothing.
     pub fn apply(&self, config: &ModelConfig, action: Action) -> Option<World> {
         let mut w = self.clone();
-        w.step(config, action).then_some(w)
+        w.perform(config, action).then_some(w)
     }
 
     /// Applies `action` to this world in place; false (and the world unchanged) when it
     /// changes nothing.
-    pub fn step(&mut self, config: &ModelConfig, action: Action) -> bool {
+    pub fn perform(&mut self, config: &ModelConfig, action: Action) -> bool {
         match action {
             Action::Deliver(message) => self.deliver(config, message),
             Action::Lose(message) => {

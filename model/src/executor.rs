@@ -171,13 +171,18 @@ impl World {
                 request: r,
                 key,
                 value,
+                expected_state_epoch,
             } => {
                 self.expect_stored(c, &[MirrorState::Stopping]);
                 request(
                     self,
                     c,
                     r,
-                    RequestBody::WriteLastMirroredEpoch { key, value },
+                    RequestBody::WriteLastMirroredEpoch {
+                        key,
+                        value,
+                        expected_state_epoch,
+                    },
                 )
             }
             Effect::SetWritable(writable) => {
@@ -247,12 +252,21 @@ impl World {
                 value,
                 expected_state_epoch,
             } => self.serve_write(config, to, request, key, value, expected_state_epoch),
-            RequestBody::WriteLastMirroredEpoch { key, value } => {
-                self.cluster_mut(to)
-                    .coordinator
-                    .write_last_mirrored_epoch(&key, value);
-                Input::LastMirroredEpochWritten { request }
-            }
+            RequestBody::WriteLastMirroredEpoch {
+                key,
+                value,
+                expected_state_epoch,
+            } => match self.cluster_mut(to).coordinator.write_last_mirrored_epoch(
+                &key,
+                value,
+                expected_state_epoch,
+            ) {
+                Ok(_) => Input::LastMirroredEpochWritten { request },
+                Err(refused) => Input::WriteFenced {
+                    request,
+                    reason: refused.reason(),
+                },
+            },
             RequestBody::QueryLastMirroredEpoch => {
                 let lme = self
                     .cluster(to)

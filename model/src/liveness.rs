@@ -82,7 +82,7 @@ pub fn reaches(model: &MirrorModel, world: &World, done: impl Fn(&World) -> bool
             return false;
         }
         let action = actions.swap_remove(step % actions.len());
-        w.step(&model.config, action);
+        w.perform(&model.config, action);
     }
     done(&w)
 }

@@ -22,7 +22,7 @@ use kmirror_kernel::config::FetchIsolation;
 use kmirror_kernel::fetch::serve_fetch;
 use kmirror_kernel::input::Input;
 use kmirror_kernel::log::{LogView, PartitionLog};
-use kmirror_kernel::partition::{PartitionMirror, Step};
+use kmirror_kernel::partition::{Activity, PartitionMirror};
 use kmirror_kernel::replication::{
     follower_fetch, follower_high_watermark, is_follower_in_sync, is_under_min_isr,
     leader_high_watermark, FollowerLogOp, HwReplica,
@@ -110,7 +110,7 @@ impl World {
             return false;
         };
         let awaited = leader.mirror.as_ref().is_some_and(
-            |m| matches!(m.step(), Step::AwaitingReplicas { done, .. } if !done.contains(&b)),
+            |m| matches!(m.activity(), Activity::AwaitingReplicas { done, .. } if !done.contains(&b)),
         );
         follower.alive
             && cluster.leader != Some(b)

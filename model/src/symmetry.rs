@@ -26,7 +26,7 @@ fn sort_key(leader: bool, in_isr: bool, r: &Replica) -> impl Ord + '_ {
         r.writable,
         r.fetcher,
         r.retry_timer,
-        r.mirror.as_ref().map(|m| m.step()),
+        r.mirror.as_ref().map(|m| m.activity()),
     )
 }
 

@@ -214,7 +214,7 @@ pub fn summarize(w: &World) -> String {
                 epochs.join(" "),
                 r.mirror
                     .as_ref()
-                    .map_or(String::new(), |m| format!(" step {:?}", m.step())),
+                    .map_or(String::new(), |m| format!(" step {:?}", m.activity())),
                 if r.writable { " WRITABLE" } else { "" },
                 if r.fetcher { " fetcher" } else { "" },
             );

@@ -118,6 +118,8 @@ pub enum RequestBody {
         key: MirrorPartition,
         /// The record.
         value: LastMirroredEpochsValue,
+        /// The state epoch of the STOPPING record the writer wrote (the fence).
+        expected_state_epoch: StateEpoch,
     },
     /// LME query, to the source cluster.
     QueryLastMirroredEpoch,

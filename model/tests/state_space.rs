@@ -88,4 +88,4 @@ fn symmetry_reduction_counts_are_pinned() {
 const SYMMETRIC_PLAIN_UNIQUE: usize = 3994;
 const SYMMETRIC_REDUCED_UNIQUE: usize = 3002;
 const TINY_UNIQUE: usize = 7190;
-const DEFAULT_UNIQUE: usize = 5_080_552;
+const DEFAULT_UNIQUE: usize = 5_141_678;

@@ -18,7 +18,7 @@ pub enum Event {
         /// The error message of a FAILED state.
         error: Option<String>,
     },
-    /// The coordinator refused a state write.
+    /// The coordinator refused a state or LME write.
     WriteFenced {
         /// The Kafka error.
         reason: String,

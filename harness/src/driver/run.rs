@@ -4,7 +4,7 @@
 use kmirror_kernel::types::Offset;
 use serde::Serialize;
 
-/// Why [`Driver::step`](super::Driver::step) has nothing to do right now.
+/// Why [`Driver::run_once`](super::Driver::run_once) has nothing to do right now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Idle {
     /// The fetcher is waiting for new data at the source (the fetch is held), followers in sync.

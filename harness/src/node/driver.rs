@@ -53,7 +53,7 @@ use kmirror_kernel::node::{
     CoalescedFetchResponse, NodeConfig, NodeEffect, NodeError as KernelNodeError, NodeInput,
     NodeMirror, PartitionFetchResponse, PartitionFetchResult, PartitionKey,
 };
-use kmirror_kernel::partition::Step;
+use kmirror_kernel::partition::Activity;
 use kmirror_kernel::partitioner::mirror_state_partition;
 use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::{MirrorName, MirrorPartition, PartitionIndex, TopicId};
@@ -114,7 +114,7 @@ pub enum NodeUntil {
     },
 }
 
-/// Why [`NodeDriver::step`] has nothing to do.
+/// Why [`NodeDriver::run_once`] has nothing to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NodeIdle {
     /// Every partition of a mirrored topic has fetched everything the source has.
@@ -445,7 +445,7 @@ impl NodeDriver {
 
     /// Does one unit of work: the next queued input, or a due retry timer, or the pending LME
     /// queries, or one fetch round. Returns why it is idle when there is nothing to do.
-    pub fn step(&mut self, now_ms: i64) -> Result<Option<NodeIdle>, NodeError> {
+    pub fn run_once(&mut self, now_ms: i64) -> Result<Option<NodeIdle>, NodeError> {
         if !self.started {
             self.start(now_ms)?;
             return Ok(None);
@@ -490,7 +490,7 @@ impl NodeDriver {
     ) -> Result<NodeIdle, NodeError> {
         loop {
             let now = clock.now_ms();
-            let idle = self.step(now)?;
+            let idle = self.run_once(now)?;
             on_step(self, now);
             if until == NodeUntil::CaughtUp && self.all_caught_up() {
                 return Ok(NodeIdle::CaughtUp);
@@ -537,7 +537,7 @@ impl NodeDriver {
                 return !self.timers.contains_key(key);
             }
             failed_for_good
-                || (matches!(pm.step(), Step::Fetching(_)) && self.caught_up.contains(key))
+                || (matches!(pm.activity(), Activity::Fetching(_)) && self.caught_up.contains(key))
         })
     }
 
@@ -547,7 +547,7 @@ impl NodeDriver {
             .filter(|(key, request)| {
                 self.node
                     .partition(key)
-                    .is_some_and(|pm| *pm.step() == Step::AwaitingLme(*request))
+                    .is_some_and(|pm| *pm.activity() == Activity::AwaitingLme(*request))
             })
             .collect();
         let Some(source) = self.source.as_mut() else {
@@ -729,7 +729,7 @@ impl NodeDriver {
             if self
                 .node
                 .partition(&key)
-                .is_some_and(|pm| *pm.step() == Step::AwaitingPidResetCommit)
+                .is_some_and(|pm| *pm.activity() == Activity::AwaitingPidResetCommit)
             {
                 self.queue.push_back(Queued::plain(NodeInput::Partition {
                     key,
@@ -818,11 +818,19 @@ impl NodeDriver {
                 request,
                 key: mk,
                 value,
+                expected_state_epoch,
             } => {
                 self.flush_log(&key)?;
                 let (k, state) = self.state_partition(&mk)?;
-                state.write_last_mirrored_epoch(&mk, value, now)?;
-                self.coordinator_answer(k, mk, Input::LastMirroredEpochWritten { request });
+                let input =
+                    match state.write_last_mirrored_epoch(&mk, value, expected_state_epoch, now)? {
+                        Ok(()) => Input::LastMirroredEpochWritten { request },
+                        Err(refused) => Input::WriteFenced {
+                            request,
+                            reason: refused.reason(),
+                        },
+                    };
+                self.coordinator_answer(k, mk, input);
             }
             Effect::QueryLastMirroredEpoch { request, .. } => {
                 self.pending_lme.insert(key, request);

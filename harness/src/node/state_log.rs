@@ -102,20 +102,31 @@ impl StatePartition {
         Ok(Ok(stored))
     }
 
-    /// Stores `key`'s LME record (on disk before returning).
+    /// Stores `key`'s LME record (on disk before returning) if the coordinator's fence lets it
+    /// through (see [`Coordinator::write_last_mirrored_epoch`]); a refusal writes nothing and is
+    /// returned as the inner `Err`.
     pub fn write_last_mirrored_epoch(
         &mut self,
         key: &MirrorPartition,
         value: LastMirroredEpochsValue,
+        expected_state_epoch: StateEpoch,
         timestamp_ms: i64,
-    ) -> Result<(), NodeError> {
+    ) -> Result<Result<(), WriteRefused>, NodeError> {
+        if let Err(refused) =
+            self.coordinator
+                .clone()
+                .write_last_mirrored_epoch(key, value, expected_state_epoch)
+        {
+            return Ok(Err(refused));
+        }
         self.append(
             &[MirrorStateRecord::LastMirroredEpochs {
                 partition: key.clone(),
                 value,
             }],
             timestamp_ms,
-        )
+        )?;
+        Ok(Ok(()))
     }
 
     fn append(

@@ -90,7 +90,7 @@ fn mirrored(fake: &FakeCluster, root: &std::path::Path) -> (NodeDriver, ManualCl
 fn run_until_caught_up(driver: &mut NodeDriver, clock: &mut ManualClock) {
     for _ in 0..10_000 {
         clock.now_ms += 10;
-        driver.step(clock.now_ms).unwrap();
+        driver.run_once(clock.now_ms).unwrap();
         if driver.all_caught_up() {
             return;
         }
@@ -98,7 +98,7 @@ fn run_until_caught_up(driver: &mut NodeDriver, clock: &mut ManualClock) {
     let steps: Vec<String> = driver
         .node()
         .partitions()
-        .map(|(k, pm)| format!("{k}: {} {:?}", pm.state(), pm.step()))
+        .map(|(k, pm)| format!("{k}: {} {:?}", pm.state(), pm.activity()))
         .collect();
     panic!(
         "not caught up after 10,000 steps: {steps:#?}\nevents: {:#?}\nstatus: {}",
@@ -296,7 +296,7 @@ fn a_source_leader_change_is_followed() {
     // The next round finds broker 1 no longer leading: retryable, the metadata is refreshed.
     for _ in 0..5 {
         clock.now_ms += 10;
-        driver.step(clock.now_ms).unwrap();
+        driver.run_once(clock.now_ms).unwrap();
     }
     run_until_caught_up(&mut driver, &mut clock);
     let key = PartitionKey::new(ORDERS, 0);

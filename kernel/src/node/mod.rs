@@ -153,7 +153,7 @@ use crate::config::MirrorConfig;
 use crate::desired::DesiredState;
 use crate::effect::RequestId;
 use crate::input::Input;
-use crate::partition::{PartitionMirror, Step};
+use crate::partition::{Activity, PartitionMirror};
 use crate::types::{BrokerId, MirrorName, MirrorPartition, PartitionIndex, TopicId};
 
 pub use error::{InvalidNodeConfig, NodeError};
@@ -404,11 +404,11 @@ impl NodeMirror {
                     .copied()
                     .collect();
                 for key in keys {
-                    let request = match self.led.get(&key).map(|l| l.mirror.step()) {
+                    let request = match self.led.get(&key).map(|l| l.mirror.activity()) {
                         Some(
-                            Step::Reading(r)
-                            | Step::Writing { request: r, .. }
-                            | Step::AwaitingLmeWrite(r),
+                            Activity::Reading(r)
+                            | Activity::Writing { request: r, .. }
+                            | Activity::AwaitingLmeWrite(r),
                         ) => *r,
                         _ => continue,
                     };

@@ -4,7 +4,7 @@
 use crate::config::MirrorConfig;
 use crate::effect::Effect;
 use crate::input::Input;
-use crate::partition::{PartitionMirror, Step};
+use crate::partition::{Activity, PartitionMirror};
 use crate::partitioner::mirror_state_partition;
 
 use super::{
@@ -160,7 +160,7 @@ impl NodeMirror {
         }
         if led
             .fetch
-            .is_some_and(|s| led.mirror.step() != &Step::Fetching(s.request.request))
+            .is_some_and(|s| led.mirror.activity() != &Activity::Fetching(s.request.request))
         {
             led.fetch = None;
         }
