@@ -193,9 +193,10 @@ pub struct Replica {
     pub fetcher: bool,
     /// The attempt of a pending retry timer (in memory).
     pub retry_timer: Option<u32>,
-    /// The leader's record of this follower's LEO, from its last fetch that returned records
-    /// (Kafka's follower state on the leader): the HW counts this, not the follower's current
-    /// LEO, so data a follower holds past a divergence never counts as replicated.
+    /// The leader's record of this follower's LEO: the fetch offset of its last fetch, credited
+    /// before the answer is appended (Kafka's `Replica` state on the leader), so an HW advance
+    /// waits for the next fetch. The HW counts this, not the follower's current LEO, so data a
+    /// follower holds past a divergence never counts as replicated.
     pub fetched_up_to: Offset,
 }
 
