@@ -221,7 +221,7 @@ pub struct StopArgs {
 /// `--stop-strategy`.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StopStrategyArg {
-    /// Truncate the log to its last stable offset (the seed's design).
+    /// Truncate the log to its last stable offset (the KIP text's design, docs/design.md 5.4).
     TruncateToLso,
     /// Append an ABORT marker for every open transaction (the KIP's later prototype).
     AbortOpenTransactions,

@@ -103,7 +103,7 @@ fn parse_stop_order(s: &str) -> Result<StopOrderArg, String> {
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
 enum StopArg {
-    /// Truncate to the LSO (the seed).
+    /// Truncate to the LSO (the KIP text, docs/design.md 5.4).
     Lso,
     /// Append ABORT markers for open transactions (the KIP's later prototype).
     Abort,
@@ -119,9 +119,9 @@ enum QuorumArg {
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
 enum IsolationArg {
-    /// read_committed: up to the source LSO (SPEC 6.3).
+    /// read_committed: up to the source LSO (docs/design.md 5.3).
     Committed,
-    /// read_uncommitted: up to the source HW (what the seed's LSO truncation implies).
+    /// read_uncommitted: up to the source HW (what the KIP text's LSO truncation at stop implies).
     Uncommitted,
 }
 

@@ -28,7 +28,7 @@
 //!
 //! # What it routes
 //!
-//! - **Leadership, per partition** (the seed's remove flow, steps 3 and 5: the partition
+//! - **Leadership, per partition** (KIP-1279's remove-topic flow, steps 3 and 5: the partition
 //!   leader's manager acts): `BecameLeader` creates the partition's [`PartitionMirror`] with its
 //!   topic's desired state, `BecameFollower` is handed to it (it stops its fetcher and revokes
 //!   writes) and then retired: kept inert (no leadership, nothing in flight, nothing routed to
