@@ -16,6 +16,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::authorization::AclResource;
 use super::{KafkaClient, WireError};
 
 /// ConfigResource type `TOPIC`.
@@ -134,10 +135,11 @@ impl KafkaClient {
             .find(|r| r.resource_type == CONFIG_RESOURCE_TOPIC && &*r.resource_name == topic)
             .ok_or_else(|| self.malformed(API, version, format!("no entry for topic {topic}")))?;
         if result.error_code != 0 {
-            return Err(self.broker_error(
+            return Err(self.broker_error_on(
                 API,
                 format!("the configs of topic {topic}"),
                 result.error_code,
+                AclResource::Topic(topic.to_owned()),
             ));
         }
         Ok(result
@@ -170,7 +172,12 @@ impl KafkaClient {
             }
         })?;
         if response.error_code != 0 {
-            return Err(self.broker_error(API, "the groups".into(), response.error_code));
+            return Err(self.broker_error_on(
+                API,
+                "the groups".into(),
+                response.error_code,
+                AclResource::Cluster,
+            ));
         }
         Ok(response
             .groups
@@ -214,7 +221,7 @@ impl KafkaClient {
             )
         };
         if code != 0 {
-            return Err(self.broker_error(API, what, code));
+            return Err(self.broker_error_on(API, what, code, AclResource::Group(group.into())));
         }
         if host.is_empty() || !(1..=65535).contains(&port) {
             return Err(self.malformed(API, version, format!("{what} is at {host:?} port {port}")));
@@ -322,7 +329,8 @@ impl KafkaClient {
                 .find(|g| &*g.group_id.0 == group)
                 .ok_or_else(|| self.malformed(API, version, format!("no entry for {what}")))?;
             if g.error_code != 0 {
-                return Err(self.broker_error(API, what, g.error_code));
+                let resource = AclResource::Group(group.to_owned());
+                return Err(self.broker_error_on(API, what, g.error_code, resource));
             }
             Ok(g.topics
                 .iter()
@@ -337,7 +345,8 @@ impl KafkaClient {
                 .collect())
         } else {
             if response.error_code != 0 {
-                return Err(self.broker_error(API, what, response.error_code));
+                let resource = AclResource::Group(group.to_owned());
+                return Err(self.broker_error_on(API, what, response.error_code, resource));
             }
             Ok(response
                 .topics
@@ -373,7 +382,7 @@ impl KafkaClient {
                 Some(m) if !m.is_empty() => format!("every ACL ({m})"),
                 _ => "every ACL".to_owned(),
             };
-            return Err(self.broker_error(API, what, response.error_code));
+            return Err(self.broker_error_on(API, what, response.error_code, AclResource::Cluster));
         }
         Ok(response
             .resources

@@ -4,6 +4,7 @@
 //! is reported, not retried: the caller decides). Each call checks the answer names what was
 //! asked (the topic, the partition) and turns a Kafka error code into [`WireError::Broker`].
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -21,6 +22,8 @@ use kafka_protocol::protocol::{Request, StrBytes};
 use kmirror_kernel::types::{EpochAndOffset, TopicId};
 use uuid::Uuid;
 
+use super::authorization::{self, AclResource};
+use super::security::SecurityConfig;
 use super::{error_name, Connection, WireError};
 
 /// ListOffsets' timestamp for the log start offset.
@@ -187,18 +190,33 @@ pub struct KafkaClient {
     address: String,
     connect_timeout: Duration,
     request_timeout: Duration,
+    security: Arc<SecurityConfig>,
     connection: Option<Connection>,
 }
 
 impl KafkaClient {
-    /// A client of the broker at `address` (`host:port`); nothing is sent until the first call.
+    /// A plaintext client of the broker at `address` (`host:port`); nothing is sent until the
+    /// first call.
     pub fn new(address: &str, connect_timeout: Duration, request_timeout: Duration) -> Self {
         KafkaClient {
             address: address.to_owned(),
             connect_timeout,
             request_timeout,
+            security: Arc::default(),
             connection: None,
         }
+    }
+
+    /// The same client connecting with `security` (TLS, SASL).
+    pub fn with_security(mut self, security: Arc<SecurityConfig>) -> Self {
+        self.security = security;
+        self.connection = None;
+        self
+    }
+
+    /// The security its connections use.
+    pub fn security(&self) -> &Arc<SecurityConfig> {
+        &self.security
     }
 
     /// The broker's address.
@@ -206,13 +224,18 @@ impl KafkaClient {
         &self.address
     }
 
-    /// Opens the connection now (TCP, then ApiVersions), if it is not open.
+    /// Opens the connection now (TCP, TLS, ApiVersions, SASL as configured), if it is not open
+    /// (or its SASL session is about to end).
     pub fn connect(&mut self) -> Result<&mut Connection, WireError> {
+        if self.connection.as_ref().is_some_and(Connection::is_expired) {
+            self.connection = None;
+        }
         if self.connection.is_none() {
-            self.connection = Some(Connection::connect(
+            self.connection = Some(Connection::connect_with(
                 &self.address,
                 self.connect_timeout,
                 self.request_timeout,
+                &self.security,
             )?);
         }
         self.connection.as_mut().ok_or_else(|| WireError::Connect {
@@ -253,6 +276,27 @@ impl KafkaClient {
             what,
             code,
             name: error_name(code),
+        }
+    }
+
+    /// A Kafka error code about `resource`: [`WireError::Denied`] naming the missing ACL for
+    /// an authorization error, else [`WireError::Broker`].
+    pub(crate) fn broker_error_on(
+        &self,
+        api: &'static str,
+        what: String,
+        code: i16,
+        resource: AclResource,
+    ) -> WireError {
+        match authorization::needed(api, code, resource, self.security.principal()) {
+            Some(acl) => WireError::Denied {
+                address: self.address.clone(),
+                api,
+                code,
+                name: error_name(code),
+                acl,
+            },
+            None => self.broker_error(api, what, code),
         }
     }
 
@@ -349,7 +393,8 @@ impl KafkaClient {
             .find(|t| t.name == topic)
             .ok_or_else(|| self.malformed(API, version, format!("no entry for topic {topic}")))?;
         if found.error_code != 0 {
-            return Err(self.broker_error(API, what, found.error_code));
+            let resource = AclResource::Topic(topic.to_owned());
+            return Err(self.broker_error_on(API, what, found.error_code, resource));
         }
         Ok(TopicMetadata {
             cluster_id: snapshot.cluster_id.clone(),
@@ -428,10 +473,11 @@ impl KafkaClient {
                         self.malformed(API, version, format!("no entry for {topic}-{partition}"))
                     })?;
                 if p.error_code != 0 {
-                    return Err(self.broker_error(
+                    return Err(self.broker_error_on(
                         API,
                         format!("topic {topic} partition {partition}"),
                         p.error_code,
+                        AclResource::Topic(topic.clone()),
                     ));
                 }
                 Ok((p.offset, (p.leader_epoch >= 0).then_some(p.leader_epoch)))
@@ -589,10 +635,11 @@ impl KafkaClient {
                 self.malformed(API, version, format!("no entry for {topic}-{partition}"))
             })?;
         if p.error_code != 0 {
-            return Err(self.broker_error(
+            return Err(self.broker_error_on(
                 API,
                 format!("topic {topic} partition {partition} epoch {leader_epoch}"),
                 p.error_code,
+                AclResource::Topic(topic.to_owned()),
             ));
         }
         Ok(EpochAndOffset {

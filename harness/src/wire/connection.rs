@@ -1,5 +1,7 @@
-//! One TCP connection to a Kafka broker: framing, correlation ids, header versions and the API
-//! versions negotiated at connect time.
+//! One connection to a Kafka broker: framing, correlation ids, header versions and the API
+//! versions negotiated at connect time; TLS and SASL as its [`SecurityConfig`] says
+//! ([`Connection::connect_with`]: TCP, the TLS handshake, ApiVersions, SaslHandshake and
+//! SaslAuthenticate).
 //!
 //! A request is `size:int32` then the request header (v1, or v2 with tagged fields for
 //! flexible versions) and the body; the response is `size:int32`, the response header (v0, or
@@ -9,7 +11,7 @@
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
@@ -19,6 +21,8 @@ use kafka_protocol::protocol::{
     Decodable, Encodable, HeaderVersion, Message, Request, StrBytes, VersionRange,
 };
 
+use super::security::{sasl, tls, SecurityConfig};
+use super::transport::Transport;
 use super::{codes, error_name, WireError};
 
 /// The largest response kmirror accepts (a sanity bound against a corrupt size prefix).
@@ -30,18 +34,38 @@ pub const CLIENT_ID: &str = "kmirror";
 #[derive(Debug)]
 pub struct Connection {
     address: String,
-    stream: TcpStream,
+    stream: Transport,
     next_correlation_id: i32,
     versions: HashMap<i16, VersionRange>,
+    /// When the broker ends the SASL session (KIP-368), if it set a lifetime.
+    expires_at: Option<Instant>,
 }
 
 impl Connection {
-    /// Connects to `address` (`host:port`) within `connect_timeout`, sets `request_timeout` as
-    /// the socket's read and write timeout, and asks the broker for its API versions.
+    /// Connects to `address` (`host:port`) in plaintext within `connect_timeout`, sets
+    /// `request_timeout` as the socket's read and write timeout, and asks the broker for its
+    /// API versions.
     pub fn connect(
         address: &str,
         connect_timeout: Duration,
         request_timeout: Duration,
+    ) -> Result<Connection, WireError> {
+        Connection::connect_with(
+            address,
+            connect_timeout,
+            request_timeout,
+            &SecurityConfig::default(),
+        )
+    }
+
+    /// As [`connect`](Self::connect), with `security`: the TLS handshake right after TCP
+    /// connects (a [`WireError::Tls`] when it fails), and the SASL login right after
+    /// ApiVersions (a [`WireError::Authentication`] when the broker refuses it).
+    pub fn connect_with(
+        address: &str,
+        connect_timeout: Duration,
+        request_timeout: Duration,
+        security: &SecurityConfig,
     ) -> Result<Connection, WireError> {
         let connect_error = |source| WireError::Connect {
             address: address.to_owned(),
@@ -64,14 +88,35 @@ impl Connection {
         setup(stream.set_read_timeout(Some(request_timeout)))?;
         setup(stream.set_write_timeout(Some(request_timeout)))?;
         setup(stream.set_nodelay(true))?;
+        let stream = match &security.tls {
+            None => Transport::Plain(stream),
+            Some(settings) => Transport::Tls(Box::new(
+                tls::handshake(stream, address, settings).map_err(|reason| WireError::Tls {
+                    address: address.to_owned(),
+                    reason,
+                })?,
+            )),
+        };
         let mut connection = Connection {
             address: address.to_owned(),
             stream,
             next_correlation_id: 1,
             versions: HashMap::new(),
+            expires_at: None,
         };
         connection.negotiate()?;
+        if let Some(settings) = &security.sasl {
+            let lifetime = sasl::authenticate(&mut connection, settings)?;
+            // Reopen a little before the broker would close the session.
+            connection.expires_at = lifetime.map(|l| Instant::now() + l.mul_f64(0.9));
+        }
         Ok(connection)
+    }
+
+    /// Whether the broker's SASL session lifetime is (nearly) over: the connection must be
+    /// reopened before the next request.
+    pub fn is_expired(&self) -> bool {
+        self.expires_at.is_some_and(|at| Instant::now() >= at)
     }
 
     /// The broker's address.

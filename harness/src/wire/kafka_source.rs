@@ -38,6 +38,7 @@
 //! once.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use kmirror_kernel::config::FetchIsolation;
@@ -45,6 +46,7 @@ use kmirror_kernel::fetch::FetchResponse;
 use kmirror_kernel::types::{LeaderEpoch, MirrorName, Offset, PartitionIndex, TopicId};
 
 use super::client::{PartitionMetadata, TopicMetadata, EARLIEST_TIMESTAMP};
+use super::security::SecurityConfig;
 #[cfg(test)]
 use super::source_cluster::split_batches;
 use super::source_cluster::{
@@ -141,6 +143,19 @@ impl KafkaSource {
         &self.cluster
     }
 
+    /// The same source, every connection with `security` (TLS, SASL).
+    pub fn with_security(mut self, security: Arc<SecurityConfig>) -> Self {
+        self.cluster.set_security(security);
+        self
+    }
+
+    /// Checks that this client may read the partition (see
+    /// [`SourceCluster::check_read_access`]): a missing ACL, a refused login or an untrusted
+    /// certificate is the error.
+    pub fn check_read_access(&mut self) -> Result<(), WireError> {
+        self.cluster.check_read_access()
+    }
+
     /// The topic's metadata (asked again when `refresh`, when none is cached, or after a
     /// failure).
     pub fn metadata(&mut self, refresh: bool) -> Result<&TopicMetadata, SourceError> {
@@ -165,6 +180,20 @@ impl KafkaSource {
                 let code = match error {
                     TopicError::Selection { .. } => codes::UNKNOWN_TOPIC_OR_PARTITION,
                     TopicError::Broker { code, .. } => *code,
+                    TopicError::Denied {
+                        address,
+                        code,
+                        name,
+                        acl,
+                    } => {
+                        return Err(SourceError::Kafka(WireError::Denied {
+                            address: address.clone(),
+                            api: "Metadata",
+                            code: *code,
+                            name: name.clone(),
+                            acl: acl.clone(),
+                        }))
+                    }
                 };
                 return Err(metadata_error(code, format!("topic {}", self.topic)));
             }

@@ -25,6 +25,7 @@
 //! than v5 lists every group and each is described as a classic group).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use kmirror_kernel::sync::acl::RawAclBinding;
 use kmirror_kernel::sync::group_offsets::TopicPartition;
@@ -34,7 +35,9 @@ use super::admin::{
     AclEntry, ConfigEntry, GroupDescription, DYNAMIC_TOPIC_CONFIG, GROUP_TYPE_CLASSIC,
     GROUP_TYPE_CONSUMER,
 };
+use super::authorization::{is_authorization, GROUP_AUTHORIZATION_FAILED};
 use super::client::{TopicMetadata, LATEST_TIMESTAMP, READ_UNCOMMITTED};
+use super::security::SecurityConfig;
 use super::{error_name, KafkaClient, KafkaSourceOptions, WireError};
 use crate::sync::{GroupRecord, MetadataSource, Read, SyncError};
 
@@ -81,7 +84,7 @@ impl KafkaMetadataSource {
     /// error code: the connection, a malformed answer, a missing API version).
     fn per_item(&self, error: WireError) -> Result<String, SyncError> {
         match error {
-            WireError::Broker { .. } => Ok(error.to_string()),
+            WireError::Broker { .. } | WireError::Denied { .. } => Ok(error.to_string()),
             other => Err(self.unavailable(other)),
         }
     }
@@ -92,9 +95,18 @@ impl KafkaMetadataSource {
             return &mut self.bootstrap;
         }
         let options = self.options;
+        let security = self.bootstrap.security().clone();
         self.others.entry(address.to_owned()).or_insert_with(|| {
             KafkaClient::new(address, options.connect_timeout, options.request_timeout)
+                .with_security(security)
         })
+    }
+
+    /// The same source, every connection with `security` (TLS, SASL).
+    pub fn with_security(mut self, security: Arc<SecurityConfig>) -> Self {
+        self.bootstrap = self.bootstrap.with_security(security);
+        self.others.clear();
+        self
     }
 
     fn metadata(&mut self) -> Result<TopicMetadata, SyncError> {
@@ -163,8 +175,13 @@ impl KafkaMetadataSource {
         let mut partition_errors = Vec::new();
         for o in offsets {
             if o.error_code != 0 {
+                let grant = if is_authorization(o.error_code) {
+                    format!(" (grant Describe on topic {:?})", o.topic)
+                } else {
+                    String::new()
+                };
                 partition_errors.push(format!(
-                    "{}-{}: {} (error code {})",
+                    "{}-{}: {} (error code {}){grant}",
                     o.topic,
                     o.partition,
                     error_name(o.error_code),
@@ -202,9 +219,14 @@ fn describe_outcome(
         return Ok(None);
     }
     if d.error_code != 0 {
+        let grant = if d.error_code == GROUP_AUTHORIZATION_FAILED {
+            format!(" (the mirror's principal needs Describe on group {group:?})")
+        } else {
+            String::new()
+        };
         return Err(format!(
-            "group {group:?} on the source cannot be described: {} (error code {}){}; not \
-             synced this round",
+            "group {group:?} on the source cannot be described: {} (error code {}){}{grant}; \
+             not synced this round",
             error_name(d.error_code),
             d.error_code,
             d.error_message

@@ -18,24 +18,32 @@
 //! - [`source_cluster`]: [`SourceCluster`], every partition of the selected topics
 //!   ([`topic_selection`]: names and globs) of a multi-broker cluster, one connection per
 //!   broker and one coalesced Fetch per leader broker per round, answered per partition.
+//! - [`security`]: TLS (rustls) and SASL (PLAIN, SCRAM) from a Kafka `client.properties`
+//!   ([`SecurityConfig`]), on every connection ([`transport`]: plain TCP or TLS);
+//!   [`authorization`]: the ACL a principal lacks when the broker says so.
 //!
 //! Every failure is a [`WireError`] naming the broker's address and the API; a malformed
 //! response is an error, never a panic.
 
 pub mod admin;
+pub mod authorization;
 pub mod client;
 pub mod connection;
 #[cfg(test)]
 pub(crate) mod fake_broker;
 pub mod kafka_source;
 pub mod metadata_source;
+pub mod security;
 pub mod source_cluster;
 pub mod topic_selection;
+pub mod transport;
 
+pub use authorization::{AclNeeded, AclResource};
 pub use client::{KafkaClient, PartitionFetch, TopicMetadata};
 pub use connection::Connection;
 pub use kafka_source::{KafkaSource, KafkaSourceOptions};
 pub use metadata_source::KafkaMetadataSource;
+pub use security::{SecurityConfig, SecurityConfigError};
 pub use source_cluster::{
     CurrentLeaderEpoch, PartitionFetchError, PartitionFetchRequest, PartitionFetchResult,
     PartitionFetched, SourceCluster, SourceClusterOptions, SourceMetadata,
@@ -119,6 +127,57 @@ pub enum WireError {
         /// Kafka's name of the error (`UNKNOWN_TOPIC_ID`...).
         name: String,
     },
+    /// The broker refused an operation to this principal: an ACL is missing.
+    #[error(
+        "the source denied {acl} ({name} from Kafka broker {address} in {api}): grant it with          `{}`",
+        acl.grant_command(address)
+    )]
+    Denied {
+        /// The broker's address.
+        address: String,
+        /// The API.
+        api: &'static str,
+        /// Kafka's error code (`TOPIC_AUTHORIZATION_FAILED`...).
+        code: i16,
+        /// Kafka's name of it.
+        name: String,
+        /// The missing ACL.
+        acl: AclNeeded,
+    },
+    /// The TLS handshake failed (an untrusted or mismatched certificate, not a TLS listener...).
+    #[error("TLS with Kafka broker {address} failed: {reason}")]
+    Tls {
+        /// The broker's address.
+        address: String,
+        /// Why, and what to change.
+        reason: String,
+    },
+    /// The broker rejected the SASL login (`SASL_AUTHENTICATION_FAILED`).
+    #[error(
+        "Kafka broker {address} rejected the SASL {mechanism} login of user '{username}':          {message}; check the username and password in sasl.jaas.config of the source config"
+    )]
+    Authentication {
+        /// The broker's address.
+        address: String,
+        /// The SASL mechanism.
+        mechanism: &'static str,
+        /// The user name (never the password).
+        username: String,
+        /// The broker's message (or what failed on our side).
+        message: String,
+    },
+    /// The broker does not enable the configured SASL mechanism.
+    #[error(
+        "Kafka broker {address} does not enable SASL mechanism {mechanism} (it enables          {enabled}); set sasl.mechanism to one of them"
+    )]
+    SaslMechanism {
+        /// The broker's address.
+        address: String,
+        /// The mechanism asked for.
+        mechanism: &'static str,
+        /// The broker's enabled mechanisms.
+        enabled: String,
+    },
 }
 
 impl Clone for WireError {
@@ -185,6 +244,43 @@ impl Clone for WireError {
                 code: *code,
                 name: name.clone(),
             },
+            WireError::Denied {
+                address,
+                api,
+                code,
+                name,
+                acl,
+            } => WireError::Denied {
+                address: address.clone(),
+                api,
+                code: *code,
+                name: name.clone(),
+                acl: acl.clone(),
+            },
+            WireError::Tls { address, reason } => WireError::Tls {
+                address: address.clone(),
+                reason: reason.clone(),
+            },
+            WireError::Authentication {
+                address,
+                mechanism,
+                username,
+                message,
+            } => WireError::Authentication {
+                address: address.clone(),
+                mechanism,
+                username: username.clone(),
+                message: message.clone(),
+            },
+            WireError::SaslMechanism {
+                address,
+                mechanism,
+                enabled,
+            } => WireError::SaslMechanism {
+                address: address.clone(),
+                mechanism,
+                enabled: enabled.clone(),
+            },
         }
     }
 }
@@ -199,12 +295,25 @@ impl WireError {
         matches!(self, WireError::Connect { .. } | WireError::Io { .. })
     }
 
-    /// The broker's error code, for [`WireError::Broker`].
+    /// The broker's error code, for [`WireError::Broker`] and [`WireError::Denied`].
     pub fn code(&self) -> Option<i16> {
         match self {
-            WireError::Broker { code, .. } => Some(*code),
+            WireError::Broker { code, .. } | WireError::Denied { code, .. } => Some(*code),
             _ => None,
         }
+    }
+
+    /// Whether the source refused this client: an untrusted or mismatched TLS certificate, a
+    /// rejected SASL login or mechanism, a missing ACL. Retrying does not help until an
+    /// operator changes the source config or the ACLs.
+    pub fn is_security(&self) -> bool {
+        matches!(
+            self,
+            WireError::Denied { .. }
+                | WireError::Tls { .. }
+                | WireError::Authentication { .. }
+                | WireError::SaslMechanism { .. }
+        )
     }
 }
 

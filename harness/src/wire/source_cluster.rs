@@ -35,16 +35,19 @@
 //! coalescing: one Fetch per broker per round, whatever the number of partitions).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kmirror_kernel::config::FetchIsolation;
 use kmirror_kernel::fetch::{FetchResponse, FetchedRecords};
 use kmirror_kernel::types::{LeaderEpoch, Offset, PartitionIndex, TopicId};
 
+use super::authorization::{self, AclNeeded, AclResource};
 use super::client::{
     FetchManyParams, FetchPartitionParams, KafkaClient, MetadataSnapshot, PartitionFetch,
     EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED,
 };
+use super::security::SecurityConfig;
 use super::topic_selection::{SelectionMiss, TopicSelection};
 use super::{codes, error_name, WireError};
 use crate::driver::cluster::topic_id_hex;
@@ -146,6 +149,23 @@ pub enum TopicError {
         code: i16,
         /// Kafka's name of it.
         name: String,
+    },
+    /// The principal may not describe the topic (`TOPIC_AUTHORIZATION_FAILED`): the error
+    /// names the missing ACL.
+    #[error(
+        "the source denied {acl} ({name} from Kafka broker {address} in Metadata): grant it \
+         with `{}`",
+        acl.grant_command(address)
+    )]
+    Denied {
+        /// The broker that answered.
+        address: String,
+        /// Kafka's error code.
+        code: i16,
+        /// Kafka's name of it.
+        name: String,
+        /// The missing ACL.
+        acl: AclNeeded,
     },
 }
 
@@ -434,6 +454,7 @@ pub struct SourceCluster {
     bootstrap_metadata_requests: u64,
     selection: TopicSelection,
     options: SourceClusterOptions,
+    security: Arc<SecurityConfig>,
     metadata: Option<SourceMetadata>,
     metadata_at: Option<Instant>,
     refreshed_at: Option<Instant>,
@@ -498,6 +519,7 @@ impl SourceCluster {
             bootstrap_metadata_requests: 0,
             selection,
             options,
+            security: Arc::default(),
             metadata: None,
             metadata_at: None,
             refreshed_at: None,
@@ -505,6 +527,32 @@ impl SourceCluster {
             last_metadata_error: None,
             brokers: HashMap::new(),
         }
+    }
+
+    /// The same cluster, every connection (bootstrap, Metadata, Fetch, ListOffsets) with
+    /// `security` (TLS, SASL). Open connections are closed.
+    pub fn with_security(mut self, security: Arc<SecurityConfig>) -> Self {
+        self.set_security(security);
+        self
+    }
+
+    /// Sets the security of every connection; open connections are closed.
+    pub fn set_security(&mut self, security: Arc<SecurityConfig>) {
+        for client in &mut self.bootstrap {
+            let plain = KafkaClient::new(
+                client.address(),
+                self.options.connect_timeout,
+                self.options.request_timeout,
+            );
+            *client = plain.with_security(security.clone());
+        }
+        self.brokers.clear();
+        self.security = security;
+    }
+
+    /// The security of its connections.
+    pub fn security(&self) -> &Arc<SecurityConfig> {
+        &self.security
     }
 
     /// The bootstrap addresses, separated by commas.
@@ -680,6 +728,21 @@ impl SourceCluster {
             if !selected.contains(&entry.name) {
                 continue;
             }
+            let denied = authorization::needed(
+                "Metadata",
+                entry.error_code,
+                AclResource::Topic(entry.name.clone()),
+                self.security.principal(),
+            );
+            if let Some(acl) = denied {
+                errors.push(TopicError::Denied {
+                    address: address.clone(),
+                    code: entry.error_code,
+                    name: error_name(entry.error_code),
+                    acl,
+                });
+                continue;
+            }
             if entry.error_code != 0 {
                 errors.push(TopicError::Broker {
                     topic: entry.name.clone(),
@@ -718,6 +781,68 @@ impl SourceCluster {
         }
     }
 
+    /// Checks that this client may read every selected partition before anything is mirrored:
+    /// one Fetch per leader broker with all its selected partitions, nothing waited for and at
+    /// most one byte asked (Kafka still returns at most one whole batch). The first
+    /// authorization error ([`WireError::Denied`], or a TLS / SASL failure) is returned; other
+    /// errors are left to the mirror, which reports them per partition.
+    pub fn check_read_access(&mut self) -> Result<(), WireError> {
+        let metadata = self.metadata().map_err(|e| e.wire().clone())?.clone();
+        let mut by_leader: BTreeMap<i32, Vec<(String, FetchPartitionParams)>> = BTreeMap::new();
+        for (topic, p) in metadata.partitions() {
+            let Some(leader) = p.leader else { continue };
+            by_leader.entry(leader).or_default().push((
+                topic.name.clone(),
+                FetchPartitionParams {
+                    topic_id: topic.topic_id,
+                    partition: p.index,
+                    fetch_offset: 0,
+                    last_fetched_epoch: None,
+                    current_leader_epoch: None,
+                    partition_max_bytes: 1,
+                },
+            ));
+        }
+        for (broker, partitions) in by_leader {
+            let Some(address) = metadata.brokers.get(&broker) else {
+                continue;
+            };
+            let mut connection = self.take_connection(broker, address);
+            let params = FetchManyParams {
+                isolation_level: READ_UNCOMMITTED,
+                max_wait_ms: 0,
+                max_bytes: 1,
+                partitions: partitions.iter().map(|(_, p)| *p).collect(),
+            };
+            connection.stats.fetch_requests += 1;
+            connection.stats.partitions_fetched += partitions.len() as u64;
+            let answer = connection.client.fetch_many(&params);
+            let principal = connection.client.security().principal();
+            self.brokers.insert(broker, connection);
+            let answers = match answer {
+                Err(e) if e.is_security() => return Err(e),
+                Err(_) => continue,
+                Ok(answers) => answers,
+            };
+            for ((topic, _), answer) in partitions.iter().zip(answers) {
+                let Ok(answer) = answer else { continue };
+                let resource = AclResource::Topic(topic.clone());
+                if let Some(acl) =
+                    authorization::needed("Fetch", answer.error_code, resource, principal.clone())
+                {
+                    return Err(WireError::Denied {
+                        address: address.clone(),
+                        api: "Fetch",
+                        code: answer.error_code,
+                        name: error_name(answer.error_code),
+                        acl,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Requests sent so far, per broker id.
     pub fn request_stats(&self) -> BTreeMap<i32, BrokerStats> {
         self.brokers.iter().map(|(id, c)| (*id, c.stats)).collect()
@@ -737,7 +862,8 @@ impl SourceCluster {
                     address,
                     self.options.connect_timeout,
                     self.options.request_timeout,
-                ),
+                )
+                .with_security(self.security.clone()),
                 stats: old.map(|c| c.stats).unwrap_or_default(),
                 rotation: 0,
             },
@@ -1179,7 +1305,9 @@ fn run_job(mut job: BrokerJob, options: &SourceClusterOptions) -> JobOutput {
                             if codes::is_leadership(code) || code == codes::UNKNOWN_TOPIC_ID {
                                 refresh = true;
                             }
-                            Err(PartitionAt::of(item, broker, &address).error("Fetch", code))
+                            let principal = connection.client.security().principal();
+                            Err(PartitionAt::of(item, broker, &address)
+                                .error("Fetch", code, principal))
                         }
                         Err((pos, e)) => Err(PartitionFetchError::Failed {
                             topic: item.topic.clone(),
@@ -1276,8 +1404,14 @@ impl PartitionAt<'_> {
         }
     }
 
-    /// The partition's error for its Kafka error code.
-    fn error(&self, api: &'static str, code: i16) -> PartitionFetchError {
+    /// The partition's error for its Kafka error code (an authorization error names the ACL
+    /// `principal` lacks).
+    fn error(
+        &self,
+        api: &'static str,
+        code: i16,
+        principal: Option<String>,
+    ) -> PartitionFetchError {
         if code == codes::UNKNOWN_TOPIC_ID {
             return PartitionFetchError::UnknownTopicId {
                 address: self.address.to_owned(),
@@ -1300,16 +1434,27 @@ impl PartitionAt<'_> {
                 name: error_name(code),
             };
         }
-        PartitionFetchError::Failed {
-            topic: self.topic.to_owned(),
-            partition: self.partition,
-            source: Box::new(WireError::Broker {
+        let resource = AclResource::Topic(self.topic.to_owned());
+        let source = match authorization::needed(api, code, resource, principal) {
+            Some(acl) => WireError::Denied {
+                address: self.address.to_owned(),
+                api,
+                code,
+                name: error_name(code),
+                acl,
+            },
+            None => WireError::Broker {
                 address: self.address.to_owned(),
                 api,
                 what: format!("topic {} partition {}", self.topic, self.partition),
                 code,
                 name: error_name(code),
-            }),
+            },
+        };
+        PartitionFetchError::Failed {
+            topic: self.topic.to_owned(),
+            partition: self.partition,
+            source: Box::new(source),
         }
     }
 }
@@ -1322,8 +1467,10 @@ fn list_offset_answer(
     match answer {
         Some(Ok((offset, _))) => Ok(*offset),
         Some(Err(e)) => Err(match e.code() {
-            Some(code) => at.error("ListOffsets", code),
-            None => PartitionFetchError::Failed {
+            Some(code) if !matches!(e, WireError::Denied { .. }) => {
+                at.error("ListOffsets", code, None)
+            }
+            Some(_) | None => PartitionFetchError::Failed {
                 topic: at.topic.to_owned(),
                 partition: at.partition,
                 source: Box::new(e.clone()),
