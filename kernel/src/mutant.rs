@@ -55,11 +55,21 @@ pub enum Mutant {
     /// marker is appended, not once the HW passes the marker (the kernel's LSO before the Kafka
     /// oracle showed the difference): an unreplicated ABORT is cut, its data kept.
     LsoReleasedAtMarker,
+    /// The node manager (`kernel/src/node/`): the parts of a coalesced fetch response after a
+    /// partition's failed or retriable part are dropped, neither routed nor fetched again, so
+    /// one partition's fault stalls the partitions fetched with it.
+    CoalescedFetchDropsAfterFailure,
+    /// The node manager: a topic's change to `Stop` is fanned out to the led partitions of
+    /// every topic, not only that topic's.
+    StopRoutedToEveryTopic,
+    /// The node manager: a partition's completed part of a coalesced fetch response is handed
+    /// to the next partition of the request (in key order, cyclically).
+    FetchPartToWrongPartition,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 16] = [
+    pub const ALL: [Mutant; 19] = [
         Mutant::SkipIsrWait,
         Mutant::ActBeforePersist,
         Mutant::SkipEpochBump,
@@ -76,7 +86,24 @@ impl Mutant {
         Mutant::SyncAfterStop,
         Mutant::SyncWriteUnfenced,
         Mutant::LsoReleasedAtMarker,
+        Mutant::CoalescedFetchDropsAfterFailure,
+        Mutant::StopRoutedToEveryTopic,
+        Mutant::FetchPartToWrongPartition,
     ];
+
+    /// The mutants of the node manager (`kernel/src/node/`): only the node model
+    /// (`kmirror check --node`, `model/src/node/`) runs a `NodeMirror`, so only it can show
+    /// them; every other mutant is in `PartitionMirror` or the coordinator.
+    pub const NODE: [Mutant; 3] = [
+        Mutant::CoalescedFetchDropsAfterFailure,
+        Mutant::StopRoutedToEveryTopic,
+        Mutant::FetchPartToWrongPartition,
+    ];
+
+    /// Whether this is one of [`Mutant::NODE`].
+    pub fn is_node(self) -> bool {
+        Mutant::NODE.contains(&self)
+    }
 
     /// The kebab-case name (`SkipPidReset` is `skip-pid-reset`), unique among [`Mutant::ALL`].
     pub const fn name(self) -> &'static str {
@@ -97,6 +124,9 @@ impl Mutant {
             Mutant::SyncAfterStop => "sync-after-stop",
             Mutant::SyncWriteUnfenced => "sync-write-unfenced",
             Mutant::LsoReleasedAtMarker => "lso-released-at-marker",
+            Mutant::CoalescedFetchDropsAfterFailure => "coalesced-fetch-drops-after-failure",
+            Mutant::StopRoutedToEveryTopic => "stop-routed-to-every-topic",
+            Mutant::FetchPartToWrongPartition => "fetch-part-to-wrong-partition",
         }
     }
 
@@ -131,6 +161,15 @@ impl Mutant {
             Mutant::LsoReleasedAtMarker => {
                 "STOPPING's LSO ignores closed transactions whose marker is not replicated \
                  (needs --replicas 2)"
+            }
+            Mutant::CoalescedFetchDropsAfterFailure => {
+                "The node drops the parts of a coalesced fetch after a failed one (needs --node)"
+            }
+            Mutant::StopRoutedToEveryTopic => {
+                "The node fans a topic's stop out to every topic (needs --node)"
+            }
+            Mutant::FetchPartToWrongPartition => {
+                "The node hands a fetch part to the next partition of the request (needs --node)"
             }
         }
     }

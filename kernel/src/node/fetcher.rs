@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::FetchIsolation;
 use crate::effect::RequestId;
 use crate::input::FetchOutcome;
+use crate::mutant::{self, Mutant};
 use crate::partitioner::{murmur2, to_positive};
 use crate::types::{BrokerId, LeaderEpoch, Offset};
 
@@ -208,12 +209,21 @@ impl NodeMirror {
             return;
         };
         let mut answered = BTreeSet::new();
+        // Mutant `CoalescedFetchDropsAfterFailure`: the first partition whose part failed.
+        let mut failed_at: Option<PartitionKey> = None;
+        let dropped = |failed_at: Option<PartitionKey>, key: &PartitionKey| {
+            mutant::active(config.mutant, Mutant::CoalescedFetchDropsAfterFailure)
+                && failed_at.is_some_and(|f| *key > f)
+        };
         for PartitionFetchResponse {
             key,
             request,
             result,
         } in response.partitions
         {
+            if dropped(failed_at, &key) {
+                continue;
+            }
             let asked = sent.contains(&(key, request));
             if !asked || !answered.insert(key) || self.fetcher_of(&key) != Some(fetcher) {
                 out.errors.push(NodeError::StaleFetch {
@@ -223,10 +233,19 @@ impl NodeMirror {
                 });
                 continue;
             }
+            if !matches!(result, PartitionFetchResult::Completed(_)) {
+                failed_at.get_or_insert(key);
+            }
             match result {
                 PartitionFetchResult::Completed(outcome) => {
                     let input = Input::FetchCompleted { request, outcome };
-                    self.route(config, key, input, logs, out)
+                    let to = if mutant::active(config.mutant, Mutant::FetchPartToWrongPartition) {
+                        let at = sent.iter().position(|(k, _)| *k == key).unwrap_or(0);
+                        sent[(at + 1) % sent.len()].0
+                    } else {
+                        key
+                    };
+                    self.route(config, to, input, logs, out)
                 }
                 PartitionFetchResult::Failed(error) => {
                     let input = Input::RequestFailed { request, error };
@@ -245,7 +264,7 @@ impl NodeMirror {
             }
         }
         for (key, request) in sent {
-            if !answered.contains(&key) {
+            if !answered.contains(&key) && !dropped(failed_at, &key) {
                 self.requeue(&key, request, fetcher, None);
             }
         }

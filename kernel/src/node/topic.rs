@@ -5,6 +5,7 @@
 use crate::config::MirrorConfig;
 use crate::desired::DesiredState;
 use crate::input::Input;
+use crate::mutant::{self, Mutant};
 use crate::types::{BrokerId, PartitionIndex, TopicId};
 
 use super::{
@@ -51,11 +52,17 @@ impl NodeMirror {
             }
         };
         if changed {
-            let keys: Vec<PartitionKey> = self
-                .led
-                .range(PartitionKey::topic_range(topic_id))
-                .map(|(k, _)| *k)
-                .collect();
+            let keys: Vec<PartitionKey> =
+                if mutant::active(config.mutant, Mutant::StopRoutedToEveryTopic)
+                    && matches!(desired, DesiredState::Stop(_))
+                {
+                    self.led.keys().copied().collect()
+                } else {
+                    self.led
+                        .range(PartitionKey::topic_range(topic_id))
+                        .map(|(k, _)| *k)
+                        .collect()
+                };
             for key in keys {
                 let input = Input::DesiredStateChanged(desired.clone());
                 self.route_unchecked(config, key, input, logs, out);
