@@ -13,6 +13,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Subcommand, ValueEnum};
@@ -32,7 +33,7 @@ use kmirror_harness::file_log::{FileLog, FlushPolicy, TopicPartition, Verify};
 use kmirror_harness::mirror_state_log::MirrorStateLog;
 use kmirror_harness::producer::{self, ProduceOp};
 use kmirror_harness::source::{LocalSource, Source, SourceError};
-use kmirror_harness::wire::KafkaSource;
+use kmirror_harness::wire::{KafkaSource, SecurityConfig};
 
 use crate::demo;
 
@@ -157,6 +158,12 @@ pub struct MirrorArgs {
     /// for a node destination).
     #[arg(long, value_name = "HOST:PORT")]
     pub source_bootstrap: Option<String>,
+    /// How to connect to --source-bootstrap: a Kafka client.properties file
+    /// (security.protocol, ssl.truststore.location as PEM, ssl.keystore.location,
+    /// ssl.endpoint.identification.algorithm, sasl.mechanism, sasl.jaas.config; see
+    /// docs/live-source.md). Default: PLAINTEXT.
+    #[arg(long, value_name = "FILE", requires = "source_bootstrap")]
+    pub source_config: Option<PathBuf>,
     /// The topic to mirror from the broker of --source-bootstrap.
     #[arg(long, value_name = "NAME", requires = "source_bootstrap")]
     pub topic: Option<String>,
@@ -271,6 +278,10 @@ pub struct ResumeArgs {
     /// The topics of a node destination to resume (names and globs).
     #[arg(long, value_name = "LIST", conflicts_with = "source")]
     pub topics: Option<String>,
+    /// With --topics --until-caught-up: how to connect to the node's source (a Kafka
+    /// client.properties file, as for `kmirror mirror`).
+    #[arg(long, value_name = "FILE", requires = "topics")]
+    pub source_config: Option<PathBuf>,
     /// How long to run.
     #[command(flatten)]
     pub run: RunArgs,
@@ -514,6 +525,17 @@ fn is_empty_or_missing(path: &Path) -> bool {
     !path.exists()
         || (path.is_dir()
             && std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_none()))
+}
+
+/// The security of `--source-config FILE` (PLAINTEXT without one); the error names the file,
+/// the line and the key, never a secret.
+pub fn source_security(path: Option<&Path>) -> Result<Arc<SecurityConfig>, String> {
+    match path {
+        None => Ok(Arc::default()),
+        Some(path) => SecurityConfig::from_file(path)
+            .map(Arc::new)
+            .map_err(|e| format!("--source-config: {e}")),
+    }
 }
 
 fn check_same_topic(source: &mut dyn Source, dest: &Cluster) -> Result<(), DriverError> {
@@ -820,7 +842,14 @@ fn mirror_live(args: MirrorArgs) -> Result<ExitCode, DriverError> {
             args.partition
         )));
     }
-    let mut source = KafkaSource::new(bootstrap, topic, args.partition, Default::default());
+    let security = source_security(args.source_config.as_deref()).map_err(DriverError::Invalid)?;
+    let mut source = KafkaSource::new(bootstrap, topic, args.partition, Default::default())
+        .with_security(security);
+    // A refused login, an untrusted certificate or a missing ACL: nothing is created or run.
+    match source.check_read_access() {
+        Err(e) if !e.is_connection() => return Err(DriverError::Source(SourceError::Kafka(e))),
+        _ => {}
+    }
     let cluster = if is_empty_or_missing(&args.dest) {
         let config = new_destination_config(&args, &mut source)?;
         let dir = ClusterDir::create(&args.dest, config, args.replicas.unwrap_or(3))?;

@@ -19,6 +19,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use kmirror_harness::driver::Clock;
 use kmirror_harness::node::dest::STATUS_FILE;
@@ -26,7 +27,7 @@ use kmirror_harness::node::{
     NodeDest, NodeDriver, NodeDriverOptions, NodeError, NodeIdle, NodeMeta, NodeStatus, NodeUntil,
     TopicResults,
 };
-use kmirror_harness::wire::{SourceCluster, SourceClusterOptions, TopicSelection};
+use kmirror_harness::wire::{SecurityConfig, SourceCluster, SourceClusterOptions, TopicSelection};
 use kmirror_kernel::config::{MirrorConfig, RetryPolicy, StopStrategy};
 use kmirror_kernel::controller::{MirrorErrorCode, MirrorRequest, MirrorRequestError};
 use kmirror_kernel::types::MirrorName;
@@ -74,13 +75,16 @@ fn options(run: Option<&RunArgs>, stop_strategy: StopStrategy) -> NodeDriverOpti
     o
 }
 
-fn source_cluster(bootstrap: &str, names: &[String]) -> Result<SourceCluster, String> {
+fn source_cluster(
+    bootstrap: &str,
+    names: &[String],
+    security: &Arc<SecurityConfig>,
+) -> Result<SourceCluster, String> {
     let selection = TopicSelection::names(names).map_err(|e| e.to_string())?;
-    Ok(SourceCluster::new(
-        bootstrap,
-        selection,
-        SourceClusterOptions::default(),
-    ))
+    Ok(
+        SourceCluster::new(bootstrap, selection, SourceClusterOptions::default())
+            .with_security(security.clone()),
+    )
 }
 
 /// Prints one line per topic; returns whether every topic was accepted.
@@ -193,8 +197,15 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
         .to_string());
     }
     // The selection resolved on the source cluster.
-    let mut resolver = SourceCluster::new(bootstrap, selection, SourceClusterOptions::default());
+    let security = crate::log_cli::source_security(args.source_config.as_deref())?;
+    let mut resolver = SourceCluster::new(bootstrap, selection, SourceClusterOptions::default())
+        .with_security(security.clone());
     let metadata = resolver.metadata().map_err(|e| e.to_string())?.clone();
+    // A missing Read ACL (or a refused login): nothing is created or run.
+    match resolver.check_read_access() {
+        Err(e) if !e.is_connection() => return Err(e.to_string()),
+        _ => {}
+    }
     let mut refused = false;
     for e in &metadata.errors {
         eprintln!("kmirror: {e}");
@@ -268,7 +279,7 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
     driver
         .set_source_bootstrap(bootstrap)
         .map_err(|e| e.to_string())?;
-    driver.set_source(Some(source_cluster(bootstrap, &names)?));
+    driver.set_source(Some(source_cluster(bootstrap, &names, &security)?));
     let until = if args.run.until_caught_up {
         NodeUntil::CaughtUp
     } else {
@@ -506,8 +517,9 @@ pub fn resume(args: ResumeArgs) -> Result<ExitCode, String> {
             .clone()
             .ok_or_else(|| "the node destination records no source.bootstrap".to_owned())?;
         let names: Vec<String> = meta.topics.keys().cloned().collect();
+        let security = crate::log_cli::source_security(args.source_config.as_deref())?;
         (
-            Some(source_cluster(&bootstrap, &names)?),
+            Some(source_cluster(&bootstrap, &names, &security)?),
             NodeUntil::CaughtUp,
         )
     } else {

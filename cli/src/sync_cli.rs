@@ -35,6 +35,10 @@ pub struct SyncArgs {
     /// destination's).
     #[arg(long, value_name = "HOST:PORT")]
     pub source_bootstrap: Option<String>,
+    /// How to connect to --source-bootstrap: a Kafka client.properties file (TLS, SASL; see
+    /// docs/live-source.md). Default: PLAINTEXT.
+    #[arg(long, value_name = "FILE", requires = "source_bootstrap")]
+    pub source_config: Option<PathBuf>,
     /// The destination cluster directory (mirroring from the source).
     #[arg(long, value_name = "DIR")]
     pub dest: PathBuf,
@@ -135,11 +139,14 @@ fn round(args: &SyncArgs) -> Result<RoundReport, SyncError> {
     let topic = sink.topic().0;
     let policy = args.policy(&topic)?;
     let mut source: Box<dyn MetadataSource> = match (&args.source, &args.source_bootstrap) {
-        (_, Some(bootstrap)) => Box::new(KafkaMetadataSource::new(
-            bootstrap,
-            &topic,
-            KafkaSourceOptions::default(),
-        )),
+        (_, Some(bootstrap)) => {
+            let security = crate::log_cli::source_security(args.source_config.as_deref())
+                .map_err(|e| SyncError::Cluster(DriverError::Invalid(e)))?;
+            Box::new(
+                KafkaMetadataSource::new(bootstrap, &topic, KafkaSourceOptions::default())
+                    .with_security(security),
+            )
+        }
         (Some(dir), None) => Box::new(LocalMetadataSource::new(dir)),
         (None, None) => {
             return Err(SyncError::Cluster(DriverError::Invalid(

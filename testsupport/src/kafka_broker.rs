@@ -12,6 +12,12 @@
 //! `broker.log`, and waits (bounded) until the broker answers ApiVersions and Metadata. A failed
 //! start includes the tail of `broker.log` in its error.
 //!
+//! [`KafkaBroker::start_secure`] adds a second listener, `SECURE`, speaking `SASL_SSL`
+//! ([`SecureListener`]: a PEM keystore, SCRAM users created by `StorageTool format
+//! --add-scram`, PLAIN users in the listener's JAAS config, optionally Kafka's
+//! `StandardAuthorizer` with super users); the PLAINTEXT listener stays (the readiness probe,
+//! Kafka's own producer and admin as the super user `User:ANONYMOUS`).
+//!
 //! [`KafkaBroker::stop`] ends the broker by its process id (SIGTERM, then SIGKILL after a grace
 //! period), [`KafkaBroker::kill`] SIGKILLs it (a crash), [`KafkaBroker::restart`] starts it
 //! again on the same directories and ports. Dropping a `KafkaBroker` kills its process: no
@@ -86,6 +92,29 @@ pub struct KafkaBroker {
     classpath: String,
     port: u16,
     child: Option<Child>,
+    /// `host:port` of the SASL_SSL listener of [`KafkaBroker::start_secure`].
+    secure: Option<String>,
+    /// `StorageTool format --add-scram` arguments.
+    scram: Vec<String>,
+}
+
+/// The `SECURE` (SASL_SSL) listener of [`KafkaBroker::start_secure`].
+#[derive(Clone, Debug, Default)]
+pub struct SecureListener {
+    /// A PEM file with the broker's private key (PKCS#8, unencrypted) and certificate chain
+    /// (`ssl.keystore.type=PEM`).
+    pub keystore_pem: PathBuf,
+    /// The host name the listener advertises (its certificate must name it); it listens on
+    /// 127.0.0.1.
+    pub advertised_host: String,
+    /// SCRAM credentials created with the storage: `(mechanism, user, password)`, e.g.
+    /// `("SCRAM-SHA-512", "mirror", "secret")`.
+    pub scram_users: Vec<(String, String, String)>,
+    /// PLAIN users of the listener: `(user, password)`.
+    pub plain_users: Vec<(String, String)>,
+    /// With `Some`, Kafka's `StandardAuthorizer` runs with these super users besides
+    /// `User:ANONYMOUS` (the PLAINTEXT and controller listeners), and no ACL means no access.
+    pub super_users: Option<Vec<String>>,
 }
 
 impl KafkaBroker {
@@ -95,6 +124,26 @@ impl KafkaBroker {
         oracle: &Oracle,
         dir: &Path,
         extra: &[(&str, &str)],
+    ) -> Result<KafkaBroker, BrokerError> {
+        KafkaBroker::start_with(oracle, dir, extra, None)
+    }
+
+    /// As [`start`](Self::start), with a `SECURE` SASL_SSL listener as `secure` describes
+    /// ([`secure_bootstrap`](Self::secure_bootstrap)).
+    pub fn start_secure(
+        oracle: &Oracle,
+        dir: &Path,
+        extra: &[(&str, &str)],
+        secure: &SecureListener,
+    ) -> Result<KafkaBroker, BrokerError> {
+        KafkaBroker::start_with(oracle, dir, extra, Some(secure))
+    }
+
+    fn start_with(
+        oracle: &Oracle,
+        dir: &Path,
+        extra: &[(&str, &str)],
+        secure: Option<&SecureListener>,
     ) -> Result<KafkaBroker, BrokerError> {
         let io = |action: &str| {
             let dir = dir.to_path_buf();
@@ -132,6 +181,40 @@ impl KafkaBroker {
              transaction.max.timeout.ms=3600000\n",
             dir.join("data").display()
         );
+        let mut secure_address = None;
+        let mut scram = Vec::new();
+        if let Some(listener) = secure {
+            let secure_port = free_port().map_err(io("find a free port"))?;
+            let host = &listener.advertised_host;
+            secure_address = Some(format!("{host}:{secure_port}"));
+            properties = properties
+                .replace(
+                    &format!("listeners=PLAINTEXT://127.0.0.1:{port},"),
+                    &format!(
+                        "listeners=PLAINTEXT://127.0.0.1:{port},SECURE://127.0.0.1:{secure_port},"
+                    ),
+                )
+                .replace(
+                    &format!("advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n"),
+                    &format!(
+                        "advertised.listeners=PLAINTEXT://127.0.0.1:{port},\
+                         SECURE://{host}:{secure_port}\n"
+                    ),
+                )
+                .replace(
+                    "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                    "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,\
+                     SECURE:SASL_SSL",
+                );
+            properties.push_str(&secure_properties(listener));
+            scram = listener
+                .scram_users
+                .iter()
+                .map(|(mechanism, user, password)| {
+                    format!("{mechanism}=[name={user},password={password}]")
+                })
+                .collect();
+        }
         for (key, value) in extra {
             properties.push_str(&format!("{key}={value}\n"));
         }
@@ -142,6 +225,8 @@ impl KafkaBroker {
             classpath: oracle.classpath().to_owned(),
             port,
             child: None,
+            secure: secure_address,
+            scram,
         };
         broker.format()?;
         broker.spawn()?;
@@ -156,6 +241,12 @@ impl KafkaBroker {
     /// `127.0.0.1:<port>` of the PLAINTEXT listener.
     pub fn bootstrap(&self) -> String {
         format!("127.0.0.1:{}", self.port)
+    }
+
+    /// `host:port` of the SASL_SSL listener (the advertised host), for a broker started with
+    /// [`start_secure`](Self::start_secure).
+    pub fn secure_bootstrap(&self) -> Option<String> {
+        self.secure.clone()
     }
 
     /// The broker's process id, while it runs.
@@ -227,15 +318,19 @@ impl KafkaBroker {
         if self.dir.join("data/meta.properties").exists() {
             return Ok(());
         }
-        let output = self
-            .java()
+        let mut command = self.java();
+        command
             .arg("kafka.tools.StorageTool")
             .arg("format")
             .arg("-t")
             .arg(cluster_id())
             .arg("-c")
             .arg(self.dir.join("server.properties"))
-            .arg("--standalone")
+            .arg("--standalone");
+        for credential in &self.scram {
+            command.arg("--add-scram").arg(credential);
+        }
+        let output = command
             .stdin(Stdio::null())
             .output()
             .map_err(|source| BrokerError::Io {
@@ -336,6 +431,40 @@ impl Drop for KafkaBroker {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// The `server.properties` lines of the `SECURE` listener.
+fn secure_properties(listener: &SecureListener) -> String {
+    const PREFIX: &str = "listener.name.secure";
+    let mut out = format!(
+        "{PREFIX}.ssl.keystore.type=PEM\n\
+         {PREFIX}.ssl.keystore.location={}\n\
+         {PREFIX}.sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN\n\
+         {PREFIX}.scram-sha-256.sasl.jaas.config=\
+         org.apache.kafka.common.security.scram.ScramLoginModule required;\n\
+         {PREFIX}.scram-sha-512.sasl.jaas.config=\
+         org.apache.kafka.common.security.scram.ScramLoginModule required;\n",
+        listener.keystore_pem.display()
+    );
+    let plain: String = listener
+        .plain_users
+        .iter()
+        .map(|(user, password)| format!(" user_{user}=\"{password}\""))
+        .collect();
+    out.push_str(&format!(
+        "{PREFIX}.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule \
+         required{plain};\n"
+    ));
+    if let Some(supers) = &listener.super_users {
+        let mut all = vec!["User:ANONYMOUS".to_owned()];
+        all.extend(supers.iter().cloned());
+        out.push_str(&format!(
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n\
+             super.users={}\n",
+            all.join(";")
+        ));
+    }
+    out
 }
 
 /// A port that was free on 127.0.0.1 a moment ago.

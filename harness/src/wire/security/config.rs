@@ -261,10 +261,14 @@ impl Reader<'_> {
         }
     }
 
-    fn missing(&self, problem: impl Into<String>) -> SecurityConfigError {
-        SecurityConfigError::Missing {
-            origin: self.origin.to_owned(),
-            problem: problem.into(),
+    /// A key `because` needs is missing: reported at `because`'s line when it is in the file.
+    fn missing(&self, because: &str, problem: impl Into<String>) -> SecurityConfigError {
+        match self.get(because) {
+            Some(p) => self.invalid(p, problem),
+            None => SecurityConfigError::Missing {
+                origin: self.origin.to_owned(),
+                problem: problem.into(),
+            },
         }
     }
 
@@ -399,12 +403,15 @@ impl Reader<'_> {
                 inline,
             ),
             (None, None) => {
-                return Err(self.missing(format!(
-                    "security.protocol={} needs ssl.truststore.location: a PEM file of the CA \
+                return Err(self.missing(
+                    "security.protocol",
+                    format!(
+                        "security.protocol={} needs ssl.truststore.location: a PEM file of the CA \
                      certificates that sign the brokers' certificates (kmirror does not use the \
                      system's trust store)",
-                    protocol.name()
-                )))
+                        protocol.name()
+                    ),
+                ))
             }
         };
         let roots = tls::certificates(&ca_pem).map_err(|e| self.invalid(ca_entry, e))?;
@@ -478,11 +485,14 @@ impl Reader<'_> {
 
     fn sasl(&self, protocol: SecurityProtocol) -> Result<SaslSettings, SecurityConfigError> {
         let Some(m) = self.get("sasl.mechanism") else {
-            return Err(self.missing(format!(
-                "security.protocol={} needs sasl.mechanism (PLAIN, SCRAM-SHA-256 or \
+            return Err(self.missing(
+                "security.protocol",
+                format!(
+                    "security.protocol={} needs sasl.mechanism (PLAIN, SCRAM-SHA-256 or \
                  SCRAM-SHA-512; Kafka's default GSSAPI is not supported)",
-                protocol.name()
-            )));
+                    protocol.name()
+                ),
+            ));
         };
         let mechanism = match m.value.trim().to_ascii_uppercase().as_str() {
             "PLAIN" => SaslMechanism::Plain,
@@ -498,12 +508,15 @@ impl Reader<'_> {
             }
         };
         let Some(j) = self.get("sasl.jaas.config") else {
-            return Err(self.missing(format!(
-                "sasl.mechanism={} needs sasl.jaas.config, e.g. {} required username=\"USER\" \
+            return Err(self.missing(
+                "sasl.mechanism",
+                format!(
+                    "sasl.mechanism={} needs sasl.jaas.config, e.g. {} required username=\"USER\" \
                  password=\"PASSWORD\";",
-                mechanism.name(),
-                mechanism.login_module()
-            )));
+                    mechanism.name(),
+                    mechanism.login_module()
+                ),
+            ));
         };
         let login = jaas::parse(&j.value).map_err(|e| self.invalid(j, e))?;
         if login.module != mechanism.login_module() {

@@ -150,15 +150,19 @@ fn keys_the_protocol_does_not_use_are_errors() {
 
 #[test]
 fn missing_keys_say_what_is_needed() {
+    // Reported at the line of the key that needs the missing one.
     let missing = |text: &str| match parse(text) {
-        Err(SecurityConfigError::Missing { problem, .. }) => problem,
-        other => panic!("expected Missing, got {other:?}"),
+        Err(e @ SecurityConfigError::Invalid { line: 1, .. }) => e.to_string(),
+        other => panic!("expected Invalid at line 1, got {other:?}"),
     };
     assert!(missing("security.protocol=SSL\n").contains("ssl.truststore.location"));
     assert!(missing("security.protocol=SASL_PLAINTEXT\n").contains("GSSAPI"));
+    let e = parse("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n")
+        .expect_err("no JAAS");
     assert!(
-        missing("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n")
-            .contains("sasl.jaas.config")
+        e.to_string()
+            .starts_with("client.properties line 2: sasl.mechanism: sasl.mechanism=SCRAM-SHA-256 needs sasl.jaas.config"),
+        "{e}"
     );
 }
 
