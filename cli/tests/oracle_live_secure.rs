@@ -108,14 +108,14 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     out
 }
 
-/// A self-signed CA.
-fn ca() -> (rcgen::Certificate, rcgen::KeyPair) {
+/// A self-signed CA named `name`.
+fn ca(name: &str) -> (rcgen::Certificate, rcgen::KeyPair) {
     let key = rcgen::KeyPair::generate().expect("key");
     let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
     params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
     params
         .distinguished_name
-        .push(rcgen::DnType::CommonName, "kmirror test CA");
+        .push(rcgen::DnType::CommonName, name);
     (params.self_signed(&key).expect("CA"), key)
 }
 
@@ -156,7 +156,7 @@ fn oracle_live_secure_sasl_ssl_mirror_and_refusals() {
     std::fs::create_dir_all(&certs).expect("certs dir");
 
     // Certificates: the broker's for `localhost` only, signed by our CA; another CA.
-    let (ca_cert, ca_key) = ca();
+    let (ca_cert, ca_key) = ca("kmirror test CA");
     let broker_key = rcgen::KeyPair::generate().expect("key");
     let broker_cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
         .expect("params")
@@ -171,7 +171,7 @@ fn oracle_live_secure_sasl_ssl_mirror_and_refusals() {
     let truststore = certs.join("ca.pem");
     std::fs::write(&truststore, ca_cert.pem()).expect("truststore");
     let rogue = certs.join("rogue-ca.pem");
-    std::fs::write(&rogue, ca().0.pem()).expect("rogue CA");
+    std::fs::write(&rogue, ca("another CA").0.pem()).expect("rogue CA");
 
     let listener = SecureListener {
         keystore_pem: keystore,

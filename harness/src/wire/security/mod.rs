@@ -23,6 +23,8 @@ pub mod tls;
 
 #[cfg(test)]
 mod config_tests;
+#[cfg(test)]
+mod tls_tests;
 
 pub use config::{
     SaslMechanism, SaslSettings, SecurityConfig, SecurityConfigError, SecurityProtocol, TlsSettings,

@@ -114,7 +114,7 @@ fn round(
         let message = response
             .error_message
             .as_ref()
-            .map(|m| m.to_string())
+            .map(|m| m.split_whitespace().collect::<Vec<_>>().join(" "))
             .filter(|m| !m.is_empty())
             .unwrap_or_else(|| error_name(response.error_code));
         return Err(WireError::Authentication {

@@ -191,7 +191,9 @@ pub fn explain(error: &std::io::Error, host: &str, settings: &TlsSettings) -> St
              ssl.endpoint.identification.algorithm=https): connect through a name the \
              certificate lists in its subject alternative names, or reissue the certificate"
         ),
-        rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer) => format!(
+        rustls::Error::InvalidCertificate(
+            CertificateError::UnknownIssuer | CertificateError::BadSignature,
+        ) => format!(
             "the broker's certificate is not signed by a CA of {} (untrusted certificate): put \
              the CA that signed the brokers' certificates in ssl.truststore.location",
             settings.truststore
