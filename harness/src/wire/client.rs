@@ -294,7 +294,7 @@ impl KafkaClient {
                 api,
                 code,
                 name: error_name(code),
-                acl,
+                acl: Box::new(acl),
             },
             None => self.broker_error(api, what, code),
         }

@@ -191,7 +191,7 @@ impl KafkaSource {
                             api: "Metadata",
                             code: *code,
                             name: name.clone(),
-                            acl: acl.clone(),
+                            acl: Box::new(acl.clone()),
                         }))
                     }
                 };

@@ -142,7 +142,7 @@ pub enum WireError {
         /// Kafka's name of it.
         name: String,
         /// The missing ACL.
-        acl: AclNeeded,
+        acl: Box<AclNeeded>,
     },
     /// The TLS handshake failed (an untrusted or mismatched certificate, not a TLS listener...).
     #[error("TLS with Kafka broker {address} failed: {reason}")]

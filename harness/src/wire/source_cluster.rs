@@ -835,7 +835,7 @@ impl SourceCluster {
                         api: "Fetch",
                         code: answer.error_code,
                         name: error_name(answer.error_code),
-                        acl,
+                        acl: Box::new(acl),
                     });
                 }
             }
@@ -1441,7 +1441,7 @@ impl PartitionAt<'_> {
                 api,
                 code,
                 name: error_name(code),
-                acl,
+                acl: Box::new(acl),
             },
             None => WireError::Broker {
                 address: self.address.to_owned(),

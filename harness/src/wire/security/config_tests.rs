@@ -99,11 +99,11 @@ fn inline_pem_and_hostname_verification_off() {
 
 #[test]
 fn plain_over_sasl_plaintext() {
-    let c = parse(&format!(
+    let c = parse(
         "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config=\
          org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" \
-         password=\"p\";\n"
-    ))
+         password=\"p\";\n",
+    )
     .expect("parses");
     assert_eq!(c.sasl.expect("sasl").mechanism, SaslMechanism::Plain);
     assert!(c.tls.is_none());
