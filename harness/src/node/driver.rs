@@ -382,6 +382,11 @@ impl NodeDriver {
     ) -> Result<(), NodeError> {
         let broker = self.dest.meta().broker;
         for p in partitions {
+            // Kafka's makeLeader: with the ISR {this broker} the leader's HW moves to its LEO at
+            // once (maybeIncrementLeaderHW). The checkpointed HW lags the log after a restart;
+            // left there, the LSO (capped by the HW) would lag too, and a stop would truncate
+            // mirrored, committed batches.
+            self.advance_high_watermark(PartitionKey::new(topic_id, p))?;
             let epoch = self
                 .dest
                 .meta()
