@@ -305,3 +305,48 @@ fn a_source_leader_change_is_followed() {
     assert!(fake.state().count(2, ApiKey::Fetch) > before);
     assert_eq!(driver.persisted_state(&key), MirrorState::Mirroring);
 }
+
+#[test]
+fn a_stop_after_a_restart_keeps_batches_above_the_checkpointed_high_watermark() {
+    let fake = fake();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("west");
+    let (driver, _) = mirrored(&fake, &root);
+    let leo = driver
+        .log(&PartitionKey::new(ORDERS, 0))
+        .unwrap()
+        .log_end_offset();
+    assert!(leo > 0);
+    driver.close().unwrap();
+    // The HW checkpoint lags the log, as after a crash between checkpoints.
+    let tp = crate::file_log::TopicPartition::new("orders", 0).unwrap();
+    std::fs::write(
+        root.join("data")
+            .join(tp.dir_name())
+            .join(crate::file_log::HIGH_WATERMARK_FILE),
+        crate::file_log::encode_offset_checkpoint(&tp, 0),
+    )
+    .unwrap();
+
+    let mut driver = NodeDriver::open(&root, None, options()).unwrap();
+    let results = driver
+        .request(
+            &MirrorRequest::RemoveTopics {
+                mirror: east().to_string(),
+                topics: vec!["orders".into()],
+            },
+            0,
+        )
+        .unwrap();
+    assert!(results["orders"].is_ok());
+    let mut clock = ManualClock::default();
+    driver
+        .run(&mut clock, NodeUntil::Settled, &mut |_, _| {})
+        .unwrap();
+    let key = PartitionKey::new(ORDERS, 0);
+    assert_eq!(driver.persisted_state(&key), MirrorState::Stopped);
+    // Leading with ISR {self} moved the HW to the LEO before the stop computed its LSO: the
+    // mirrored batches are kept and the MIRROR_PID_RESET follows them.
+    assert_eq!(driver.log(&key).unwrap().log_end_offset(), leo + 1);
+    assert_same_bytes(&fake, &driver, ORDERS, 0);
+}
