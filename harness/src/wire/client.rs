@@ -8,21 +8,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
+use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
 use kafka_protocol::messages::{
-    BrokerId, FetchRequest, ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest,
-    TopicName,
+    BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, MetadataRequest,
+    OffsetForLeaderEpochRequest, TopicName,
 };
 use kafka_protocol::protocol::{Request, StrBytes};
 use kmirror_kernel::types::{EpochAndOffset, TopicId};
 use uuid::Uuid;
 
 use super::authorization::{self, AclResource};
+use super::fetch_session::{is_session_error, FetchSession, LastOffsets, SessionKey};
 use super::security::SecurityConfig;
 use super::{error_name, Connection, WireError};
 
@@ -522,87 +524,121 @@ impl KafkaClient {
         params: &FetchManyParams,
     ) -> Result<Vec<Result<PartitionFetch, WireError>>, WireError> {
         const API: &str = "Fetch";
-        let mut topics: Vec<FetchTopic> = Vec::new();
-        for p in &params.partitions {
-            let uuid = Uuid::from_bytes(p.topic_id.0);
-            let entry = FetchPartition::default()
-                .with_partition(p.partition)
-                .with_current_leader_epoch(p.current_leader_epoch.unwrap_or(-1))
-                .with_fetch_offset(p.fetch_offset)
-                .with_last_fetched_epoch(p.last_fetched_epoch.unwrap_or(-1))
-                .with_log_start_offset(-1)
-                .with_partition_max_bytes(p.partition_max_bytes);
-            // Consecutive partitions of a topic share its entry (the order asked is kept).
-            match topics.last_mut() {
-                Some(t) if t.topic_id == uuid => t.partitions.push(entry),
-                _ => topics.push(
-                    FetchTopic::default()
-                        .with_topic_id(uuid)
-                        .with_partitions(vec![entry]),
-                ),
-            }
-        }
         let (response, version) = self.call(API, FETCH_MIN_VERSION, |_| {
-            FetchRequest::default()
-                .with_replica_id(BrokerId(CONSUMER_REPLICA_ID))
-                .with_max_wait_ms(params.max_wait_ms)
-                .with_min_bytes(1)
-                .with_max_bytes(params.max_bytes)
-                .with_isolation_level(params.isolation_level)
+            fetch_request(params)
                 .with_session_id(0)
                 .with_session_epoch(-1)
-                .with_topics(topics)
+                .with_topics(fetch_topics(&params.partitions))
         })?;
-        let what_of = |p: &FetchPartitionParams| {
-            format!(
-                "topic id {} partition {}",
-                Uuid::from_bytes(p.topic_id.0).simple(),
-                p.partition
-            )
-        };
         if response.error_code != 0 {
-            let what = match params.partitions.as_slice() {
-                [one] => what_of(one),
-                many => format!("{} partitions", many.len()),
-            };
-            return Err(self.broker_error(API, what, response.error_code));
+            return Err(self.fetch_error(params, response.error_code));
         }
         Ok(params
             .partitions
             .iter()
             .map(|asked| {
-                let uuid = Uuid::from_bytes(asked.topic_id.0);
-                let p = response
-                    .responses
-                    .iter()
-                    .filter(|t| t.topic_id == uuid)
-                    .flat_map(|t| t.partitions.iter())
-                    .find(|p| p.partition_index == asked.partition)
+                find_partition(&response, asked)
+                    .map(partition_fetch)
                     .ok_or_else(|| {
                         self.malformed(API, version, format!("no entry for {}", what_of(asked)))
-                    })?;
-                let diverging = (p.diverging_epoch.epoch != -1
-                    || p.diverging_epoch.end_offset != -1)
-                    .then_some(EpochAndOffset {
-                        epoch: p.diverging_epoch.epoch,
-                        end_offset: p.diverging_epoch.end_offset,
-                    });
-                Ok(PartitionFetch {
-                    error_code: p.error_code,
-                    high_watermark: p.high_watermark,
-                    last_stable_offset: p.last_stable_offset,
-                    log_start_offset: p.log_start_offset,
-                    diverging_epoch: diverging,
-                    aborted_transactions: p
-                        .aborted_transactions
-                        .iter()
-                        .flatten()
-                        .map(|a| (a.producer_id.0, a.first_offset))
-                        .collect(),
-                    records: p.records.clone().unwrap_or_default(),
-                })
+                    })
             })
             .collect())
+    }
+
+    /// As [`fetch_many`](Self::fetch_many), in the fetch session `session` (KIP-227): the
+    /// first request is full and opens the session, later ones send only what changed and
+    /// forget the partitions no longer asked; a partition the broker's incremental answer
+    /// leaves out has nothing new and is answered with its last offsets and no records. A
+    /// session the broker no longer knows is reopened at once with a full request; a failed
+    /// request resets it.
+    pub fn fetch_many_in_session(
+        &mut self,
+        session: &mut FetchSession,
+        params: &FetchManyParams,
+    ) -> Result<Vec<Result<PartitionFetch, WireError>>, WireError> {
+        const API: &str = "Fetch";
+        loop {
+            let request = session.request(&params.partitions);
+            let forgotten = forgotten_topics(&request.forgotten);
+            session.partitions_sent += request.partitions.len() as u64;
+            let answer = self.call(API, FETCH_MIN_VERSION, |_| {
+                fetch_request(params)
+                    .with_session_id(request.session_id)
+                    .with_session_epoch(request.epoch)
+                    .with_topics(fetch_topics(&request.partitions))
+                    .with_forgotten_topics_data(forgotten)
+            });
+            let (response, version) = match answer {
+                Ok(answer) => answer,
+                Err(e) => {
+                    session.reset();
+                    return Err(e);
+                }
+            };
+            if response.error_code != 0 {
+                session.reset();
+                if is_session_error(response.error_code) && !request.is_full() {
+                    continue;
+                }
+                return Err(self.fetch_error(params, response.error_code));
+            }
+            session.accepted(&request, &params.partitions, response.session_id);
+            let mut answers = Vec::with_capacity(params.partitions.len());
+            let mut lost = false;
+            for asked in &params.partitions {
+                let key = (asked.topic_id, asked.partition);
+                let answer = match find_partition(&response, asked) {
+                    Some(p) => {
+                        let fetched = partition_fetch(p);
+                        if fetched.error_code == 0 {
+                            session.answered(
+                                key,
+                                LastOffsets {
+                                    high_watermark: fetched.high_watermark,
+                                    last_stable_offset: fetched.last_stable_offset,
+                                    log_start_offset: fetched.log_start_offset,
+                                },
+                            );
+                        }
+                        Ok(fetched)
+                    }
+                    None => match session.last_offsets(key).filter(|_| !request.is_full()) {
+                        Some(last) => Ok(PartitionFetch {
+                            error_code: 0,
+                            high_watermark: last.high_watermark,
+                            last_stable_offset: last.last_stable_offset,
+                            log_start_offset: last.log_start_offset,
+                            diverging_epoch: None,
+                            aborted_transactions: Vec::new(),
+                            records: Bytes::new(),
+                        }),
+                        None => {
+                            lost = true;
+                            Err(self.malformed(
+                                API,
+                                version,
+                                format!("no entry for {}", what_of(asked)),
+                            ))
+                        }
+                    },
+                };
+                answers.push(answer);
+            }
+            if lost {
+                // The session and this client disagree: start again with a full request.
+                session.reset();
+            }
+            return Ok(answers);
+        }
+    }
+
+    fn fetch_error(&self, params: &FetchManyParams, code: i16) -> WireError {
+        let what = match params.partitions.as_slice() {
+            [one] => what_of(one),
+            many => format!("{} partitions", many.len()),
+        };
+        self.broker_error("Fetch", what, code)
     }
 
     /// OffsetForLeaderEpoch as a consumer: the end offset of `leader_epoch` in the partition's
@@ -652,4 +688,99 @@ impl KafkaClient {
 /// Kafka's topic id as the kernel's.
 pub fn topic_id_of(uuid: Uuid) -> TopicId {
     TopicId(*uuid.as_bytes())
+}
+
+/// A consumer Fetch request's common fields (replica id -1, `min_bytes` 1).
+fn fetch_request(params: &FetchManyParams) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id(BrokerId(CONSUMER_REPLICA_ID))
+        .with_max_wait_ms(params.max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(params.max_bytes)
+        .with_isolation_level(params.isolation_level)
+}
+
+/// The request's topics: consecutive partitions of a topic share its entry (the order asked is
+/// kept).
+fn fetch_topics(partitions: &[FetchPartitionParams]) -> Vec<FetchTopic> {
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for p in partitions {
+        let uuid = Uuid::from_bytes(p.topic_id.0);
+        let entry = FetchPartition::default()
+            .with_partition(p.partition)
+            .with_current_leader_epoch(p.current_leader_epoch.unwrap_or(-1))
+            .with_fetch_offset(p.fetch_offset)
+            .with_last_fetched_epoch(p.last_fetched_epoch.unwrap_or(-1))
+            .with_log_start_offset(-1)
+            .with_partition_max_bytes(p.partition_max_bytes);
+        match topics.last_mut() {
+            Some(t) if t.topic_id == uuid => t.partitions.push(entry),
+            _ => topics.push(
+                FetchTopic::default()
+                    .with_topic_id(uuid)
+                    .with_partitions(vec![entry]),
+            ),
+        }
+    }
+    topics
+}
+
+/// The forgotten partitions of an incremental request, by topic id.
+fn forgotten_topics(forgotten: &[SessionKey]) -> Vec<ForgottenTopic> {
+    let mut topics: Vec<ForgottenTopic> = Vec::new();
+    for (topic_id, partition) in forgotten {
+        let uuid = Uuid::from_bytes(topic_id.0);
+        match topics.iter_mut().find(|t| t.topic_id == uuid) {
+            Some(t) => t.partitions.push(*partition),
+            None => topics.push(
+                ForgottenTopic::default()
+                    .with_topic_id(uuid)
+                    .with_partitions(vec![*partition]),
+            ),
+        }
+    }
+    topics
+}
+
+fn what_of(p: &FetchPartitionParams) -> String {
+    format!(
+        "topic id {} partition {}",
+        Uuid::from_bytes(p.topic_id.0).simple(),
+        p.partition
+    )
+}
+
+fn find_partition<'a>(
+    response: &'a FetchResponse,
+    asked: &FetchPartitionParams,
+) -> Option<&'a PartitionData> {
+    let uuid = Uuid::from_bytes(asked.topic_id.0);
+    response
+        .responses
+        .iter()
+        .filter(|t| t.topic_id == uuid)
+        .flat_map(|t| t.partitions.iter())
+        .find(|p| p.partition_index == asked.partition)
+}
+
+fn partition_fetch(p: &PartitionData) -> PartitionFetch {
+    let diverging = (p.diverging_epoch.epoch != -1 || p.diverging_epoch.end_offset != -1)
+        .then_some(EpochAndOffset {
+            epoch: p.diverging_epoch.epoch,
+            end_offset: p.diverging_epoch.end_offset,
+        });
+    PartitionFetch {
+        error_code: p.error_code,
+        high_watermark: p.high_watermark,
+        last_stable_offset: p.last_stable_offset,
+        log_start_offset: p.log_start_offset,
+        diverging_epoch: diverging,
+        aborted_transactions: p
+            .aborted_transactions
+            .iter()
+            .flatten()
+            .map(|a| (a.producer_id.0, a.first_offset))
+            .collect(),
+        records: p.records.clone().unwrap_or_default(),
+    }
 }

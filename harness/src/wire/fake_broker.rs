@@ -3,13 +3,14 @@
 //! [`FakeState`] (leaders, epochs, batches, injected errors, brokers taken down). Every
 //! request is recorded.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::{
     EpochEndOffset, FetchableTopicResponse, PartitionData,
 };
@@ -95,7 +96,26 @@ pub struct FakeState {
     pub down: HashSet<i32>,
     /// Every request: (broker id, API key, partitions in it).
     pub requests: Vec<(i32, i16, usize)>,
+    /// Whether the brokers open fetch sessions (KIP-227) when a Fetch asks for one.
+    pub fetch_sessions: bool,
+    /// The open fetch sessions, by id.
+    pub sessions: HashMap<i32, FakeSession>,
+    next_session: i32,
 }
+
+/// A fetch session a fake broker holds.
+#[derive(Clone, Debug, Default)]
+pub struct FakeSession {
+    /// The broker holding it.
+    pub broker: i32,
+    /// The epoch the next request must carry.
+    pub epoch: i32,
+    /// Each partition's parameters as last sent, and the (HW, LSO, log start) last answered.
+    pub partitions: BTreeMap<(Uuid, i32), (FetchPartition, Offsets)>,
+}
+
+/// A partition's (high watermark, last stable offset, log start offset).
+pub type Offsets = (i64, i64, i64);
 
 impl FakeState {
     /// The requests of `api` sent to broker `id`.
@@ -203,7 +223,7 @@ fn serve(id: i32, mut stream: TcpStream, state: &Mutex<FakeState>) {
                 let request = FetchRequest::decode(&mut buf, version).expect("request");
                 let n = request.topics.iter().map(|t| t.partitions.len()).sum();
                 state.requests.push((id, key, n));
-                fetch(id, &state, &request)
+                fetch_in_session(id, &mut state, &request)
                     .encode(&mut body, version)
                     .expect("encode");
             }
@@ -366,6 +386,99 @@ fn fetch(id: i32, state: &FakeState, request: &FetchRequest) -> FetchResponse {
         })
         .collect();
     FetchResponse::default().with_responses(responses)
+}
+
+/// A Fetch in a session when the state allows sessions and the request asks for one: a full
+/// request opens one; an incremental one updates it (`FETCH_SESSION_ID_NOT_FOUND`,
+/// `INVALID_FETCH_SESSION_EPOCH` when it does not match) and is answered for every partition of
+/// the session, keeping only those with records, an error or moved offsets.
+fn fetch_in_session(id: i32, state: &mut FakeState, request: &FetchRequest) -> FetchResponse {
+    if !state.fetch_sessions || request.session_epoch == -1 {
+        return fetch(id, state, request);
+    }
+    let offsets = |d: &PartitionData| (d.high_watermark, d.last_stable_offset, d.log_start_offset);
+    if request.session_id == 0 {
+        let response = fetch(id, state, request);
+        state.next_session += 1;
+        let session_id = state.next_session;
+        let mut session = FakeSession {
+            broker: id,
+            epoch: 1,
+            partitions: BTreeMap::new(),
+        };
+        for (t, answered) in request.topics.iter().zip(&response.responses) {
+            for (p, d) in t.partitions.iter().zip(&answered.partitions) {
+                session
+                    .partitions
+                    .insert((t.topic_id, p.partition), (p.clone(), offsets(d)));
+            }
+        }
+        state.sessions.insert(session_id, session);
+        return response.with_session_id(session_id);
+    }
+    let Some(mut session) = state
+        .sessions
+        .remove(&request.session_id)
+        .filter(|s| s.broker == id)
+    else {
+        return FetchResponse::default().with_error_code(70);
+    };
+    if request.session_epoch != session.epoch {
+        state.sessions.insert(request.session_id, session);
+        return FetchResponse::default().with_error_code(71);
+    }
+    for t in &request.topics {
+        for p in &t.partitions {
+            let old = session.partitions.get(&(t.topic_id, p.partition));
+            let last = old.map_or((-1, -1, -1), |(_, last)| *last);
+            session
+                .partitions
+                .insert((t.topic_id, p.partition), (p.clone(), last));
+        }
+    }
+    for f in &request.forgotten_topics_data {
+        for p in &f.partitions {
+            session.partitions.remove(&(f.topic_id, *p));
+        }
+    }
+    let mut full: Vec<FetchTopic> = Vec::new();
+    for ((topic_id, _), (p, _)) in &session.partitions {
+        match full.last_mut() {
+            Some(t) if t.topic_id == *topic_id => t.partitions.push(p.clone()),
+            _ => full.push(
+                FetchTopic::default()
+                    .with_topic_id(*topic_id)
+                    .with_partitions(vec![p.clone()]),
+            ),
+        }
+    }
+    let answer = fetch(id, state, &FetchRequest::default().with_topics(full));
+    let mut responses = Vec::new();
+    for mut t in answer.responses {
+        let mut kept = Vec::new();
+        for d in std::mem::take(&mut t.partitions) {
+            let entry = session
+                .partitions
+                .get_mut(&(t.topic_id, d.partition_index))
+                .expect("asked");
+            let news = d.error_code != 0
+                || d.records.as_ref().is_some_and(|r| !r.is_empty())
+                || d.diverging_epoch.epoch != -1
+                || offsets(&d) != entry.1;
+            entry.1 = offsets(&d);
+            if news {
+                kept.push(d);
+            }
+        }
+        if !kept.is_empty() {
+            responses.push(t.with_partitions(kept));
+        }
+    }
+    session.epoch += 1;
+    state.sessions.insert(request.session_id, session);
+    FetchResponse::default()
+        .with_session_id(request.session_id)
+        .with_responses(responses)
 }
 
 fn list_offsets(id: i32, state: &FakeState, request: &ListOffsetsRequest) -> ListOffsetsResponse {

@@ -31,6 +31,7 @@ pub mod client;
 pub mod connection;
 #[cfg(test)]
 pub(crate) mod fake_broker;
+pub mod fetch_session;
 pub mod kafka_source;
 pub mod metadata_source;
 pub mod security;

@@ -47,6 +47,7 @@ use super::client::{
     FetchManyParams, FetchPartitionParams, KafkaClient, MetadataSnapshot, PartitionFetch,
     EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED,
 };
+use super::fetch_session::FetchSession;
 use super::security::SecurityConfig;
 use super::topic_selection::{SelectionMiss, TopicSelection};
 use super::{codes, error_name, WireError};
@@ -74,12 +75,16 @@ pub struct SourceClusterOptions {
     /// (Kafka's `retry.backoff.ms`), so that rounds failing fast (a broker refusing
     /// connections) do not ask Metadata each time.
     pub metadata_refresh_backoff: Duration,
+    /// Whether the coalesced Fetch of each broker runs in a fetch session (KIP-227): after
+    /// the first, full request only the partitions that changed are sent, and only those with
+    /// news are answered ([`FetchSession`]).
+    pub fetch_sessions: bool,
 }
 
 impl Default for SourceClusterOptions {
     /// 3 s to connect, 30 s per request, fetches held at most 100 ms, 50 MiB per fetch and
     /// 1 MiB per partition (Kafka's consumer defaults), metadata at most 5 minutes old and
-    /// refreshed at most every 100 ms.
+    /// refreshed at most every 100 ms, fetch sessions on.
     fn default() -> Self {
         SourceClusterOptions {
             connect_timeout: Duration::from_secs(3),
@@ -89,6 +94,7 @@ impl Default for SourceClusterOptions {
             partition_max_bytes: 1 << 20,
             metadata_max_age: Duration::from_secs(300),
             metadata_refresh_backoff: Duration::from_millis(100),
+            fetch_sessions: true,
         }
     }
 }
@@ -438,6 +444,11 @@ pub struct BrokerStats {
     pub metadata_requests: u64,
     /// Requests that failed as a whole (connection errors, malformed answers).
     pub failed_requests: u64,
+    /// Fetch requests sent incremental in a fetch session (a subset of `fetch_requests`).
+    pub incremental_fetch_requests: u64,
+    /// Partition entries actually sent in Fetch requests (in a fetch session, only the
+    /// changed ones; without, as `partitions_fetched`).
+    pub partitions_sent: u64,
 }
 
 #[derive(Debug)]
@@ -445,6 +456,8 @@ struct BrokerConnection {
     client: KafkaClient,
     stats: BrokerStats,
     rotation: usize,
+    /// The fetch sessions, by isolation level (read-uncommitted, read-committed).
+    sessions: [FetchSession; 2],
 }
 
 /// Many partitions of a live Kafka cluster. See the [module documentation](self).
@@ -816,6 +829,7 @@ impl SourceCluster {
             };
             connection.stats.fetch_requests += 1;
             connection.stats.partitions_fetched += partitions.len() as u64;
+            connection.stats.partitions_sent += partitions.len() as u64;
             let answer = connection.client.fetch_many(&params);
             let principal = connection.client.security().principal();
             self.brokers.insert(broker, connection);
@@ -866,6 +880,7 @@ impl SourceCluster {
                 .with_security(self.security.clone()),
                 stats: old.map(|c| c.stats).unwrap_or_default(),
                 rotation: 0,
+                sessions: Default::default(),
             },
         }
     }
@@ -1271,7 +1286,19 @@ fn run_job(mut job: BrokerJob, options: &SourceClusterOptions) -> JobOutput {
         };
         connection.stats.fetch_requests += 1;
         connection.stats.partitions_fetched += len as u64;
-        let answers = match connection.client.fetch_many(&params) {
+        let answer = if options.fetch_sessions {
+            let session = &mut connection.sessions[usize::from(level == READ_COMMITTED)];
+            let (incremental, sent) = (session.incremental_requests, session.partitions_sent);
+            let answer = connection.client.fetch_many_in_session(session, &params);
+            connection.stats.incremental_fetch_requests +=
+                session.incremental_requests - incremental;
+            connection.stats.partitions_sent += session.partitions_sent - sent;
+            answer
+        } else {
+            connection.stats.partitions_sent += len as u64;
+            connection.client.fetch_many(&params)
+        };
+        let answers = match answer {
             Ok(answers) => answers,
             Err(e) => {
                 connection.stats.failed_requests += 1;
@@ -1635,6 +1662,89 @@ mod tests {
         assert_eq!(stats[&2].fetch_requests, 3);
         assert_eq!(stats[&2].partitions_fetched, 12);
         assert_eq!(source.bootstrap_metadata_requests(), 1);
+    }
+
+    #[test]
+    fn fetch_sessions_send_only_changes_and_answer_idle_partitions_from_the_session() {
+        let fake = fake();
+        fake.state().fetch_sessions = true;
+        let mut source = cluster(&fake, "orders,pay.*");
+        // Round 1 is full and opens a session per broker; everything is read.
+        for r in source.fetch(&all(0)) {
+            assert_eq!(records(&r).next_offset, 6, "{r:?}");
+        }
+        // Rounds 2 and 3, caught up: round 2 sends the new offsets, round 3 nothing; the
+        // broker answers nothing new and every partition is answered from the session.
+        for _ in 0..2 {
+            for r in source.fetch(&all(6)) {
+                let got = records(&r);
+                assert!(got.batches.is_empty(), "{r:?}");
+                assert_eq!((got.next_offset, got.high_watermark), (6, 6), "{r:?}");
+                assert_eq!(got.log_start_offset, 0);
+            }
+        }
+        // A new batch on orders-1 (broker 2) is the only news.
+        {
+            let mut state = fake.state();
+            let batch =
+                RawBatch::synthesize(&kmirror_kernel::batch::BatchHeader::plain(6, 7, 5), 1_000)
+                    .expect("batch");
+            state.topics[0].partitions[1].batches.push(batch);
+        }
+        let results = source.fetch(&all(6));
+        for r in &results {
+            let got = records(r);
+            if (r.topic_id, r.partition) == (ORDERS, 1) {
+                assert_eq!((got.batches.len(), got.next_offset), (1, 8), "{r:?}");
+                assert_eq!(got.high_watermark, 8);
+            } else {
+                assert!(got.batches.is_empty(), "{r:?}");
+            }
+        }
+        // The broker forgets the sessions (a restart): the next round reopens them at once.
+        fake.state().sessions.clear();
+        let mut asked = all(6);
+        asked[1].fetch_offset = 8;
+        for r in source.fetch(&asked) {
+            assert!(records(&r).batches.is_empty(), "{r:?}");
+        }
+        let state = fake.state();
+        let broker2: Vec<usize> = state
+            .requests
+            .iter()
+            .filter(|(b, k, _)| *b == 2 && *k == ApiKey::Fetch as i16)
+            .map(|(_, _, n)| *n)
+            .collect();
+        // Full (4), the new offsets (4), nothing (0), nothing (0), the rejected incremental
+        // carrying orders-1's new offset (1), full again (4).
+        assert_eq!(broker2, vec![4, 4, 0, 0, 1, 4]);
+        drop(state);
+        let stats = source.request_stats()[&2];
+        assert_eq!(stats.fetch_requests, 5);
+        assert_eq!(stats.incremental_fetch_requests, 3);
+        assert_eq!(stats.partitions_fetched, 20);
+        assert_eq!(stats.partitions_sent, 13);
+    }
+
+    #[test]
+    fn without_fetch_sessions_every_request_is_full() {
+        let fake = fake();
+        fake.state().fetch_sessions = true;
+        let mut source = SourceCluster::new(
+            &fake.address(1),
+            TopicSelection::parse("orders").expect("selection"),
+            SourceClusterOptions {
+                fetch_sessions: false,
+                ..options()
+            },
+        );
+        for from in [0, 6, 6] {
+            for r in source.fetch(&(0..4).map(|p| request(ORDERS, p, from)).collect::<Vec<_>>()) {
+                assert_eq!(records(&r).next_offset, 6);
+            }
+        }
+        assert!(fake.state().sessions.is_empty());
+        assert_eq!(source.request_stats()[&1].incremental_fetch_requests, 0);
     }
 
     #[test]
