@@ -10,15 +10,23 @@
 //!   ISR sets built per partition (every `BecameLeader` carries its own `im::OrdSet`s), and with
 //!   every partition given clones of one set (a broker that shares equal sets).
 //!
+//! - Memory per idle partition behind the node manager (`memory/node manager`): 10,000
+//!   partitions (1,000 topics x 10) MIRRORING through one [`NodeMirror`] with their coalesced
+//!   fetch in flight, the logs and the coordinator dropped: the node's heap over 10,000, beside
+//!   10,000 lone partitions in a `Vec` driven the same way (baseline, same run). Replica sets
+//!   are clones of one set in both.
+//!
 //! Baseline, same run: the allocations of building the one-effect `Vec` every `handle` call
 //! returns (1 by construction), and `size_of::<PartitionMirror>()` (the inline part).
 
+use kmirror_benches::node::NodeExecutor;
 use kmirror_benches::{lifecycle, new_partition, Executor, SOURCE_EPOCH};
 use kmirror_kernel::apply::apply_log_effect;
 use kmirror_kernel::batch::BatchHeader;
 use kmirror_kernel::effect::Effect;
 use kmirror_kernel::input::{FetchOutcome, Input};
 use kmirror_kernel::mem_log::MemLog;
+use kmirror_kernel::node::NodeMirror;
 use kmirror_kernel::partition::PartitionMirror;
 use kmirror_kernel::state::MirrorState;
 
@@ -187,9 +195,65 @@ fn per_partition() {
     );
 }
 
+/// Idle partitions behind one node manager (1,000 topics x 10).
+const NODE_PARTITIONS: usize = 10_000;
+
+fn per_node_partition() {
+    let before = live().0;
+    let mut exec = NodeExecutor::new(1_000, 10);
+    exec.lead_all();
+    let NodeExecutor {
+        mut node,
+        logs,
+        coordinator,
+        ..
+    } = exec;
+    drop((logs, coordinator));
+    let fetches = node.poll_fetches(0);
+    assert_eq!(fetches.len(), 1);
+    assert_eq!(fetches[0].partitions.len(), NODE_PARTITIONS);
+    assert!(node
+        .partitions()
+        .all(|(_, p)| p.state() == MirrorState::Mirroring));
+    drop(fetches);
+    let node_bytes = live().0 - before + std::mem::size_of::<NodeMirror>();
+    let per_node = node_bytes as f64 / NODE_PARTITIONS as f64;
+    println!(
+        "memory/node manager, {NODE_PARTITIONS} idle MIRRORING partitions (coalesced fetch in \
+         flight): {node_bytes} bytes = {per_node:.1} bytes per partition"
+    );
+    drop(node);
+
+    let before = live().0;
+    let mut exec = Executor::new();
+    let set = im::ordset![1];
+    let mut lone = Vec::with_capacity(NODE_PARTITIONS);
+    for i in 0..NODE_PARTITIONS {
+        let mut partition = new_partition(i as i32);
+        let mut log = MemLog::new();
+        let leader = Input::BecameLeader {
+            leader_epoch: 1,
+            replicas: set.clone(),
+            isr: set.clone(),
+        };
+        exec.drive(leader, &mut partition, &mut log);
+        lone.push(partition);
+    }
+    drop(exec);
+    let lone_bytes = live().0 - before;
+    let per_lone = lone_bytes as f64 / NODE_PARTITIONS as f64;
+    println!(
+        "memory/node manager baseline, {NODE_PARTITIONS} lone MIRRORING partitions in a Vec: \
+         {lone_bytes} bytes = {per_lone:.1} bytes per partition; node / lone = {:.2}",
+        per_node / per_lone
+    );
+    drop(lone);
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; a filter argument is accepted and ignored.
     let _profiler = dhat::Profiler::builder().testing().build();
     per_step();
     per_partition();
+    per_node_partition();
 }

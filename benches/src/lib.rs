@@ -8,6 +8,8 @@
 //! is committed at once). It lets a benchmark drive one partition, or a million, through every
 //! state without I/O, so what is timed is the kernel and its log operations.
 
+pub mod node;
+
 use kmirror_kernel::apply::apply_log_effect;
 use kmirror_kernel::batch::{BatchHeader, ControlType};
 use kmirror_kernel::config::MirrorConfig;

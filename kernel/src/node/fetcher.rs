@@ -22,9 +22,9 @@ use crate::effect::RequestId;
 use crate::input::FetchOutcome;
 use crate::mutant::{self, Mutant};
 use crate::partitioner::{murmur2, to_positive};
-use crate::types::{BrokerId, LeaderEpoch, Offset};
+use crate::types::{BrokerId, LeaderEpoch, Offset, TopicId};
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use crate::config::MirrorConfig;
 use crate::input::Input;
@@ -38,6 +38,9 @@ use super::{NodeError, NodeLogs, NodeMirror, NodeOutput, PartitionKey};
 /// way up to the hash function; topic ids are used here because the kernel knows no names.
 /// `num_fetchers == 0` is treated as 1.
 pub fn fetcher_id(key: &PartitionKey, num_fetchers: u32) -> u32 {
+    if num_fetchers <= 1 {
+        return 0; // Kafka's default of one fetcher: no hash needed.
+    }
     let mut bytes = [0u8; 20];
     bytes[..16].copy_from_slice(&key.topic_id.0);
     bytes[16..].copy_from_slice(&key.partition.to_be_bytes());
@@ -148,6 +151,8 @@ impl NodeMirror {
     /// returns one [`CoalescedFetch`] per fetcher, in fetcher order.
     pub fn poll_fetches(&mut self, now: u64) -> Vec<CoalescedFetch> {
         let mut groups: BTreeMap<FetcherKey, Vec<(PartitionKey, FetchRequest)>> = BTreeMap::new();
+        // Led partitions come in key order, so a topic's come together: look it up once.
+        let mut topic: Option<(TopicId, Option<&Vec<Option<BrokerId>>>)> = None;
         for (key, led) in self.led.iter_mut() {
             let Some(slot) = led.fetch.as_mut() else {
                 continue;
@@ -155,15 +160,22 @@ impl NodeMirror {
             if !slot.ready_at(now) {
                 continue;
             }
-            let leader = self
-                .topics
-                .get(&key.topic_id)
-                .and_then(|t| t.source_leaders.as_ref())
-                .and_then(|l| {
-                    l.get(usize::try_from(key.partition).ok()?)
-                        .copied()
-                        .flatten()
-                });
+            let leaders = match topic {
+                Some((id, leaders)) if id == key.topic_id => leaders,
+                _ => {
+                    let leaders = self
+                        .topics
+                        .get(&key.topic_id)
+                        .and_then(|t| t.source_leaders.as_ref());
+                    topic = Some((key.topic_id, leaders));
+                    leaders
+                }
+            };
+            let leader = leaders.and_then(|l| {
+                l.get(usize::try_from(key.partition).ok()?)
+                    .copied()
+                    .flatten()
+            });
             let Some(source_broker) = leader else {
                 continue;
             };
@@ -208,7 +220,9 @@ impl NodeMirror {
             out.errors.push(NodeError::NoFetchInFlight { fetcher });
             return;
         };
-        let mut answered = BTreeSet::new();
+        // Which entries of `sent` were answered (by position).
+        let mut answered = vec![false; sent.len()];
+        let mut next = 0;
         // Mutant `CoalescedFetchDropsAfterFailure`: the first partition whose part failed.
         let mut failed_at: Option<PartitionKey> = None;
         let dropped = |failed_at: Option<PartitionKey>, key: &PartitionKey| {
@@ -224,8 +238,18 @@ impl NodeMirror {
             if dropped(failed_at, &key) {
                 continue;
             }
-            let asked = sent.contains(&(key, request));
-            if !asked || !answered.insert(key) || self.fetcher_of(&key) != Some(fetcher) {
+            // `sent` is in key order, one entry per key (built by `poll_fetches`); a response
+            // usually answers in that order, so the entry after the last one is tried first.
+            let at = match sent.get(next) {
+                Some((k, _)) if *k == key => Some(next),
+                _ => sent.binary_search_by(|(k, _)| k.cmp(&key)).ok(),
+            };
+            if let Some(at) = at {
+                next = at + 1;
+            }
+            let asked = at.filter(|&at| sent[at].1 == request);
+            let first_answer = asked.is_some_and(|at| !std::mem::replace(&mut answered[at], true));
+            if !first_answer || self.fetcher_of(&key) != Some(fetcher) {
                 out.errors.push(NodeError::StaleFetch {
                     key,
                     request,
@@ -263,8 +287,8 @@ impl NodeMirror {
                 }
             }
         }
-        for (key, request) in sent {
-            if !answered.contains(&key) && !dropped(failed_at, &key) {
+        for ((key, request), answered) in sent.into_iter().zip(answered) {
+            if !answered && !dropped(failed_at, &key) {
                 self.requeue(&key, request, fetcher, None);
             }
         }

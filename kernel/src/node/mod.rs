@@ -265,7 +265,8 @@ pub struct NodeMirror {
     retired: BTreeMap<PartitionKey, PartitionMirror>,
     /// Which led partitions keep their state on each `__mirror_state` partition.
     by_coordinator: BTreeMap<u32, BTreeSet<PartitionKey>>,
-    /// The request in flight of each fetcher: the partitions and requests it carried.
+    /// The request in flight of each fetcher: the partitions and requests it carried, in key
+    /// order.
     in_flight: BTreeMap<FetcherKey, Vec<(PartitionKey, RequestId)>>,
 }
 
@@ -383,9 +384,11 @@ impl NodeMirror {
                 let pk = PartitionKey::new(key.topic_id, key.partition);
                 match self.led.get(&pk) {
                     None => out.errors.push(NodeError::UnknownPartition { key: pk }),
+                    // The led partition at `pk` has `pk`'s topic and partition: its key is
+                    // `key` exactly when its mirror is `key`'s (compared without a clone).
                     Some(led)
                         if led.coordinator != Some(coordinator_partition)
-                            || led.mirror.key().as_ref() != Some(&key) =>
+                            || led.mirror.desired().mirror() != Some(&key.mirror) =>
                     {
                         out.errors.push(NodeError::WrongCoordinator {
                             key: pk,

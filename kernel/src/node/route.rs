@@ -119,6 +119,8 @@ impl NodeMirror {
             }
             _ => None,
         };
+        // Only a new desired state can move the partition's `__mirror_state` key.
+        let desired_changed = matches!(input, Input::DesiredStateChanged(_));
         let before = led.fetch;
         if led
             .fetch
@@ -163,6 +165,9 @@ impl NodeMirror {
             .is_some_and(|s| led.mirror.activity() != &Activity::Fetching(s.request.request))
         {
             led.fetch = None;
+        }
+        if !desired_changed {
+            return;
         }
         let coordinator = led
             .mirror
