@@ -19,9 +19,16 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kmirror_harness::driver::Cluster;
+use kmirror_harness::wire::{
+    CurrentLeaderEpoch, PartitionFetchRequest, PartitionFetched, SecurityConfig, SourceCluster,
+    SourceClusterOptions, TopicSelection,
+};
+use kmirror_kernel::config::FetchIsolation;
+use kmirror_kernel::fetch::FetchResponse;
 use kmirror_testsupport::jvm::Oracle;
 use kmirror_testsupport::kafka_broker::{KafkaBroker, SecureListener};
 use kmirror_testsupport::oracle_support::run;
@@ -417,5 +424,54 @@ fn oracle_live_secure_sasl_ssl_mirror_and_refusals() {
         "line 7: ssl.truststore.password",
     );
     assert!(snapshot(&west) == before, "the destination is unchanged");
+
+    // 5. The library on the same listener: the source cluster's fetch sessions (KIP-227) with
+    //    the real broker. Once caught up, the incremental requests carry no partition and
+    //    every answer comes from the session.
+    let security = SecurityConfig::from_file(Path::new(&good)).expect("the source config");
+    let mut cluster = SourceCluster::new(
+        &secure,
+        TopicSelection::names(&[TOPIC]).expect("selection"),
+        SourceClusterOptions {
+            fetch_max_wait_ms: 10,
+            ..SourceClusterOptions::default()
+        },
+    )
+    .with_security(Arc::new(security));
+    let topic_id = cluster.metadata().expect("metadata").topics[TOPIC].topic_id;
+    let ask = |fetch_offset| PartitionFetchRequest {
+        topic_id,
+        partition: 0,
+        fetch_offset,
+        last_fetched_epoch: None,
+        current_leader_epoch: CurrentLeaderEpoch::FromMetadata,
+        isolation: FetchIsolation::ReadCommitted,
+        max_batches: 10_000,
+    };
+    let fetched =
+        |results: Vec<kmirror_harness::wire::PartitionFetchResult>| match &results[0].outcome {
+            Ok(PartitionFetched {
+                response: FetchResponse::Records(r),
+                ..
+            }) => (r.batches.len(), r.next_offset, r.high_watermark),
+            other => panic!("expected records, got {other:?}"),
+        };
+    let (batches, end, hw) = fetched(cluster.fetch(&[ask(0)]));
+    assert!(
+        batches > 0 && end == hw,
+        "{batches} batches up to {end}, HW {hw}"
+    );
+    for _ in 0..5 {
+        assert_eq!(fetched(cluster.fetch(&[ask(end)])), (0, end, hw));
+    }
+    let stats: Vec<_> = cluster.request_stats().into_values().collect();
+    let sum = |f: fn(&kmirror_harness::wire::source_cluster::BrokerStats) -> u64| {
+        stats.iter().map(f).sum::<u64>()
+    };
+    assert_eq!(sum(|s| s.fetch_requests), 6);
+    assert_eq!(sum(|s| s.incremental_fetch_requests), 5);
+    // The full request, then the new fetch offset once, then nothing.
+    assert_eq!(sum(|s| s.partitions_sent), 2);
+    eprintln!("fetch sessions with Kafka 4.4.0 over SASL_SSL: {stats:?}");
     eprintln!("done after {:?}", started.elapsed());
 }

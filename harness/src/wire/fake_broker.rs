@@ -23,7 +23,8 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, FetchRequest, FetchResponse,
     ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse, RequestHeader,
-    ResponseHeader, TopicName,
+    ResponseHeader, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+    SaslHandshakeResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, Message, StrBytes};
 use kmirror_kernel::batch::BatchHeader;
@@ -100,6 +101,9 @@ pub struct FakeState {
     pub fetch_sessions: bool,
     /// The open fetch sessions, by id.
     pub sessions: HashMap<i32, FakeSession>,
+    /// The one SASL PLAIN user `(name, password)` the brokers accept (SASL_PLAINTEXT, only
+    /// the `PLAIN` mechanism enabled).
+    pub plain_user: Option<(String, String)>,
     next_session: i32,
 }
 
@@ -235,6 +239,40 @@ fn serve(id: i32, mut stream: TcpStream, state: &Mutex<FakeState>) {
                     .encode(&mut body, version)
                     .expect("encode");
             }
+            ApiKey::SaslHandshake => {
+                let request = SaslHandshakeRequest::decode(&mut buf, version).expect("request");
+                state.requests.push((id, key, 0));
+                let code = if &*request.mechanism == "PLAIN" {
+                    0
+                } else {
+                    33
+                };
+                SaslHandshakeResponse::default()
+                    .with_error_code(code)
+                    .with_mechanisms(vec![StrBytes::from_static_str("PLAIN")])
+                    .encode(&mut body, version)
+                    .expect("encode");
+            }
+            ApiKey::SaslAuthenticate => {
+                let request = SaslAuthenticateRequest::decode(&mut buf, version).expect("request");
+                state.requests.push((id, key, 0));
+                let token: Vec<&[u8]> = request.auth_bytes.split(|b| *b == 0).collect();
+                let accepted = state.plain_user.as_ref().is_some_and(|(user, password)| {
+                    token.len() == 3
+                        && token[1] == user.as_bytes()
+                        && token[2] == password.as_bytes()
+                });
+                let response = if accepted {
+                    SaslAuthenticateResponse::default()
+                } else {
+                    SaslAuthenticateResponse::default()
+                        .with_error_code(58)
+                        .with_error_message(Some(StrBytes::from_static_str(
+                            "Authentication failed: Invalid username or password",
+                        )))
+                };
+                response.encode(&mut body, version).expect("encode");
+            }
             _ => return,
         }
         drop(state);
@@ -259,6 +297,8 @@ fn api_versions() -> ApiVersionsResponse {
         range(ApiKey::Metadata, MetadataRequest::VERSIONS),
         range(ApiKey::Fetch, FetchRequest::VERSIONS),
         range(ApiKey::ListOffsets, ListOffsetsRequest::VERSIONS),
+        range(ApiKey::SaslHandshake, SaslHandshakeRequest::VERSIONS),
+        range(ApiKey::SaslAuthenticate, SaslAuthenticateRequest::VERSIONS),
     ])
 }
 

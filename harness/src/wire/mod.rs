@@ -130,7 +130,8 @@ pub enum WireError {
     },
     /// The broker refused an operation to this principal: an ACL is missing.
     #[error(
-        "the source denied {acl} ({name} from Kafka broker {address} in {api}): grant it with          `{}`",
+        "the source denied {acl} ({name} from Kafka broker {address} in {api}): grant it with \
+         `{}`",
         acl.grant_command(address)
     )]
     Denied {
@@ -155,7 +156,8 @@ pub enum WireError {
     },
     /// The broker rejected the SASL login (`SASL_AUTHENTICATION_FAILED`).
     #[error(
-        "Kafka broker {address} rejected the SASL {mechanism} login of user '{username}':          {message}; check the username and password in sasl.jaas.config of the source config"
+        "Kafka broker {address} rejected the SASL {mechanism} login of user '{username}': \
+         {message}; check the username and password in sasl.jaas.config of the source config"
     )]
     Authentication {
         /// The broker's address.
@@ -169,7 +171,8 @@ pub enum WireError {
     },
     /// The broker does not enable the configured SASL mechanism.
     #[error(
-        "Kafka broker {address} does not enable SASL mechanism {mechanism} (it enables          {enabled}); set sasl.mechanism to one of them"
+        "Kafka broker {address} does not enable SASL mechanism {mechanism} (it enables \
+         {enabled}); set sasl.mechanism to one of them"
     )]
     SaslMechanism {
         /// The broker's address.
@@ -384,6 +387,30 @@ fn screaming_snake(camel: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_denial_is_one_line_naming_the_acl_and_the_command() {
+        let e = WireError::Denied {
+            address: "b1:9093".into(),
+            api: "Fetch",
+            code: 29,
+            name: error_name(29),
+            acl: Box::new(AclNeeded {
+                operation: "Read",
+                resource: AclResource::Topic("orders".into()),
+                principal: Some("User:mirror".into()),
+            }),
+        };
+        assert_eq!(
+            e.to_string(),
+            "the source denied Read on topic 'orders' to User:mirror (TOPIC_AUTHORIZATION_FAILED \
+             from Kafka broker b1:9093 in Fetch): grant it with `kafka-acls.sh --bootstrap-server \
+             b1:9093 --command-config ADMIN.properties --add --allow-principal User:mirror \
+             --operation Read --topic orders`"
+        );
+        assert!(e.is_security() && !e.is_connection());
+        assert_eq!(e.code(), Some(29));
+    }
 
     #[test]
     fn error_names_are_kafkas() {

@@ -24,6 +24,8 @@ pub mod tls;
 #[cfg(test)]
 mod config_tests;
 #[cfg(test)]
+mod sasl_tests;
+#[cfg(test)]
 mod tls_tests;
 
 pub use config::{
