@@ -224,6 +224,12 @@ fn oracle_live_secure_sasl_ssl_mirror_and_refusals() {
         acls.push(format!("acl:User:{user},TOPIC,{TOPIC},READ,ALLOW"));
     }
     acls.push(format!("acl:User:noread,TOPIC,{TOPIC},DESCRIBE,ALLOW"));
+    // What `kmirror sync` needs besides (docs/live-source.md), for plainuser only.
+    acls.push(format!(
+        "acl:User:plainuser,TOPIC,{TOPIC},DESCRIBE_CONFIGS,ALLOW"
+    ));
+    acls.push("acl:User:plainuser,GROUP,*,DESCRIBE,ALLOW".to_owned());
+    acls.push("acl:User:plainuser,CLUSTER,kafka-cluster,DESCRIBE,ALLOW".to_owned());
     let acls: Vec<&str> = acls.iter().map(String::as_str).collect();
     java(&oracle, "LiveGroup", &plaintext, &acls);
     let source = segment_bytes(&broker.partition_dir(TOPIC, 0));
@@ -309,6 +315,30 @@ fn oracle_live_secure_sasl_ssl_mirror_and_refusals() {
         drop(leader);
         assert!(copy == source, "{name}: byte for byte");
     }
+
+    // 2b. `kmirror sync` over SASL_SSL: the mirror's principal lacks DescribeConfigs (the round
+    //     stops, naming it); plainuser has the documented ACLs and syncs.
+    let single = dir.join("single-plain");
+    let single_arg = single.to_str().expect("utf-8");
+    let sync = |config: &str| {
+        kmirror(&[
+            "sync",
+            "--source-bootstrap",
+            &secure,
+            "--source-config",
+            config,
+            "--dest",
+            single_arg,
+            "--once",
+        ])
+    };
+    refused(
+        &sync(&good),
+        "the source denied DescribeConfigs on topic 'orders' to User:mirror",
+    );
+    let out = sync(&plain);
+    assert!(out.status.success(), "{out:?}");
+    eprintln!("{}", String::from_utf8_lossy(&out.stdout));
 
     // 3. Refusals: one line, exit code 2, nothing created, the existing destination unchanged.
     let before = snapshot(&west);
