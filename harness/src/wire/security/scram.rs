@@ -125,12 +125,15 @@ impl<D: Digest + BlockSizeUser + Clone> ScramClient<D> {
 }
 
 fn hmac<D: Digest + BlockSizeUser + Clone>(key: &[u8], data: &[u8]) -> Vec<u8> {
-    // SimpleHmac takes keys of any length.
-    let mut mac = <SimpleHmac<D> as Mac>::new_from_slice(key).unwrap_or_else(|_| {
-        <SimpleHmac<D> as Mac>::new_from_slice(&[]).expect("an empty HMAC key is valid")
-    });
-    mac.update(data);
-    mac.finalize().into_bytes().to_vec()
+    // SimpleHmac takes keys of any length: the error cannot happen (an empty result would only
+    // make the server refuse the proof).
+    match <SimpleHmac<D> as Mac>::new_from_slice(key) {
+        Ok(mut mac) => {
+            mac.update(data);
+            mac.finalize().into_bytes().to_vec()
+        }
+        Err(_) => Vec::new(),
+    }
 }
 
 /// RFC 5802's `Hi`: PBKDF2 with HMAC-`D`, one block.
