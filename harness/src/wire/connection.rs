@@ -21,7 +21,7 @@ use kafka_protocol::protocol::{
     Decodable, Encodable, HeaderVersion, Message, Request, StrBytes, VersionRange,
 };
 
-use super::security::{sasl, tls, SecurityConfig};
+use super::security::{sasl, tls, SecurityConfig, TlsSettings};
 use super::transport::Transport;
 use super::{codes, error_name, WireError};
 
@@ -39,6 +39,9 @@ pub struct Connection {
     versions: HashMap<i16, VersionRange>,
     /// When the broker ends the SASL session (KIP-368), if it set a lifetime.
     expires_at: Option<Instant>,
+    /// The TLS settings, to explain an alert the broker sends after the handshake (TLS 1.3
+    /// refuses a client certificate then).
+    tls: Option<TlsSettings>,
 }
 
 impl Connection {
@@ -103,6 +106,7 @@ impl Connection {
             next_correlation_id: 1,
             versions: HashMap::new(),
             expires_at: None,
+            tls: security.tls.clone(),
         };
         connection.negotiate()?;
         if let Some(settings) = &security.sasl {
@@ -226,6 +230,15 @@ impl Connection {
     }
 
     fn io_error(&self, api: &'static str, source: std::io::Error) -> WireError {
+        let is_tls = source
+            .get_ref()
+            .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some());
+        if let (true, Some(settings)) = (is_tls, &self.tls) {
+            return WireError::Tls {
+                address: self.address.clone(),
+                reason: tls::explain(&source, tls::host_of(&self.address), settings),
+            };
+        }
         let source = if matches!(source.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
             std::io::Error::new(ErrorKind::TimedOut, "no answer within the request timeout")
         } else if source.kind() == ErrorKind::UnexpectedEof {

@@ -15,6 +15,8 @@ const SECOND: Duration = Duration::from_secs(1);
 
 struct Pki {
     ca_pem: String,
+    ca_cert: rcgen::Certificate,
+    ca_key: rcgen::KeyPair,
     server_chain: Vec<CertificateDer<'static>>,
     server_key: PrivateKeyDer<'static>,
 }
@@ -32,6 +34,8 @@ fn pki() -> Pki {
         .expect("server");
     Pki {
         ca_pem: ca_cert.pem(),
+        ca_cert,
+        ca_key,
         server_chain: vec![cert.der().clone()],
         server_key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
     }
@@ -39,14 +43,29 @@ fn pki() -> Pki {
 
 /// A TLS server for one connection: the handshake, then it hangs up. Its port.
 fn tls_server(pki: &Pki) -> u16 {
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("versions")
-    .with_no_client_auth()
-    .with_single_cert(pki.server_chain.clone(), pki.server_key.clone_key())
-    .expect("server config");
+    tls_server_with(pki, false)
+}
+
+/// As [`tls_server`], requiring a client certificate signed by the CA when `mutual`.
+fn tls_server_with(pki: &Pki, mutual: bool) -> u16 {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .expect("versions");
+    let builder = if mutual {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(pki.ca_cert.der().clone()).expect("CA");
+        let verifier =
+            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .expect("client verifier");
+        builder.with_client_cert_verifier(verifier)
+    } else {
+        builder.with_no_client_auth()
+    };
+    let config = builder
+        .with_single_cert(pki.server_chain.clone(), pki.server_key.clone_key())
+        .expect("server config");
     let config = Arc::new(config);
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("address").port();
@@ -141,4 +160,39 @@ fn a_listener_that_is_not_tls_is_named() {
     let e = connect(&format!("localhost:{port}"), &security(&pki.ca_pem, true));
     assert!(matches!(e, WireError::Tls { .. }), "{e}");
     assert!(e.to_string().contains("TLS listener"), "{e}");
+}
+
+#[test]
+fn a_broker_requiring_a_client_certificate_gets_one_from_the_keystore() {
+    let pki = pki();
+    // Without a client certificate: refused, and the error says which key to set.
+    let port = tls_server_with(&pki, true);
+    let e = connect(&format!("localhost:{port}"), &security(&pki.ca_pem, true));
+    assert!(matches!(e, WireError::Tls { .. }), "{e}");
+    assert!(e.to_string().contains("ssl.keystore.location"), "{e}");
+    // With one signed by the broker's CA (ssl.keystore.location, PEM): the handshake passes.
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = rcgen::CertificateParams::new(vec!["mirror".to_owned()])
+        .expect("params")
+        .signed_by(&key, &pki.ca_cert, &pki.ca_key)
+        .expect("client certificate");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ca, keystore) = (dir.path().join("ca.pem"), dir.path().join("client.pem"));
+    std::fs::write(&ca, &pki.ca_pem).expect("write");
+    std::fs::write(&keystore, format!("{}{}", key.serialize_pem(), cert.pem())).expect("write");
+    let config = SecurityConfig::parse(
+        &format!(
+            "security.protocol=SSL\nssl.truststore.location={}\nssl.keystore.location={}\n",
+            ca.display(),
+            keystore.display()
+        ),
+        "client.properties",
+    )
+    .expect("config");
+    let port = tls_server_with(&pki, true);
+    let e = connect(&format!("localhost:{port}"), &config);
+    assert!(
+        matches!(e, WireError::Io { .. }),
+        "the handshake passes: {e}"
+    );
 }
