@@ -1,7 +1,7 @@
 //! A live Apache Kafka broker as the source of a mirror, over Kafka's wire protocol.
 //!
-//! Our own small client on a blocking TCP stream; the [`kafka_protocol`] crate only encodes and
-//! decodes the messages.
+//! Our own small client on a blocking TCP stream (TLS with rustls when configured); the
+//! [`kafka_protocol`] crate only encodes and decodes the messages.
 //!
 //! - [`connection`]: framing (a 4-byte size, then the header and the body), correlation ids,
 //!   the request and response header versions, and the API versions negotiated with
@@ -17,7 +17,8 @@
 //!   [`MetadataSource`](crate::sync::MetadataSource) on top of them.
 //! - [`source_cluster`]: [`SourceCluster`], every partition of the selected topics
 //!   ([`topic_selection`]: names and globs) of a multi-broker cluster, one connection per
-//!   broker and one coalesced Fetch per leader broker per round, answered per partition.
+//!   broker and one coalesced Fetch per leader broker per round, answered per partition, in a
+//!   [`fetch_session`] (KIP-227) per broker.
 //! - [`security`]: TLS (rustls) and SASL (PLAIN, SCRAM) from a Kafka `client.properties`
 //!   ([`SecurityConfig`]), on every connection ([`transport`]: plain TCP or TLS);
 //!   [`authorization`]: the ACL a principal lacks when the broker says so.
