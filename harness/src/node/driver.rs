@@ -1154,20 +1154,64 @@ impl NodeDriver {
         NodeStatus::new(self.dest.root(), self.dest.meta(), partitions)
     }
 
-    /// Flushes and closes every log.
+    /// Flushes and closes every log, then every `__mirror_state` partition. The partition logs
+    /// are closed on up to [`CLOSE_THREADS`] threads, as Kafka's `LogManager` closes a log
+    /// dir's logs on a pool: each log's fsyncs keep their order, different logs' overlap (a
+    /// node of 1,000 partitions fsyncs thousands of files at close). The first error in
+    /// partition order is returned.
     pub fn close(self) -> Result<(), NodeError> {
-        for (_, log) in self.logs {
-            let dir = log.dir().to_path_buf();
-            log.close().map_err(|source| NodeError::Log {
-                dir,
-                source: Box::new(source),
-            })?;
+        let logs: Vec<FileLog> = self.logs.into_values().collect();
+        let per_thread = logs.len().div_ceil(CLOSE_THREADS).max(1);
+        let mut chunks: Vec<Vec<FileLog>> = Vec::new();
+        let mut rest = logs.into_iter();
+        loop {
+            let chunk: Vec<FileLog> = rest.by_ref().take(per_thread).collect();
+            if chunk.is_empty() {
+                break;
+            }
+            chunks.push(chunk);
         }
+        let results: Vec<Result<(), NodeError>> = if chunks.len() <= 1 {
+            chunks.into_iter().map(close_logs).collect()
+        } else {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = chunks
+                    .into_iter()
+                    .map(|chunk| scope.spawn(move || close_logs(chunk)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| {
+                            Err(NodeError::Invalid {
+                                message: "a thread closing partition logs panicked".into(),
+                            })
+                        })
+                    })
+                    .collect()
+            })
+        };
+        results.into_iter().collect::<Result<(), NodeError>>()?;
         for (_, state) in self.states {
             state.close()?;
         }
         Ok(())
     }
+}
+
+/// Most threads [`NodeDriver::close`] closes partition logs on.
+pub const CLOSE_THREADS: usize = 8;
+
+/// Closes `logs` in order, stopping at the first error.
+fn close_logs(logs: Vec<FileLog>) -> Result<(), NodeError> {
+    for log in logs {
+        let dir = log.dir().to_path_buf();
+        log.close().map_err(|source| NodeError::Log {
+            dir,
+            source: Box::new(source),
+        })?;
+    }
+    Ok(())
 }
 
 /// The persisted state of `key` under its topic's mirror, from its `__mirror_state` partition.

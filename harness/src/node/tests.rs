@@ -350,3 +350,25 @@ fn a_stop_after_a_restart_keeps_batches_above_the_checkpointed_high_watermark() 
     assert_eq!(driver.log(&key).unwrap().log_end_offset(), leo + 1);
     assert_same_bytes(&fake, &driver, ORDERS, 0);
 }
+
+#[test]
+fn close_flushes_every_partition_log_on_its_threads() {
+    let fake = fake();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("west");
+    let (driver, _) = mirrored(&fake, &root);
+    let ends: Vec<(PartitionKey, i64)> = [(ORDERS, 3), (PAY_EU, 2)]
+        .iter()
+        .flat_map(|&(t, n)| (0..n).map(move |p| PartitionKey::new(t, p)))
+        .map(|k| (k, driver.log(&k).unwrap().log_end_offset()))
+        .collect();
+    // Five logs: more than one closing thread.
+    assert!(ends.len() > 1 && ends.len() <= driver::CLOSE_THREADS);
+    driver.close().unwrap();
+    let reopened = NodeDriver::open(&root, None, options()).unwrap();
+    for (key, end) in ends {
+        let log = reopened.log(&key).unwrap();
+        assert_eq!(log.log_end_offset(), end, "{key}");
+        assert_eq!(log.recovery_point(), end, "{key}: flushed at close");
+    }
+}

@@ -1,0 +1,326 @@
+//! The data path at node scale (issues #11 and #12): bytes per second mirrored by the
+//! [`NodeDriver`] into 1,000 partitions (100 topics x 10) of a node destination on real
+//! segment files, `--flush kafka`, from a fake 3-broker Kafka source on loopback
+//! (`support/fake_source.rs`: in-memory partitions served over the Kafka protocol).
+//!
+//! Each partition holds 16 batches of 500 synthetic records (about 15 KB each, Kafka's default
+//! `batch.size` is 16 KiB): 1,000 partitions, 16,000 batches, about 234 MiB. Each sample builds
+//! a fresh destination untimed and brings its 1,000 partitions to MIRRORING against the empty
+//! source (each partition's leader epoch 1, above the source batches' epoch 0, so no epoch bump
+//! comes with the data); then the source gets its data at once and the timed part runs: fetch
+//! rounds (one Fetch per source broker, 50 MiB per response and 1 MiB per partition, Kafka's
+//! consumer defaults; 100 batches per partition at most) until every partition has everything,
+//! then `close` (every segment fsynced). The destination is deleted untimed.
+//!
+//! - `node_mirror_kafka`: the above.
+//! - `raw_copy_same_writes` (baseline, same run): the same bytes written into 1,000 fresh
+//!   segment files under the same directory layout, one `write` per partition per fetch round
+//!   as the driver's group commit does, in the same round order, then every file fsynced: the
+//!   destination side of the mirror with no decision, no parsing and no network.
+//! - `fetch_only` (decomposition, same run): the same fetch rounds through
+//!   [`SourceCluster::fetch`] with nothing written: the wire protocol, the fake broker and the
+//!   client's batch parsing (CRC-32C checked), which the raw copy does not pay.
+//!
+//! The time to bring the 1,000 partitions to MIRRORING on real files (the state writes, each
+//! fsynced) is printed once, before criterion runs.
+
+#[path = "support/fake_source.rs"]
+mod fake_source;
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use criterion::{criterion_group, Criterion, Throughput};
+use fake_source::{FakePartition, FakeSource, FakeTopic};
+use kmirror_harness::file_log::FlushPolicy;
+use kmirror_harness::node::{NodeDest, NodeDriver, NodeDriverOptions, NodeMeta};
+use kmirror_harness::record_batch::RawBatch;
+use kmirror_harness::wire::source_cluster::{CurrentLeaderEpoch, PartitionFetchRequest};
+use kmirror_harness::wire::{SourceCluster, SourceClusterOptions, TopicSelection};
+use kmirror_kernel::batch::BatchHeader;
+use kmirror_kernel::config::FetchIsolation;
+use kmirror_kernel::state::MirrorState;
+use kmirror_kernel::types::{MirrorName, TopicId};
+
+/// Topics and partitions per topic.
+const TOPICS: u64 = 100;
+const PER_TOPIC: i32 = 10;
+const PARTITIONS: usize = TOPICS as usize * PER_TOPIC as usize;
+/// Batches per partition and records per batch.
+const BATCHES: i64 = 16;
+const RECORDS: i64 = 500;
+/// Source brokers.
+const BROKERS: i32 = 3;
+
+fn topic_name(t: u64) -> String {
+    format!("t{t:03}")
+}
+
+fn topic_id(t: u64) -> TopicId {
+    TopicId::from_u64(0x6b6d_0000 + t)
+}
+
+/// The source: every partition its own copy of the same 16 batches (epoch 0), leaders spread
+/// over the brokers.
+fn source_topics() -> Vec<FakeTopic> {
+    let mut one = Vec::new();
+    let mut ends = Vec::new();
+    for b in 0..BATCHES {
+        let header = BatchHeader::plain(b * RECORDS, (b + 1) * RECORDS - 1, 0);
+        let batch = RawBatch::synthesize(&header, 1_700_000_000_000).expect("batch");
+        one.extend_from_slice(batch.bytes());
+        ends.push((header.last_offset, one.len()));
+    }
+    (0..TOPICS)
+        .map(|t| FakeTopic {
+            name: topic_name(t),
+            id: topic_id(t),
+            partitions: (0..PER_TOPIC)
+                .map(|p| FakePartition {
+                    leader: 1 + (t as i32 * PER_TOPIC + p) % BROKERS,
+                    bytes: Bytes::from(one.clone()),
+                    batches: ends.clone(),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+fn source_options() -> SourceClusterOptions {
+    SourceClusterOptions {
+        fetch_max_wait_ms: 0,
+        ..SourceClusterOptions::default()
+    }
+}
+
+fn source_cluster(fake: &FakeSource) -> SourceCluster {
+    let names: Vec<String> = (0..TOPICS).map(topic_name).collect();
+    let selection = TopicSelection::names(&names).expect("valid names");
+    SourceCluster::new(&fake.bootstrap(), selection, source_options())
+}
+
+/// A node destination at `root` with every partition MIRRORING against the empty source;
+/// returns the driver and the time it took from creating the destination.
+fn mirroring_dest(fake: &FakeSource, root: &Path) -> (NodeDriver, Duration) {
+    fake.set_filled(false);
+    let start = Instant::now();
+    let mut dest =
+        NodeDest::create(root, NodeMeta::new(Some(fake.bootstrap()), 8)).expect("created");
+    for t in 0..TOPICS {
+        dest.add_topic(&topic_name(t), topic_id(t), PER_TOPIC, None)
+            .expect("topic");
+    }
+    let mut meta = dest.meta().clone();
+    for partition in meta.partitions.values_mut() {
+        partition.leader_epoch = 1;
+    }
+    dest.set_meta(meta).expect("epochs");
+    let options = NodeDriverOptions {
+        flush: FlushPolicy::Kafka,
+        ..NodeDriverOptions::default()
+    };
+    let mut driver =
+        NodeDriver::from_dest(dest, Some(source_cluster(fake)), options).expect("driver");
+    let mirror = MirrorName::new("fake-source").expect("valid");
+    let topics: Vec<(String, TopicId, i32)> = (0..TOPICS)
+        .map(|t| (topic_name(t), topic_id(t), PER_TOPIC))
+        .collect();
+    let results = driver.add_topics(&mirror, &topics, 0).expect("added");
+    assert!(results.values().all(Result::is_ok), "{results:?}");
+    let mut now = 0;
+    while !driver.all_caught_up() {
+        now += 1;
+        driver.run_once(now).expect("runs");
+    }
+    assert_eq!(driver.node().partitions().count(), PARTITIONS);
+    assert!(driver
+        .node()
+        .partitions()
+        .all(|(_, p)| p.state() == MirrorState::Mirroring));
+    (driver, start.elapsed())
+}
+
+/// The timed part: the data mirrored, then `close`.
+fn mirror(fake: &FakeSource, mut driver: NodeDriver, total: u64) -> Duration {
+    fake.set_filled(true);
+    let start = Instant::now();
+    let before = driver.stats().bytes;
+    let mut now = 1_000_000;
+    loop {
+        now += 1;
+        driver.run_once(now).expect("runs");
+        if driver.stats().bytes - before >= total && driver.all_caught_up() {
+            break;
+        }
+    }
+    let rounds = start.elapsed();
+    driver.close().expect("closed");
+    let elapsed = start.elapsed();
+    if std::env::var_os("NODE_MIRRORING_SPLIT").is_some() {
+        println!(
+            "node_mirroring: rounds {rounds:.2?}, close {:.2?}",
+            elapsed - rounds
+        );
+    }
+    fake.set_filled(false);
+    elapsed
+}
+
+/// Every partition's source bytes and the byte ranges of the writes of each fetch round the
+/// driver's fetches make (the same rounds, replayed through [`SourceCluster::fetch`]).
+fn fetch_rounds(fake: &FakeSource) -> (Vec<Vec<(usize, usize, usize)>>, Duration) {
+    fake.set_filled(true);
+    let mut cluster = source_cluster(fake);
+    cluster.metadata().expect("metadata");
+    let keys: Vec<(TopicId, i32)> = (0..TOPICS)
+        .flat_map(|t| (0..PER_TOPIC).map(move |p| (topic_id(t), p)))
+        .collect();
+    let mut offsets = vec![0i64; PARTITIONS];
+    let mut positions = vec![0usize; PARTITIONS];
+    let mut rounds = Vec::new();
+    let start = Instant::now();
+    loop {
+        let requests: Vec<PartitionFetchRequest> = keys
+            .iter()
+            .zip(&offsets)
+            .map(
+                |(&(topic_id, partition), &fetch_offset)| PartitionFetchRequest {
+                    topic_id,
+                    partition,
+                    fetch_offset,
+                    last_fetched_epoch: None,
+                    current_leader_epoch: CurrentLeaderEpoch::FromMetadata,
+                    isolation: FetchIsolation::ReadCommitted,
+                    max_batches: 100,
+                },
+            )
+            .collect();
+        let mut writes = Vec::new();
+        for (i, result) in cluster.fetch(&requests).into_iter().enumerate() {
+            let fetched = result.outcome.expect("fetched");
+            let (_, batches) = fetched.response.into_parts();
+            if let Some(last) = batches.last() {
+                offsets[i] = last.header().last_offset + 1;
+                let len: usize = batches.iter().map(|b| b.size_in_bytes()).sum();
+                writes.push((i, positions[i], len));
+                positions[i] += len;
+            }
+        }
+        if writes.is_empty() {
+            break;
+        }
+        rounds.push(writes);
+    }
+    let elapsed = start.elapsed();
+    fake.set_filled(false);
+    assert!(offsets.iter().all(|o| *o == BATCHES * RECORDS));
+    (rounds, elapsed)
+}
+
+/// The baseline: the same writes into 1,000 fresh files (directories and empty files made
+/// untimed), then every file fsynced.
+fn raw_copy(root: &Path, sources: &[Bytes], rounds: &[Vec<(usize, usize, usize)>]) -> Duration {
+    let paths: Vec<PathBuf> = (0..PARTITIONS)
+        .map(|i| {
+            let dir = root.join("data").join(format!(
+                "{}-{}",
+                topic_name(i as u64 / PER_TOPIC as u64),
+                i as i32 % PER_TOPIC
+            ));
+            fs::create_dir_all(&dir).expect("dir");
+            let path = dir.join("00000000000000000000.log");
+            fs::File::create(&path).expect("file");
+            path
+        })
+        .collect();
+    let start = Instant::now();
+    let mut files: Vec<fs::File> = paths
+        .iter()
+        .map(|p| fs::OpenOptions::new().append(true).open(p).expect("open"))
+        .collect();
+    for round in rounds {
+        for &(i, at, len) in round {
+            files[i]
+                .write_all(&sources[i][at..at + len])
+                .expect("write");
+        }
+    }
+    for file in &files {
+        file.sync_all().expect("fsync");
+    }
+    drop(files);
+    start.elapsed()
+}
+
+fn node_mirroring(c: &mut Criterion) {
+    let topics = source_topics();
+    let sources: Vec<Bytes> = topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.bytes.clone()))
+        .collect();
+    let total: u64 = sources.iter().map(|b| b.len() as u64).sum();
+    let fake = FakeSource::start(BROKERS, topics);
+    let work = tempfile::tempdir().expect("a temp dir");
+    let dest = work.path().join("dest");
+
+    let (driver, setup) = mirroring_dest(&fake, &dest);
+    println!(
+        "node_mirroring: {PARTITIONS} partitions to MIRRORING on real files (untimed setup of \
+         each sample): {setup:.2?}; {total} bytes to mirror"
+    );
+    let elapsed = mirror(&fake, driver, total);
+    println!("node_mirroring: a first mirror took {elapsed:.2?}");
+    fs::remove_dir_all(&dest).expect("dest removed");
+    let (rounds, _) = fetch_rounds(&fake);
+    println!(
+        "node_mirroring: {} fetch rounds with data, {} partition writes",
+        rounds.len(),
+        rounds.iter().map(Vec::len).sum::<usize>()
+    );
+
+    let mut group = c.benchmark_group("node_mirroring");
+    group.throughput(Throughput::Bytes(total));
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(20));
+    group.bench_function("raw_copy_same_writes", |b| {
+        b.iter_custom(|iters| {
+            let mut sum = Duration::ZERO;
+            for _ in 0..iters {
+                sum += raw_copy(&dest, &sources, &rounds);
+                fs::remove_dir_all(&dest).expect("dest removed");
+            }
+            sum
+        })
+    });
+    group.bench_function("fetch_only", |b| {
+        b.iter_custom(|iters| (0..iters).map(|_| fetch_rounds(&fake).1).sum())
+    });
+    group.bench_function("node_mirror_kafka", |b| {
+        b.iter_custom(|iters| {
+            let mut sum = Duration::ZERO;
+            for _ in 0..iters {
+                let (driver, _) = mirroring_dest(&fake, &dest);
+                sum += mirror(&fake, driver, total);
+                fs::remove_dir_all(&dest).expect("dest removed");
+            }
+            sum
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, node_mirroring);
+
+fn main() {
+    // Only under `cargo bench` (`--bench`): a test build runs nothing.
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    benches();
+    criterion::Criterion::default()
+        .configure_from_args()
+        .final_summary();
+}
