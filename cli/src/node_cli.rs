@@ -17,6 +17,7 @@
 //! on; the exit code is then 2.
 
 use std::collections::BTreeMap;
+use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -109,34 +110,113 @@ fn write_status(driver: &NodeDriver) {
     }
 }
 
-fn progress_line(driver: &NodeDriver) -> String {
-    let status = driver.status();
+/// What a run has done, for the progress lines and the summary: totals at the start and at
+/// the previous progress line.
+#[derive(Clone, Copy, Debug)]
+struct Progress {
+    /// When the run started (ms).
+    started_ms: i64,
+    /// Sum of the partitions' log end offsets and bytes appended at the start.
+    start: (i64, u64),
+    /// The same at the previous progress line, and when it was printed.
+    last: (i64, i64, u64),
+}
+
+impl Progress {
+    fn new(driver: &NodeDriver, now_ms: i64) -> Self {
+        let leo = leo_total(&driver.status());
+        let bytes = driver.stats().bytes;
+        Progress {
+            started_ms: now_ms,
+            start: (leo, bytes),
+            last: (now_ms, leo, bytes),
+        }
+    }
+}
+
+fn leo_total(status: &NodeStatus) -> i64 {
+    status.partitions.iter().map(|p| p.log_end_offset).sum()
+}
+
+/// "1000 partitions: MIRRORING x990, PREPARING x10" and the total lag in offsets.
+fn partitions_and_lag(status: &NodeStatus) -> (String, i64) {
     let mut states: BTreeMap<&str, u32> = BTreeMap::new();
     for p in &status.partitions {
         *states.entry(p.state.as_str()).or_insert(0) += 1;
     }
     let states: Vec<String> = states.iter().map(|(s, n)| format!("{s} x{n}")).collect();
     let lag: i64 = status.partitions.iter().filter_map(|p| p.lag).sum();
-    let leo: i64 = status.partitions.iter().map(|p| p.log_end_offset).sum();
-    let stats = driver.stats();
-    format!(
-        "{} partitions: {}; LEO total {leo}, lag {lag} records; {} rounds, {} batches, {} bytes",
+    let line = format!(
+        "{} partitions: {}",
         status.partitions.len(),
-        states.join(", "),
-        stats.rounds,
-        stats.batches,
-        stats.bytes
+        states.join(", ")
+    );
+    (line, lag)
+}
+
+/// `count` per second over `ms` milliseconds (0 when no time passed).
+fn per_second(count: f64, ms: i64) -> f64 {
+    if ms <= 0 {
+        0.0
+    } else {
+        count * 1_000.0 / ms as f64
+    }
+}
+
+/// The progress line: states, rates since the previous line, bytes copied, lag.
+fn progress_line(driver: &NodeDriver, progress: &mut Progress, now_ms: i64) -> String {
+    let status = driver.status();
+    let (partitions, lag) = partitions_and_lag(&status);
+    let leo = leo_total(&status);
+    let bytes = driver.stats().bytes;
+    let (last_ms, last_leo, last_bytes) = progress.last;
+    let ms = now_ms - last_ms;
+    let records_s = per_second((leo - last_leo).max(0) as f64, ms);
+    let mib_s = per_second(bytes.saturating_sub(last_bytes) as f64, ms) / (1 << 20) as f64;
+    progress.last = (now_ms, leo, bytes);
+    format!(
+        "{partitions}; {records_s:.0} records/s, {mib_s:.1} MiB/s; {} bytes copied; lag {lag} \
+         offsets",
+        bytes.saturating_sub(progress.start.1)
     )
 }
 
+/// The final line's figures: what the run mirrored, how fast, and the lag left.
+fn summary(records: i64, bytes: u64, elapsed_ms: i64, lag: i64) -> String {
+    format!(
+        "mirrored {records} records, {bytes} bytes in {:.1} s ({:.0} records/s, {:.1} MiB/s); lag \
+         {lag} offsets",
+        elapsed_ms.max(0) as f64 / 1_000.0,
+        per_second(records as f64, elapsed_ms),
+        per_second(bytes as f64, elapsed_ms) / (1 << 20) as f64,
+    )
+}
+
+/// The final line of a run: partitions by state and [`summary`].
+fn summary_line(driver: &NodeDriver, progress: &Progress, now_ms: i64) -> String {
+    let status = driver.status();
+    let (partitions, lag) = partitions_and_lag(&status);
+    let records = (leo_total(&status) - progress.start.0).max(0);
+    let bytes = driver.stats().bytes.saturating_sub(progress.start.1);
+    format!(
+        "{partitions}; {}",
+        summary(records, bytes, now_ms - progress.started_ms, lag)
+    )
+}
+
+/// Runs `driver` until `until`; a progress line at most once a second on stderr unless
+/// `quiet` or stderr is not a terminal. Returns how it ended and the run's [`Progress`].
 fn drive(
     driver: &mut NodeDriver,
     clock: &mut SystemClock,
     until: NodeUntil,
     quiet: bool,
-) -> Result<NodeIdle, String> {
+) -> Result<(NodeIdle, Progress), String> {
     let follow = matches!(until, NodeUntil::Forever { .. });
-    let mut last_print = clock.now_ms();
+    let show = !quiet && std::io::stderr().is_terminal();
+    let start = clock.now_ms();
+    let mut progress = Progress::new(driver, start);
+    let mut last_print = start;
     let mut on_step = |d: &NodeDriver, now: i64| {
         if now - last_print < 1_000 {
             return;
@@ -145,13 +225,14 @@ fn drive(
         if follow {
             write_status(d);
         }
-        if !quiet {
-            eprintln!("kmirror: {}", progress_line(d));
+        if show {
+            eprintln!("kmirror: {}", progress_line(d, &mut progress, now));
         }
     };
-    driver
+    let end = driver
         .run(clock, until, &mut on_step)
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    Ok((end, progress))
 }
 
 fn print_events(driver: &mut NodeDriver, quiet: bool) {
@@ -287,7 +368,7 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
             poll_ms: i64::try_from(args.run.poll_ms).unwrap_or(i64::MAX),
         }
     };
-    let end = drive(&mut driver, &mut clock, until, args.run.quiet)?;
+    let (end, progress) = drive(&mut driver, &mut clock, until, args.run.quiet)?;
     print_events(&mut driver, args.run.quiet);
     write_status(&driver);
     println!(
@@ -298,7 +379,7 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
             _ => "settled",
         },
         mirror,
-        progress_line(&driver)
+        summary_line(&driver, &progress, clock.now_ms())
     );
     let failed = driver
         .status()
@@ -581,4 +662,27 @@ pub fn status(args: StatusArgs) -> Result<ExitCode, String> {
         print!("{}", status.render());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_gives_records_bytes_rates_and_lag() {
+        assert_eq!(
+            summary(8_000, 4 << 20, 2_000, 5),
+            "mirrored 8000 records, 4194304 bytes in 2.0 s (4000 records/s, 2.0 MiB/s); lag 5 \
+             offsets"
+        );
+    }
+
+    #[test]
+    fn no_time_passed_is_no_rate() {
+        assert_eq!(
+            summary(0, 0, 0, 0),
+            "mirrored 0 records, 0 bytes in 0.0 s (0 records/s, 0.0 MiB/s); lag 0 offsets"
+        );
+        assert_eq!(per_second(10.0, -5), 0.0);
+    }
 }
