@@ -3,8 +3,9 @@
 //! segment files, `--flush kafka`, from a fake 3-broker Kafka source on loopback
 //! (`support/fake_source.rs`: in-memory partitions served over the Kafka protocol).
 //!
-//! Each partition holds 16 batches of 500 synthetic records (about 15 KB each, Kafka's default
-//! `batch.size` is 16 KiB): 1,000 partitions, 16,000 batches, about 234 MiB. Each sample builds
+//! Each partition holds 16 batches of 500 synthetic records (11,858 bytes each; Kafka's
+//! default `batch.size` is 16 KiB): 1,000 partitions, 16,000 batches, 189,732,000 bytes
+//! (181 MiB). Each sample builds
 //! a fresh destination untimed and brings its 1,000 partitions to MIRRORING against the empty
 //! source (each partition's leader epoch 1, above the source batches' epoch 0, so no epoch bump
 //! comes with the data); then the source gets its data at once and the timed part runs: fetch
