@@ -170,9 +170,12 @@ fn mirror(fake: &FakeSource, mut driver: NodeDriver, total: u64) -> Duration {
     elapsed
 }
 
+/// One fetch round's writes: (partition index, byte position in its source, length).
+type Round = Vec<(usize, usize, usize)>;
+
 /// Every partition's source bytes and the byte ranges of the writes of each fetch round the
 /// driver's fetches make (the same rounds, replayed through [`SourceCluster::fetch`]).
-fn fetch_rounds(fake: &FakeSource) -> (Vec<Vec<(usize, usize, usize)>>, Duration) {
+fn fetch_rounds(fake: &FakeSource) -> (Vec<Round>, Duration) {
     fake.set_filled(true);
     let mut cluster = source_cluster(fake);
     cluster.metadata().expect("metadata");
@@ -223,7 +226,7 @@ fn fetch_rounds(fake: &FakeSource) -> (Vec<Vec<(usize, usize, usize)>>, Duration
 
 /// The baseline: the same writes into 1,000 fresh files (directories and empty files made
 /// untimed), then every file fsynced.
-fn raw_copy(root: &Path, sources: &[Bytes], rounds: &[Vec<(usize, usize, usize)>]) -> Duration {
+fn raw_copy(root: &Path, sources: &[Bytes], rounds: &[Round]) -> Duration {
     let paths: Vec<PathBuf> = (0..PARTITIONS)
         .map(|i| {
             let dir = root.join("data").join(format!(
