@@ -86,6 +86,10 @@ pub struct NodeDriverOptions {
     pub fetch_backoff_ms: u64,
     /// When the partition logs fsync.
     pub flush: FlushPolicy,
+    /// Fault injection: fail with [`NodeError::Halted`] right after this many effects were
+    /// executed (counted from the driver's creation), leaving the files as a crash at that
+    /// point would. Crash tests drop the driver (or kill the process) there.
+    pub halt_after_effects: Option<u64>,
 }
 
 impl Default for NodeDriverOptions {
@@ -95,6 +99,7 @@ impl Default for NodeDriverOptions {
             max_fetch_batches: DEFAULT_MAX_FETCH_BATCHES,
             fetch_backoff_ms: 500,
             flush: FlushPolicy::Kafka,
+            halt_after_effects: None,
         }
     }
 }
@@ -179,6 +184,10 @@ pub struct NodeDriver {
     stats: NodeStats,
     now_ms: i64,
     started: bool,
+    /// Effects executed so far (for [`NodeDriverOptions::halt_after_effects`]).
+    effects: u64,
+    /// The `__mirror_state` partition the last executed effect appended to, if it did.
+    last_state_write: Option<u32>,
 }
 
 impl std::fmt::Debug for NodeDriver {
@@ -243,6 +252,8 @@ impl NodeDriver {
             stats: NodeStats::default(),
             now_ms: 0,
             started: false,
+            effects: 0,
+            last_state_write: None,
         };
         for (name, topic) in &meta.topics {
             driver.open_logs(name, topic.topic_id, 0..topic.partitions)?;
@@ -339,6 +350,17 @@ impl NodeDriver {
     pub fn key_of(&self, name: &str, partition: PartitionIndex) -> Option<PartitionKey> {
         let t = self.dest.meta().topics.get(name)?;
         Some(PartitionKey::new(t.topic_id, partition))
+    }
+
+    /// Effects executed since the driver was created.
+    pub fn effects(&self) -> u64 {
+        self.effects
+    }
+
+    /// The `__mirror_state` partition the last executed effect appended a record to (`None`
+    /// when it wrote none): where a crash inside that effect would have torn a write.
+    pub fn last_state_write(&self) -> Option<u32> {
+        self.last_state_write
     }
 
     /// The persisted mirror state of `key` (from its `__mirror_state` partition).
@@ -698,6 +720,7 @@ impl NodeDriver {
         }
         let mut touched = BTreeSet::new();
         for effect in output.effects {
+            self.last_state_write = None;
             match effect {
                 NodeEffect::Partition { key, effect } => {
                     if matches!(effect, Effect::Log(_)) {
@@ -709,6 +732,12 @@ impl NodeDriver {
                 NodeEffect::CreatePartitions { topic_id, total } => {
                     self.grow_topic(topic_id, total)?
                 }
+            }
+            self.effects += 1;
+            if self.options.halt_after_effects == Some(self.effects) {
+                return Err(NodeError::Halted {
+                    effects: self.effects,
+                });
             }
         }
         for key in touched {
@@ -794,6 +823,7 @@ impl NodeDriver {
                 let (k, state) = self.state_partition(&mk)?;
                 let input = match state.write_state(&mk, value, expected_state_epoch, now)? {
                     Ok(stored) => {
+                        self.last_state_write = Some(k);
                         let line = format!(
                             "{name}-{}: state {} persisted (leader epoch {}, state epoch {}){}",
                             key.partition,
@@ -829,7 +859,10 @@ impl NodeDriver {
                 let (k, state) = self.state_partition(&mk)?;
                 let input =
                     match state.write_last_mirrored_epoch(&mk, value, expected_state_epoch, now)? {
-                        Ok(()) => Input::LastMirroredEpochWritten { request },
+                        Ok(()) => {
+                            self.last_state_write = Some(k);
+                            Input::LastMirroredEpochWritten { request }
+                        }
                         Err(refused) => Input::WriteFenced {
                             request,
                             reason: refused.reason(),

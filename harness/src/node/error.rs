@@ -82,4 +82,11 @@ pub enum NodeError {
         /// What failed (naming the brokers).
         message: String,
     },
+    /// Fault injection ([`NodeDriverOptions::halt_after_effects`](super::NodeDriverOptions)):
+    /// the driver stopped right after its N-th effect, as a crash there would.
+    #[error("halted after {effects} effects (fault injection)")]
+    Halted {
+        /// Effects executed.
+        effects: u64,
+    },
 }

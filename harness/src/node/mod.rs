@@ -20,6 +20,8 @@ pub mod state_log;
 pub mod status;
 
 #[cfg(test)]
+mod crash_tests;
+#[cfg(test)]
 mod tests;
 
 pub use dest::{NodeDest, NodeMeta, NodeTopic};
