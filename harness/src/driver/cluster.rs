@@ -918,8 +918,11 @@ impl Cluster {
         for f in &mut self.followers {
             let before = (f.log.log_start_offset(), f.log.log_end_offset(), f.state);
             let leo = f.log.log_end_offset();
+            // The view reads at most `max_batches` batches from the fetch offset (the
+            // leader's fetch path, `LocalSource::fetch`): a round costs what it replicates,
+            // not a read of the rest of the leader's log.
             let response = serve_fetch(
-                leader,
+                &leader.fetch_view(max_batches),
                 leo,
                 f.log.epoch_cache().latest_epoch(),
                 FetchIsolation::Follower,
@@ -1094,6 +1097,46 @@ mod tests {
         ] {
             assert!(ControllerState::decode(bad, f).is_err(), "{bad:?}");
         }
+    }
+
+    /// A follower's fetch reads the fetched window only: a batch damaged on disk past it (below
+    /// the recovery point, so opening trusted it) is not read, and the leader stays healthy,
+    /// until a follower fetches that far. (Served from a read of the whole log, the first round
+    /// read the damaged batch and failed the leader.)
+    #[test]
+    fn a_follower_fetch_reads_only_what_it_replicates() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("west");
+        let config = ClusterConfig::new(
+            MirrorName::new("west").unwrap(),
+            "orders",
+            TopicId::from_u64(7),
+        );
+        let dir = ClusterDir::create(&root, config, 2).unwrap();
+        let mut cluster = Cluster::open_dir(dir, false).unwrap();
+        let ops: Vec<crate::producer::ProduceOp> =
+            (0..10).map(|_| "plain:1".parse().unwrap()).collect();
+        crate::producer::produce(&mut cluster, &ops, 1_000).unwrap();
+        let leader_dir = cluster.leader.dir().to_path_buf();
+        cluster.close().unwrap();
+        // Flip the last payload byte of the last batch.
+        let segment = leader_dir.join(format!("{:020}.log", 0));
+        let mut bytes = std::fs::read(&segment).unwrap();
+        *bytes.last_mut().unwrap() ^= 0xff;
+        std::fs::write(&segment, bytes).unwrap();
+
+        let mut cluster = Cluster::open(&root).unwrap();
+        cluster.replicate_round(2).unwrap();
+        assert_eq!(cluster.followers[0].log.log_end_offset(), 2);
+        assert!(cluster.leader.try_read(0, 0).is_ok(), "the leader failed");
+        for _ in 0..3 {
+            cluster.replicate_round(2).unwrap();
+        }
+        assert_eq!(cluster.followers[0].log.log_end_offset(), 8);
+        // The follower reaching the damaged batch finds it, as a Kafka leader's read would.
+        cluster.replicate_round(2).unwrap();
+        assert!(cluster.leader.try_read(0, 0).is_err());
+        assert_eq!(cluster.followers[0].log.log_end_offset(), 9);
     }
 
     #[test]
