@@ -207,8 +207,8 @@ fn has_effect(trace: &Trace, f: impl Fn(&LogEffect) -> bool) -> bool {
 
 #[test]
 fn seeded_random_walks_through_failover_and_failback_replay_on_disk() {
-    // Four walks with the KIP text's stop (truncate to the LSO, docs/design.md), two with the later prototype's
-    // (ABORT markers for open transactions) that do write an ABORT marker.
+    // Four walks with the KIP text's stop (truncate to the LSO, docs/design.md), two with the
+    // later prototype's (ABORT markers for open transactions) that do write an ABORT marker.
     let mut walks = failback_walks(&walk_config(), 4, |_| true);
     let abort = walk_config().with_stop_strategy(StopStrategy::AbortOpenTransactions);
     walks.extend(failback_walks(&abort, 2, |t| {
