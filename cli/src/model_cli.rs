@@ -9,6 +9,7 @@ use clap::{Args, ValueEnum};
 use kmirror_kernel::config::{FetchIsolation, StopOrder, StopStrategy, TruncationQuorum};
 use kmirror_kernel::mutant::Mutant;
 use kmirror_model::runner::{self, CheckReport, RunOptions};
+use kmirror_model::swarm::{self, SimulateOptions};
 use kmirror_model::trace::Trace;
 use kmirror_model::ModelConfig;
 
@@ -217,21 +218,60 @@ pub struct CheckArgs {
 pub struct SimulateArgs {
     #[command(flatten)]
     model: ModelArgs,
-    /// Random seed.
+    /// Random seed (thread t starts from seed + t).
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Number of walks.
-    #[arg(long, default_value_t = 10_000)]
-    walks: usize,
+    /// Walks to run (about walks x depth states); default 10000, or unbounded with
+    /// --time-budget.
+    #[arg(long)]
+    walks: Option<usize>,
     /// Steps per walk.
     #[arg(long, default_value_t = 200)]
     depth: usize,
+    /// Worker threads (default: every core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Stop after this long: seconds, or a number with s, m or h (`90s`, `10m`, `1h`).
+    #[arg(long, value_parser = parse_duration)]
+    time_budget: Option<Duration>,
+    /// Uniform walks instead of swarm walks (each walk its own subset of action kinds).
+    #[arg(long)]
+    no_swarm: bool,
     /// Directory where counterexamples are saved as JSON traces.
     #[arg(long, default_value = DEFAULT_SAVE_DIR)]
     save_dir: PathBuf,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// No progress line.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// A duration as `--time-budget` takes it: `600`, `600s`, `10m`, `1h`.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let seconds_per_unit = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        _ => {
+            return Err(format!(
+                "`{text}`: give seconds, or a number with s, m or h (`10m`)"
+            ))
+        }
+    };
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}`: give seconds, or a number with s, m or h (`10m`)"))?;
+    if n == 0 {
+        return Err("a time budget of zero runs nothing: give at least 1s".to_owned());
+    }
+    Ok(Duration::from_secs(n.saturating_mul(seconds_per_unit)))
 }
 
 /// `kmirror explore`.
@@ -269,10 +309,27 @@ pub fn check(args: CheckArgs) -> Result<ExitCode, String> {
     finish(&report, &args.save_dir, args.json)
 }
 
-/// `kmirror simulate`: exit 0 when no walk found a violation, 1 otherwise.
+/// `kmirror simulate`: swarm random walks on every core (`kmirror_model::swarm`); exit 0 when no
+/// walk found a violation, 1 otherwise.
 pub fn simulate(args: SimulateArgs) -> Result<ExitCode, String> {
     let config = args.model.runnable_config("simulate")?;
-    let report = runner::simulate(&config, args.seed, args.walks, args.depth);
+    let threads = args.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    let options = SimulateOptions {
+        seed: args.seed,
+        walks: match (args.walks, args.time_budget) {
+            (Some(walks), _) => Some(walks),
+            (None, Some(_)) => None,
+            (None, None) => Some(10_000),
+        },
+        depth: args.depth,
+        threads,
+        time_budget: args.time_budget,
+        swarm: !args.no_swarm,
+        progress: (!args.quiet && !args.json).then_some(Duration::from_secs(2)),
+    };
+    let report = swarm::simulate(&config, &options);
     finish(&report, &args.save_dir, args.json)
 }
 

@@ -80,6 +80,31 @@ pub enum Action {
     SyncWrite(ClusterId),
 }
 
+impl Action {
+    /// The number of action kinds ([`Action::kind`]).
+    pub const KINDS: u32 = 14;
+
+    /// This action's kind, `0..KINDS`: one per variant, for swarm simulation's per-walk mixes.
+    pub fn kind(&self) -> u32 {
+        match self {
+            Action::Deliver(_) => 0,
+            Action::Lose(_) => 1,
+            Action::Duplicate(_) => 2,
+            Action::Produce(..) => 3,
+            Action::FollowerFetch(..) => 4,
+            Action::ShrinkIsr(..) => 5,
+            Action::Elect(..) => 6,
+            Action::Crash(..) => 7,
+            Action::Restart(..) => 8,
+            Action::MoveCoordinator(_) => 9,
+            Action::FireRetry(..) => 10,
+            Action::Operator(..) => 11,
+            Action::SyncRead(_) => 12,
+            Action::SyncWrite(_) => 13,
+        }
+    }
+}
+
 impl World {
     /// Every action enabled in this world.
     pub fn enabled_actions(&self, config: &ModelConfig, actions: &mut Vec<Action>) {

@@ -15,6 +15,7 @@ pub mod properties;
 pub mod replication;
 pub mod runner;
 pub mod shared;
+pub mod swarm;
 pub mod symmetry;
 pub mod sync;
 pub mod trace;

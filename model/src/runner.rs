@@ -1,6 +1,6 @@
-//! Running the checker: exhaustive BFS or DFS with progress, random-walk simulation, and a report
-//! of every property (holds, counterexample, example found, not reached), with the run's peak
-//! memory.
+//! Running the checker: exhaustive BFS or DFS with progress, and a report of every property
+//! (holds, counterexample, example found, not reached) with the run's peak memory. Random walks
+//! are in [`crate::swarm`].
 //!
 //! # BFS or DFS
 //!
@@ -21,13 +21,12 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
-use stateright::{Checker, HasDiscoveries, Model, Path, UniformChooser};
+use stateright::{Checker, HasDiscoveries, Model};
 
 use crate::actions::Action;
 use crate::config::ModelConfig;
 use crate::model::MirrorModel;
 use crate::trace::Trace;
-use crate::world::World;
 
 /// How a property fared.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
@@ -214,7 +213,12 @@ pub fn check(config: &ModelConfig, options: &RunOptions) -> CheckReport {
         .state_limit
         .is_none_or(|limit| checker.state_count() < limit);
     let shorten = options.shorten.then_some(options.threads);
-    let properties = property_reports(&model, checker.discoveries(), shorten);
+    let discoveries = checker
+        .discoveries()
+        .into_iter()
+        .map(|(name, path)| (name, path.into_actions()))
+        .collect();
+    let properties = property_reports(&model, discoveries, shorten);
     CheckReport {
         states: checker.state_count(),
         unique: checker.unique_state_count(),
@@ -228,9 +232,9 @@ pub fn check(config: &ModelConfig, options: &RunOptions) -> CheckReport {
 
 /// The verdict of every property of `model` given the checker's `discoveries`; with
 /// `shorten = Some(threads)`, each counterexample is replaced by a short one.
-fn property_reports(
+pub(crate) fn property_reports(
     model: &MirrorModel,
-    mut discoveries: HashMap<&'static str, Path<World, Action>>,
+    mut discoveries: HashMap<&'static str, Vec<Action>>,
     shorten: Option<usize>,
 ) -> Vec<PropertyReport> {
     model
@@ -238,7 +242,7 @@ fn property_reports(
         .into_iter()
         .map(|p| {
             let always = p.expectation.discovery_is_failure();
-            let found = discoveries.remove(p.name).map(|path| path.into_actions());
+            let found = discoveries.remove(p.name);
             let verdict = match (always, found.is_some()) {
                 (true, true) => Verdict::Counterexample,
                 (true, false) => Verdict::Holds,
@@ -287,31 +291,6 @@ fn shortest(config: &ModelConfig, property: &'static str, threads: usize) -> Opt
         .spawn_bfs()
         .join();
     checker.discovery(property).map(|p| p.into_actions())
-}
-
-/// `walks` random walks of at most `depth` steps from seed `seed`: for configurations too big
-/// to exhaust.
-pub fn simulate(config: &ModelConfig, seed: u64, walks: usize, depth: usize) -> CheckReport {
-    let model = MirrorModel::new(config.clone());
-    let start = Instant::now();
-    let checker = model
-        .clone()
-        .checker()
-        .target_max_depth(depth)
-        .target_state_count(walks.saturating_mul(depth).max(1))
-        .spawn_simulation(seed, UniformChooser)
-        .join();
-    let seconds = start.elapsed().as_secs_f64();
-    let properties = property_reports(&model, checker.discoveries(), None);
-    CheckReport {
-        states: checker.state_count(),
-        unique: checker.unique_state_count(),
-        depth: checker.max_depth(),
-        seconds,
-        exhaustive: false,
-        peak_rss_bytes: peak_rss_bytes(),
-        properties,
-    }
 }
 
 /// The process's peak resident set size so far (`VmHWM` in `/proc/self/status`), in bytes.
