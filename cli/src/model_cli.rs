@@ -198,10 +198,12 @@ pub struct CheckArgs {
     /// depth-first).
     #[arg(long)]
     symmetry: bool,
-    /// Search depth-first: memory for the visited fingerprints only, not a frontier of full
-    /// states (counterexamples are shortened afterwards by a per-property breadth-first search).
-    #[arg(long)]
-    dfs: bool,
+    /// Search breadth-first: shortest counterexamples straight away, but the whole frontier of
+    /// full states in memory (4 GB for the default configuration). The default is depth-first:
+    /// memory for the visited fingerprints only (0.1 GB), counterexamples shortened afterwards
+    /// by a per-property breadth-first search that stops at the first discovery.
+    #[arg(long, conflicts_with = "symmetry")]
+    bfs: bool,
     /// Directory where counterexamples are saved as JSON traces.
     #[arg(long, default_value = DEFAULT_SAVE_DIR)]
     save_dir: PathBuf,
@@ -303,7 +305,7 @@ pub fn check(args: CheckArgs) -> Result<ExitCode, String> {
         progress: (!args.quiet && !args.json).then_some(Duration::from_secs(2)),
         shorten: true,
         symmetry: args.symmetry,
-        dfs: args.dfs,
+        dfs: !args.bfs,
     };
     let report = runner::check(&config, &options);
     finish(&report, &args.save_dir, args.json)
