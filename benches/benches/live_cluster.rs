@@ -30,7 +30,9 @@
 //!   close. It writes nothing.
 //!
 //! Neither side pays a process or JVM start. The tool's own figures (its `nMsg.sec`, and
-//! `fetch.nMsg.sec` without the group join) are printed after criterion's.
+//! `fetch.nMsg.sec` without the group join) are printed after criterion's, and so is kmirror's
+//! time split into phases (metadata and destination created, AddTopicsToMirror, to MIRRORING,
+//! fetching until caught up, close) over five more runs through the same harness calls.
 //!
 //! `single_partition/*`: the same two against one topic `perf.single` of one partition
 //! (replication factor 3, 400,000 records of 100 bytes): `--topics perf.single` and
@@ -47,7 +49,16 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use criterion::{criterion_group, Criterion, SamplingMode, Throughput};
-use kmirror_harness::node::{NodeDriver, NodeDriverOptions};
+use kmirror::log_cli::SystemClock;
+use kmirror_harness::driver::Clock;
+use kmirror_harness::node::dest::DEFAULT_MIRROR_STATE_PARTITIONS;
+use kmirror_harness::node::{
+    NodeDest, NodeDriver, NodeDriverOptions, NodeIdle, NodeMeta, NodeUntil,
+};
+use kmirror_harness::wire::{SourceCluster, SourceClusterOptions, TopicSelection};
+use kmirror_kernel::config::{MirrorConfig, StopStrategy};
+use kmirror_kernel::state::MirrorState;
+use kmirror_kernel::types::MirrorName;
 use kmirror_testsupport::jvm::Oracle;
 use kmirror_testsupport::kafka_broker::KafkaCluster;
 
@@ -65,6 +76,10 @@ const REGEX: &str = "perf\\.t[0-9]+";
 /// The single-partition topic and its records.
 const SINGLE: &str = "perf.single";
 const SINGLE_RECORDS: u64 = 400_000;
+/// Runs of kmirror's phase split after each group.
+const PHASE_RUNS: usize = 5;
+/// The phases `kmirror_phases` times.
+const PHASES: usize = 5;
 
 fn topic_name(t: usize) -> String {
     format!("perf.t{t:02}")
@@ -152,6 +167,67 @@ fn kmirror_mirror(bootstrap: &str, topics: &str, dest: &Path) -> Duration {
     let elapsed = start.elapsed();
     assert_eq!(code, ExitCode::SUCCESS, "kmirror {args:?}");
     elapsed
+}
+
+/// The phases of one mirror like `kmirror_mirror`'s, through the same harness calls the
+/// command makes, timed apart: the source's metadata and the node destination created,
+/// AddTopicsToMirror, the driver's run until every partition is MIRRORING, from there until
+/// caught up, close.
+fn kmirror_phases(bootstrap: &str, topics: &str, dest: &Path) -> [Duration; PHASES] {
+    let start = Instant::now();
+    let selection = TopicSelection::parse(topics).expect("a valid selection");
+    let mut source = SourceCluster::new(bootstrap, selection, SourceClusterOptions::default());
+    let metadata = source.metadata().expect("metadata").clone();
+    let mirror = MirrorName::new(metadata.cluster_id.expect("a cluster id").as_str())
+        .expect("a valid mirror name");
+    let meta = NodeMeta::new(Some(bootstrap.to_owned()), DEFAULT_MIRROR_STATE_PARTITIONS);
+    let node_dest = NodeDest::create(dest, meta).expect("created");
+    let options = NodeDriverOptions {
+        mirror: MirrorConfig {
+            stop_strategy: StopStrategy::TruncateToLso,
+            ..MirrorConfig::default()
+        },
+        ..NodeDriverOptions::default()
+    };
+    let mut driver = NodeDriver::from_dest(node_dest, None, options).expect("a driver");
+    let wanted: Vec<_> = metadata
+        .topics
+        .values()
+        .map(|t| (t.name.clone(), t.topic_id, t.partitions.len() as i32))
+        .collect();
+    let created = start.elapsed();
+    let mut clock = SystemClock;
+    let results = driver
+        .add_topics(&mirror, &wanted, clock.now_ms())
+        .expect("added");
+    assert!(results.values().all(Result::is_ok), "{results:?}");
+    driver.set_source_bootstrap(bootstrap).expect("recorded");
+    driver.set_source(Some(source));
+    let setup = start.elapsed();
+    let mut mirroring = None;
+    let end = driver
+        .run(&mut clock, NodeUntil::CaughtUp, &mut |d, _| {
+            if mirroring.is_none()
+                && d.node().partitions().count() > 0
+                && d.node()
+                    .partitions()
+                    .all(|(_, p)| p.state() == MirrorState::Mirroring)
+            {
+                mirroring = Some(start.elapsed());
+            }
+        })
+        .expect("runs");
+    assert_eq!(end, NodeIdle::CaughtUp);
+    let caught_up = start.elapsed();
+    driver.close().expect("closed");
+    let mirroring = mirroring.expect("every partition MIRRORING");
+    [
+        created,
+        setup - created,
+        mirroring - setup,
+        caught_up - mirroring,
+        start.elapsed() - caught_up,
+    ]
 }
 
 /// Checks a destination `kmirror_mirror` made: every partition of `topics` (name, partition
@@ -335,6 +411,26 @@ fn compare(
         })
     });
     group.finish();
+    let phases: Vec<[Duration; PHASES]> = (0..PHASE_RUNS)
+        .map(|i| {
+            let dest = work.join(format!("{name}-phases-{i}"));
+            let phases = kmirror_phases(&bootstrap, case.topics_arg, &dest);
+            fs::remove_dir_all(&dest).expect("dest removed");
+            phases
+        })
+        .collect();
+    let phase = |i: usize| median(phases.iter().map(|p| p[i].as_secs_f64()).collect());
+    println!(
+        "live_cluster/{name}: kmirror's phases (median of {PHASE_RUNS} runs): metadata and \
+         destination created {:.3} s, AddTopicsToMirror {:.3} s, to MIRRORING {:.3} s, \
+         fetching until caught up {:.3} s ({:.0} records/s), close (fsync) {:.3} s",
+        phase(0),
+        phase(1),
+        phase(2),
+        phase(3),
+        total as f64 / phase(3),
+        phase(4)
+    );
     let mine: Vec<(f64, f64)> = perf
         .figures
         .iter()
