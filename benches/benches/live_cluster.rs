@@ -32,7 +32,9 @@
 //! Neither side pays a process or JVM start. The tool's own figures (its `nMsg.sec`, and
 //! `fetch.nMsg.sec` without the group join) are printed after criterion's, and so is kmirror's
 //! time split into phases (metadata and destination created, AddTopicsToMirror, to MIRRORING,
-//! fetching until caught up, close) over five more runs through the same harness calls.
+//! fetching until caught up, close) over five more runs through the same harness calls, and the
+//! ratio of five interleaved pairs (a kmirror run, then a run of the tool), which a load
+//! drifting between criterion's two functions does not skew.
 //!
 //! `single_partition/*`: the same two against one topic `perf.single` of one partition
 //! (replication factor 3, 400,000 records of 100 bytes): `--topics perf.single` and
@@ -78,6 +80,8 @@ const SINGLE: &str = "perf.single";
 const SINGLE_RECORDS: u64 = 400_000;
 /// Runs of kmirror's phase split after each group.
 const PHASE_RUNS: usize = 5;
+/// Interleaved pairs (one kmirror run, then one of the tool) after each group.
+const PAIRS: usize = 5;
 /// The phases `kmirror_phases` times.
 const PHASES: usize = 5;
 
@@ -430,6 +434,24 @@ fn compare(
         phase(3),
         total as f64 / phase(3),
         phase(4)
+    );
+    // Under a load that drifts over minutes, pairs run back to back compare like with like.
+    let mut ratios: Vec<f64> = (0..PAIRS)
+        .map(|i| {
+            let dest = work.join(format!("{name}-pair-{i}"));
+            let mirror = kmirror_mirror(&bootstrap, case.topics_arg, &dest);
+            fs::remove_dir_all(&dest).expect("dest removed");
+            let tool = perf.run(name, case.selection, total);
+            mirror.as_secs_f64() / tool.as_secs_f64()
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "live_cluster/{name}: {PAIRS} interleaved pairs, kmirror's time / the tool's: median \
+         {:.2} (from {:.2} to {:.2})",
+        median(ratios.clone()),
+        ratios[0],
+        ratios[PAIRS - 1]
     );
     let mine: Vec<(f64, f64)> = perf
         .figures
