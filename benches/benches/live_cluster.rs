@@ -7,12 +7,12 @@
 //! partitions each, **replication factor 3** (every broker leads 20 partitions and follows 40),
 //! filled by Kafka's own Java producer (`LiveCluster fill`: idempotent, `acks=all`, Kafka's
 //! default batching, no compression) with 40,000 records of a 100-byte value and no key per
-//! partition: 2,400,000 records in 60 partitions (the bytes are printed: about 270 MB of
+//! partition: 2,400,000 records in 60 partitions (the bytes are printed: about 264 MB of
 //! batches). The first run of each side is checked: kmirror's destination holds every record and
 //! every partition equals its source leader's segment files byte for byte; Kafka's tool read
 //! every record.
 //!
-//! - `kmirror_node_mirror`: `kmirror mirror --source-bootstrap B --topics 'perf.t*' --dest DIR
+//! - `live_cluster/10x6/kmirror_node_mirror`: `kmirror mirror --source-bootstrap B --topics 'perf.t*' --dest DIR
 //!   --until-caught-up --quiet` into a fresh destination, run in this process through the
 //!   `kmirror` crate's own command code (the binary's `main` minus the process start): the
 //!   topics' metadata, the node destination created, 60 partitions taken to MIRRORING, one
@@ -20,7 +20,7 @@
 //!   response, 1 MiB per partition) until caught up, every batch written to the destination's
 //!   segment files (`--flush kafka`: left in the page cache, fsynced at close) and
 //!   `__mirror_state` written. The destination is deleted untimed.
-//! - `kafka_consumer_perf_test` (baseline): `org.apache.kafka.tools.ConsumerPerformance` (the
+//! - `live_cluster/10x6/kafka_consumer_perf_test` (baseline): `org.apache.kafka.tools.ConsumerPerformance` (the
 //!   class behind `kafka-consumer-perf-test.sh`) with `--include 'perf\.t[0-9]+'` (4.4 reads
 //!   several topics through one regex subscription), `--num-records 2400000`, a fresh
 //!   `--group` per run (so from the earliest offset: `auto.offset.reset=earliest` is the tool's
@@ -36,7 +36,7 @@
 //! ratio of five interleaved pairs (a kmirror run, then a run of the tool), which a load
 //! drifting between criterion's two functions does not skew.
 //!
-//! `single_partition/*`: the same two against one topic `perf.single` of one partition
+//! `live_cluster/single_partition/*`: the same two against one topic `perf.single` of one partition
 //! (replication factor 3, 400,000 records of 100 bytes): `--topics perf.single` and
 //! `--topic perf.single`.
 //!
