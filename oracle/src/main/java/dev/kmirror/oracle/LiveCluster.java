@@ -7,6 +7,7 @@ import java.util.Optional;
 import java.util.Properties;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
@@ -18,6 +19,7 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
@@ -32,7 +34,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   <li>{@code plain:TOPIC:B:N} — to every partition, B batches of N records (idempotent
  *       producer, {@code acks=all});
  *   <li>{@code commit:TOPIC:ID:N} / {@code abort:TOPIC:ID:N} — one transaction (transactional
- *       id ID) writing N records to every partition, then committed / aborted.
+ *       id ID) writing N records to every partition, then committed / aborted;
+ *   <li>{@code fill:TOPIC:N:SIZE} — to every partition, N records with no key and a SIZE-byte
+ *       value (idempotent producer, {@code acks=all}, Kafka's default batching: a bulk data set
+ *       for the {@code live_cluster} benchmark).
  * </ul>
  *
  * <p>Each line: {@code {"step":"plain","topic":"orders","partitions":6,"records":60}}.
@@ -52,6 +57,8 @@ public final class LiveCluster {
                 case "create" -> create(bootstrap, parts[1], Integer.parseInt(parts[2]),
                         Short.parseShort(parts[3]));
                 case "plain" -> plain(bootstrap, parts[1], Integer.parseInt(parts[2]),
+                        Integer.parseInt(parts[3]));
+                case "fill" -> fill(bootstrap, parts[1], Integer.parseInt(parts[2]),
                         Integer.parseInt(parts[3]));
                 case "commit", "abort" -> transaction(bootstrap, parts[1], parts[0], parts[2],
                         Integer.parseInt(parts[3]));
@@ -149,6 +156,42 @@ public final class LiveCluster {
             }
         }
         line("plain", topic, partitions, partitions * batches * records);
+    }
+
+    private static void fill(String bootstrap, String topic, int records, int size)
+            throws Exception {
+        int partitions = partitions(bootstrap, topic);
+        Properties props = new Properties();
+        props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG,
+                ByteArraySerializer.class.getName());
+        props.put(ProducerConfig.ACKS_CONFIG, "all");
+        props.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+        AtomicReference<Exception> failed = new AtomicReference<>();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props)) {
+            for (int r = 0; r < records; r++) {
+                for (int p = 0; p < partitions; p++) {
+                    byte[] value = new byte[size];
+                    for (int i = 0; i < size; i++) {
+                        value[i] = (byte) ('a' + (r + p + i) % 26);
+                    }
+                    producer.send(new ProducerRecord<>(topic, p, null, value), (m, e) -> {
+                        if (e != null) {
+                            failed.compareAndSet(null, e);
+                        }
+                    });
+                }
+                if (failed.get() != null) {
+                    break;
+                }
+            }
+            producer.flush();
+        }
+        if (failed.get() != null) {
+            throw failed.get();
+        }
+        line("fill", topic, partitions, partitions * records);
     }
 
     private static void transaction(String bootstrap, String topic, String how, String id,
