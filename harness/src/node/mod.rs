@@ -25,6 +25,8 @@ pub mod status;
 #[cfg(test)]
 mod crash_tests;
 #[cfg(test)]
+mod sync_crash_tests;
+#[cfg(test)]
 mod sync_fixture;
 #[cfg(test)]
 mod sync_tests;
