@@ -5,7 +5,8 @@
 //! - [`log_cli`]: `mirror`, `stop`, `start`, `pause`, `resume`, `status`, `produce`, `demo`
 //!   on cluster directories, and `sync`, `group` through [`sync_cli`].
 //! - [`node_cli`]: the same commands with `--topics` on a node destination (many topics and
-//!   partitions behind the kernel's node manager).
+//!   partitions behind the kernel's node manager), with [`node_progress`] (the progress bar or
+//!   lines) and [`node_sync_cli`] (the metadata sync inside the mirroring process).
 //! - [`demo`]: the scripted failover and failback of `kmirror demo`.
 //!
 //! The kernel is `kmirror-kernel`, the model `kmirror-model`, the on-disk and wire side
@@ -15,5 +16,7 @@ pub mod demo;
 pub mod log_cli;
 pub mod model_cli;
 pub mod node_cli;
+pub mod node_progress;
+pub mod node_sync_cli;
 pub mod replay;
 pub mod sync_cli;

@@ -200,6 +200,14 @@ pub struct MirrorArgs {
     /// How long to run.
     #[command(flatten)]
     pub run: RunArgs,
+    /// With --topics: sync topic configs, group offsets and ACLs from the source in this
+    /// process, a round every MS milliseconds between fetch rounds (and one at the end of an
+    /// --until-caught-up run); see docs/sync.md.
+    #[arg(long, value_name = "MS")]
+    pub sync_interval_ms: Option<u64>,
+    /// What --sync-interval-ms syncs.
+    #[command(flatten)]
+    pub sync: crate::sync_cli::SyncPolicyArgs,
 }
 
 /// `kmirror stop`.
@@ -396,6 +404,13 @@ pub fn run(command: LogCommand) -> Result<ExitCode, String> {
                  --topics LIST (`kmirror mirror --source-bootstrap H:P --topics LIST --dest DIR`)",
                 args.dest.display()
             ))
+        }
+        LogCommand::Mirror(args) if args.sync_interval_ms.is_some() => {
+            return Err(
+                "--sync-interval-ms syncs inside a node destination's mirror (--topics LIST); a \
+                 single-partition destination syncs with `kmirror sync` between mirror runs"
+                    .to_owned(),
+            )
         }
         LogCommand::Mirror(args) => mirror(args),
         LogCommand::Stop(args) => stop(args),

@@ -29,7 +29,7 @@ enum Command {
     /// Replay a model trace on real on-disk Kafka logs, comparing after every step.
     Replay(replay::ReplayArgs),
     #[command(flatten)]
-    Logs(log_cli::LogCommand),
+    Logs(Box<log_cli::LogCommand>),
 }
 
 fn main() -> ExitCode {
@@ -44,7 +44,7 @@ fn main() -> ExitCode {
             Ok(ExitCode::SUCCESS)
         }
         Command::Replay(args) => replay::run(args),
-        Command::Logs(cmd) => log_cli::run(cmd),
+        Command::Logs(cmd) => log_cli::run(*cmd),
     };
     match result {
         Ok(code) => code,

@@ -17,7 +17,6 @@
 //! on; the exit code is then 2.
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -36,6 +35,8 @@ use kmirror_kernel::types::MirrorName;
 use crate::log_cli::{
     MirrorArgs, PauseArgs, ResumeArgs, RunArgs, StatusArgs, StopArgs, StopStrategyArg, SystemClock,
 };
+use crate::node_progress::NodeProgress;
+use crate::node_sync_cli::InProcessSync;
 
 /// How long a command waits for a node destination another kmirror process holds (ms).
 const BUSY_WAIT_MS: i64 = 10_000;
@@ -204,35 +205,47 @@ fn summary_line(driver: &NodeDriver, progress: &Progress, now_ms: i64) -> String
     )
 }
 
-/// Runs `driver` until `until`; a progress line at most once a second on stderr unless
-/// `quiet` or stderr is not a terminal. Returns how it ended and the run's [`Progress`].
+/// The offsets copied (the partitions' log end offsets) and the source's end (plus the lag),
+/// summed over the partitions.
+fn copied_of_source_end(status: &NodeStatus) -> (i64, i64) {
+    let copied = leo_total(status);
+    let lag: i64 = status.partitions.iter().filter_map(|p| p.lag).sum();
+    (copied, copied + lag)
+}
+
+/// Runs `driver` until `until`, showing progress ([`NodeProgress`]: a bar on a terminal, a
+/// line a second otherwise, nothing when `quiet`) and running `sync`'s rounds between steps
+/// when given. Returns how it ended and the run's [`Progress`].
 fn drive(
     driver: &mut NodeDriver,
     clock: &mut SystemClock,
     until: NodeUntil,
     quiet: bool,
+    mut sync: Option<&mut InProcessSync>,
 ) -> Result<(NodeIdle, Progress), String> {
     let follow = matches!(until, NodeUntil::Forever { .. });
-    let show = !quiet && std::io::stderr().is_terminal();
     let start = clock.now_ms();
     let mut progress = Progress::new(driver, start);
-    let mut last_print = start;
+    let mut display = NodeProgress::new(quiet);
+    let mut last_status = start;
     let mut on_step = |d: &NodeDriver, now: i64| {
-        if now - last_print < 1_000 {
-            return;
+        if let Some(text) = sync.as_deref_mut().and_then(|s| s.step(d, now)) {
+            if !quiet {
+                display.print(&text);
+            }
         }
-        last_print = now;
-        if follow {
+        if follow && now - last_status >= 1_000 {
+            last_status = now;
             write_status(d);
         }
-        if show {
-            eprintln!("kmirror: {}", progress_line(d, &mut progress, now));
+        if display.due(now) {
+            let (copied, end) = copied_of_source_end(&d.status());
+            display.show(copied, end, &progress_line(d, &mut progress, now));
         }
     };
-    let end = driver
-        .run(clock, until, &mut on_step)
-        .map_err(|e| e.to_string())?;
-    Ok((end, progress))
+    let end = driver.run(clock, until, &mut on_step);
+    display.finish();
+    Ok((end.map_err(|e| e.to_string())?, progress))
 }
 
 fn print_events(driver: &mut NodeDriver, quiet: bool) {
@@ -368,7 +381,27 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
             poll_ms: i64::try_from(args.run.poll_ms).unwrap_or(i64::MAX),
         }
     };
-    let (end, progress) = drive(&mut driver, &mut clock, until, args.run.quiet)?;
+    let mut sync = match args.sync_interval_ms {
+        Some(ms) => Some(InProcessSync::new(
+            ms, &args.sync, bootstrap, &names[0], &security,
+        )?),
+        None => None,
+    };
+    let (end, progress) = drive(
+        &mut driver,
+        &mut clock,
+        until,
+        args.run.quiet,
+        sync.as_mut(),
+    )?;
+    if let Some(sync) = sync.as_mut() {
+        // Caught up: one more round, so the run ends with the source's metadata.
+        if let Some(text) = sync.final_round(&driver) {
+            if !args.run.quiet {
+                print!("{text}");
+            }
+        }
+    }
     print_events(&mut driver, args.run.quiet);
     write_status(&driver);
     println!(
@@ -387,7 +420,11 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
         .iter()
         .any(|p| p.state == "FAILED");
     driver.close().map_err(|e| e.to_string())?;
-    Ok(if refused {
+    let sync_failed = sync.as_ref().and_then(InProcessSync::failure);
+    if let Some(why) = sync_failed {
+        eprintln!("kmirror: {why}");
+    }
+    Ok(if refused || sync_failed.is_some() {
         ExitCode::from(2)
     } else if failed {
         eprintln!("kmirror: some partitions are FAILED (see `kmirror status --dest DIR`)");
@@ -507,7 +544,7 @@ fn request_topics(
     if let Some(source) = source {
         driver.set_source(Some(source));
     }
-    drive(&mut driver, &mut clock, until, quiet)?;
+    drive(&mut driver, &mut clock, until, quiet, None)?;
     print_events(&mut driver, quiet);
     let status = driver.status();
     let mut unsettled = Vec::new();

@@ -12,6 +12,9 @@ use kmirror_kernel::sync::gate::SyncRefused;
 use kmirror_kernel::sync::pattern::{Glob, NameFilter};
 
 use kmirror_harness::driver::{Cluster, DriverError};
+use kmirror_harness::node::{
+    NodeDest, NodeDriver, NodeDriverOptions, NodeError, NodeSync, NodeSyncPolicy, NodeSyncReport,
+};
 use kmirror_harness::sync::consumer;
 use kmirror_harness::sync::local::MetadataDir;
 use kmirror_harness::sync::local_cluster::{LocalMetadataSink, LocalMetadataSource};
@@ -39,7 +42,9 @@ pub struct SyncArgs {
     /// docs/live-source.md). Default: PLAINTEXT.
     #[arg(long, value_name = "FILE", requires = "source_bootstrap")]
     pub source_config: Option<PathBuf>,
-    /// The destination cluster directory (mirroring from the source).
+    /// The destination: a cluster directory, or a node destination (many topics; its
+    /// source is --source-bootstrap) that no `kmirror mirror --topics` holds (that one syncs
+    /// itself with --sync-interval-ms).
     #[arg(long, value_name = "DIR")]
     pub dest: PathBuf,
     /// Run one round; exit code 1 when the gate refuses it (the topic is not MIRRORING or
@@ -53,6 +58,15 @@ pub struct SyncArgs {
     /// With --interval-ms: stop after N rounds.
     #[arg(long, value_name = "N")]
     pub max_rounds: Option<u64>,
+    /// What is synced: configs kept local, groups, ACL filters and principals.
+    #[command(flatten)]
+    pub policy: SyncPolicyArgs,
+}
+
+/// What a metadata sync copies (`kmirror sync`, and `kmirror mirror --topics ...
+/// --sync-interval-ms MS`).
+#[derive(Args, Debug, Clone)]
+pub struct SyncPolicyArgs {
     /// A topic config key to keep local, besides mirror.name, throttles, min.insync.replicas,
     /// unclean.leader.election.enable and tiered storage (repeatable).
     #[arg(long = "exclude-config", value_name = "KEY")]
@@ -64,7 +78,7 @@ pub struct SyncArgs {
     #[arg(long = "exclude-group", value_name = "GLOB")]
     pub exclude_groups: Vec<String>,
     /// ACL filter TYPE:GLOB selecting source bindings by resource, TYPE one of Kafka's resource
-    /// types or ANY (repeatable; default: a TOPIC filter for the mirrored topic, and GROUP:*).
+    /// types or ANY (repeatable; default: a TOPIC filter for each mirrored topic, and GROUP:*).
     #[arg(long = "acl-filter", value_name = "TYPE:GLOB")]
     pub acl_filters: Vec<String>,
     /// The principals the mirror may grant to (glob); a selected binding for another principal
@@ -73,26 +87,47 @@ pub struct SyncArgs {
     pub acl_principals: String,
 }
 
-impl SyncArgs {
-    fn policy(&self, topic: &str) -> Result<SyncPolicy, SyncError> {
-        let mut policy = SyncPolicy::for_topic(topic);
-        policy.configs.excluded = self.exclude_config.iter().cloned().collect();
-        policy.groups.groups = NameFilter {
+impl SyncPolicyArgs {
+    fn filters(&self) -> Result<Option<Vec<AclFilter>>, SyncError> {
+        if self.acl_filters.is_empty() {
+            return Ok(None);
+        }
+        self.acl_filters
+            .iter()
+            .map(|f| parse_acl_filter(f))
+            .collect::<Result<_, _>>()
+            .map(Some)
+    }
+
+    fn group_filter(&self) -> NameFilter {
+        NameFilter {
             include: if self.groups.is_empty() {
                 vec![Glob::any()]
             } else {
                 self.groups.iter().map(Glob::new).collect()
             },
             exclude: self.exclude_groups.iter().map(Glob::new).collect(),
-        };
-        if !self.acl_filters.is_empty() {
-            policy.acls.filters = self
-                .acl_filters
-                .iter()
-                .map(|f| parse_acl_filter(f))
-                .collect::<Result<_, _>>()?;
+        }
+    }
+
+    fn policy(&self, topic: &str) -> Result<SyncPolicy, SyncError> {
+        let mut policy = SyncPolicy::for_topic(topic);
+        policy.configs.excluded = self.exclude_config.iter().cloned().collect();
+        policy.groups.groups = self.group_filter();
+        if let Some(filters) = self.filters()? {
+            policy.acls.filters = filters;
         }
         policy.acls.principals = Glob::new(&self.acl_principals);
+        Ok(policy)
+    }
+
+    /// The policy of a node destination's sync.
+    pub fn node_policy(&self) -> Result<NodeSyncPolicy, SyncError> {
+        let mut policy = NodeSyncPolicy::default();
+        policy.configs.excluded = self.exclude_config.iter().cloned().collect();
+        policy.groups.groups = self.group_filter();
+        policy.acl_filters = self.filters()?;
+        policy.acl_principals = Glob::new(&self.acl_principals);
         Ok(policy)
     }
 }
@@ -137,7 +172,7 @@ fn wait_busy<T>(mut open: impl FnMut() -> Result<T, SyncError>) -> Result<T, Syn
 fn round(args: &SyncArgs) -> Result<RoundReport, SyncError> {
     let mut sink = wait_busy(|| LocalMetadataSink::open(&args.dest))?;
     let topic = sink.topic().0;
-    let policy = args.policy(&topic)?;
+    let policy = args.policy.policy(&topic)?;
     let mut source: Box<dyn MetadataSource> = match (&args.source, &args.source_bootstrap) {
         (_, Some(bootstrap)) => {
             let security = crate::log_cli::source_security(args.source_config.as_deref())
@@ -169,8 +204,92 @@ fn ends_sync(refused: &SyncRefused) -> bool {
     )
 }
 
+/// One round on a node destination (many topics): opened and locked for the round, so it
+/// runs only while no `kmirror mirror --topics` holds it (that process syncs itself with
+/// `--sync-interval-ms`).
+fn node_round(args: &SyncArgs) -> Result<NodeSyncReport, SyncError> {
+    let Some(bootstrap) = &args.source_bootstrap else {
+        return Err(SyncError::Cluster(DriverError::Invalid(format!(
+            "{} is a node destination, mirrored from a live cluster: give --source-bootstrap \
+             HOST:PORT",
+            args.dest.display()
+        ))));
+    };
+    let driver = match NodeDriver::open(&args.dest, None, NodeDriverOptions::default()) {
+        Err(NodeError::Busy { dir }) => {
+            return Err(SyncError::Cluster(DriverError::Invalid(format!(
+                "{} is held by a running kmirror (its .lock is taken), most likely `kmirror \
+                 mirror --topics`: run the sync inside that process with --sync-interval-ms MS \
+                 (see docs/sync.md), or sync when it ends",
+                dir.display()
+            ))))
+        }
+        other => other?,
+    };
+    let policy = args.policy.node_policy()?;
+    let first = driver
+        .dest()
+        .meta()
+        .topics
+        .keys()
+        .next()
+        .cloned()
+        .unwrap_or_default();
+    let security = crate::log_cli::source_security(args.source_config.as_deref())
+        .map_err(|e| SyncError::Cluster(DriverError::Invalid(e)))?;
+    let mut source = KafkaMetadataSource::new(bootstrap, &first, KafkaSourceOptions::default())
+        .with_security(security);
+    let report = NodeSync::new(policy, 1).round(&driver, &mut source);
+    driver.close()?;
+    report
+}
+
+/// `kmirror sync --dest NODE`: like the single-partition sync, a round per interval; a round
+/// in which no topic takes part refuses `--once` (exit code 1) and ends the periodic mode when
+/// every topic left its mirror.
+fn node_sync(args: &SyncArgs) -> Result<ExitCode, SyncError> {
+    let ended = |report: &NodeSyncReport| {
+        report.topics.is_empty()
+            && !report.left_out.is_empty()
+            && report.left_out.iter().all(|(_, r)| ends_sync(r))
+    };
+    let Some(interval_ms) = args.interval_ms.filter(|_| !args.once) else {
+        let report = node_round(args)?;
+        print!("{}", report.render());
+        return Ok(if report.topics.is_empty() {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        });
+    };
+    let mut rounds = 0u64;
+    loop {
+        rounds += 1;
+        match node_round(args) {
+            Ok(report) => {
+                print!("round {rounds}: {}", report.render());
+                if ended(&report) {
+                    println!("kmirror: the destination owns its metadata now; sync ends");
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+            Err(e @ SyncError::SourceUnavailable { .. }) => {
+                println!("round {rounds}: {e}; round skipped")
+            }
+            Err(e) => return Err(e),
+        }
+        if args.max_rounds.is_some_and(|m| rounds >= m) {
+            return Ok(ExitCode::SUCCESS);
+        }
+        std::thread::sleep(Duration::from_millis(interval_ms));
+    }
+}
+
 /// `kmirror sync`.
 pub fn sync(args: SyncArgs) -> Result<ExitCode, SyncError> {
+    if NodeDest::is_node_dest(&args.dest) {
+        return node_sync(&args);
+    }
     if args
         .source
         .as_ref()

@@ -6,7 +6,8 @@
 //! group, and a forged commit beyond the log end through `alterConsumerGroupOffsets`);
 //! `kmirror mirror --source-bootstrap` copies the partition, `kmirror sync --source-bootstrap`
 //! copies the metadata, `kmirror stop` fails over, and a consumer of the group resumes on the
-//! destination exactly at the synced offset.
+//! destination exactly at the synced offset. A node destination (`kmirror mirror --topics
+//! --sync-interval-ms`) gets the same metadata from the mirroring process itself.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -272,6 +273,50 @@ fn oracle_live_sync_group_resumes_after_failover() {
         .bindings
         .iter()
         .all(|b| b.principal == "User:app-billing"));
+
+    // A node destination syncs inside its mirror: the same metadata, one process.
+    let node = tmp.path().join("node");
+    let out = kmirror_ok(&[
+        "mirror",
+        "--source-bootstrap",
+        &bootstrap,
+        "--topics",
+        TOPIC,
+        "--dest",
+        node.to_str().expect("utf-8 path"),
+        "--mirror-name",
+        "east",
+        "--until-caught-up",
+        "--sync-interval-ms",
+        "200",
+        "--acl-principals",
+        "User:app-*",
+    ]);
+    println!("{out}");
+    for expected in [
+        "config   orders SET max.message.bytes=200000",
+        "config   orders SET retention.ms=86400000",
+        &format!(
+            "offsets  billing orders-0: commit {BEFORE_SYNC} (source {BEFORE_SYNC}, was none)"
+        ),
+        "acl      CREATE (ALLOW GROUP:billing LITERAL User:app-billing READ from *)",
+    ] {
+        assert!(out.contains(expected), "{expected:?} missing from:\n{out}");
+    }
+    let node_meta = MetadataDir::of(&node);
+    assert_eq!(
+        node_meta
+            .read_topic_config(TOPIC)
+            .expect("node config")
+            .value,
+        dest_config
+    );
+    assert_eq!(committed(&node, "billing"), Some(BEFORE_SYNC));
+    assert_eq!(committed(&node, "forged"), None);
+    assert_eq!(
+        node_meta.read_acls().expect("acls.json").expect("parses"),
+        dest_acls
+    );
 
     // A broker that cannot be reached stops the round, naming its address.
     let (code, out, err) = kmirror(&[

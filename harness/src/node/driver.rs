@@ -55,6 +55,7 @@ use kmirror_kernel::node::{
 };
 use kmirror_kernel::partition::Activity;
 use kmirror_kernel::partitioner::mirror_state_partition;
+use kmirror_kernel::records::MirrorPartitionStateValue;
 use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::{MirrorName, MirrorPartition, PartitionIndex, TopicId};
 
@@ -366,6 +367,14 @@ impl NodeDriver {
     /// The persisted mirror state of `key` (from its `__mirror_state` partition).
     pub fn persisted_state(&self, key: &PartitionKey) -> MirrorState {
         persisted_state(self.dest.meta(), &self.states, key)
+    }
+
+    /// The persisted `__mirror_state` record of `key` (a partition under a named mirror), read
+    /// from the coordinator of its `__mirror_state` partition: the metadata sync's gate input.
+    pub fn persisted_record(&self, key: &MirrorPartition) -> Option<&MirrorPartitionStateValue> {
+        let n = self.dest.meta().mirror_state_partitions;
+        let k = mirror_state_partition(key, n).ok()?;
+        self.states.get(&k)?.coordinator().read_state(key)
     }
 
     /// Starts leading every partition: the topics' metadata, the source's leaders (when known)

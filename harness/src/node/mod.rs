@@ -7,6 +7,8 @@
 //! - [`driver`]: [`NodeDriver`], executing the node manager's tagged effects on those logs,
 //!   with a live [`SourceCluster`](crate::wire::SourceCluster) as the source (one Fetch per
 //!   source broker per round).
+//! - [`metadata_sync`]: [`NodeSync`], topic configs, group offsets and ACLs synced inside the
+//!   mirroring process between fetch rounds, behind the kernel's gate.
 //! - [`status`]: per-partition progress and the per-topic rollup.
 //! - [`error`]: what fails, as [`NodeError`].
 //!
@@ -16,15 +18,23 @@
 pub mod dest;
 pub mod driver;
 pub mod error;
+pub mod metadata_sync;
 pub mod state_log;
 pub mod status;
 
 #[cfg(test)]
 mod crash_tests;
 #[cfg(test)]
+mod sync_crash_tests;
+#[cfg(test)]
+mod sync_fixture;
+#[cfg(test)]
+mod sync_tests;
+#[cfg(test)]
 mod tests;
 
 pub use dest::{NodeDest, NodeMeta, NodeTopic};
 pub use driver::{NodeDriver, NodeDriverOptions, NodeIdle, NodeStats, NodeUntil, TopicResults};
 pub use error::NodeError;
+pub use metadata_sync::{NodeSync, NodeSyncPolicy, NodeSyncReport};
 pub use status::{NodeStatus, PartitionStatus, TopicStatus};

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use crate::driver::DriverError;
+use crate::node::NodeError;
 
 /// Why a sync round could not run at all.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +41,16 @@ pub enum SyncError {
         source_topic: String,
         /// The destination's topic and id.
         dest_topic: String,
+    },
+    /// A node destination could not be opened or read (missing, corrupt, busy...).
+    #[error(transparent)]
+    Node(#[from] NodeError),
+    /// Fault injection (a node sync's `halt_after_writes`): the round stopped right after its
+    /// N-th write, as a crash there would.
+    #[error("halted after {writes} sync writes (fault injection)")]
+    Halted {
+        /// Sync writes landed.
+        writes: u64,
     },
     /// The source could not answer (a wire source's connection, for example).
     #[error("source {source_name} is unavailable: {reason}")]

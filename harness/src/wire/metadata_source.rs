@@ -3,7 +3,7 @@
 //! | trait method | wire |
 //! |---|---|
 //! | `topic` | Metadata (name and topic id; also the brokers and the partition's leader) |
-//! | `log_end_offset` | ListOffsets latest, read-uncommitted, at the leader: the **high watermark**, the end of what a consumer can read (a consumer cannot see the LEO) |
+//! | `log_end_offset` | ListOffsets latest, read-uncommitted, at the leader of the partition's topic (any topic): the **high watermark**, the end of what a consumer can read (a consumer cannot see the LEO) |
 //! | `topic_config` | DescribeConfigs of the topic, keeping the entries whose source is `DYNAMIC_TOPIC_CONFIG` |
 //! | `groups` | ListGroups on every broker (from v5 only `classic` and `consumer` groups), then per group FindCoordinator (key type GROUP), DescribeGroups (classic) or ConsumerGroupDescribe (KIP-848 `consumer` groups) at the coordinator for the members, and OffsetFetch (every topic) for the offsets |
 //! | `acls` | DescribeAcls with a match-any filter |
@@ -53,12 +53,14 @@ pub struct KafkaMetadataSource {
     others: BTreeMap<String, KafkaClient>,
     topic: String,
     options: KafkaSourceOptions,
-    metadata: Option<TopicMetadata>,
+    /// Metadata per topic asked, until [`MetadataSource::release`].
+    metadata: BTreeMap<String, TopicMetadata>,
 }
 
 impl KafkaMetadataSource {
-    /// The cluster whose broker listens at `bootstrap` (`host:port`), mirrored topic `topic`.
-    /// Nothing is sent until the first call.
+    /// The cluster whose broker listens at `bootstrap` (`host:port`), mirrored topic `topic`
+    /// (what [`MetadataSource::topic`] describes; `log_end_offset` and `topic_config` answer for
+    /// any topic, as a node destination's sync asks). Nothing is sent until the first call.
     pub fn new(bootstrap: &str, topic: &str, options: KafkaSourceOptions) -> Self {
         KafkaMetadataSource {
             bootstrap: KafkaClient::new(
@@ -69,7 +71,7 @@ impl KafkaMetadataSource {
             others: BTreeMap::new(),
             topic: topic.to_owned(),
             options,
-            metadata: None,
+            metadata: BTreeMap::new(),
         }
     }
 
@@ -110,15 +112,21 @@ impl KafkaMetadataSource {
     }
 
     fn metadata(&mut self) -> Result<TopicMetadata, SyncError> {
-        if let Some(m) = &self.metadata {
+        let topic = self.topic.clone();
+        self.metadata_of(&topic)
+    }
+
+    /// The metadata of `topic` (any topic: a node destination's sync asks for each of its
+    /// topics), asked once until [`MetadataSource::release`].
+    fn metadata_of(&mut self, topic: &str) -> Result<TopicMetadata, SyncError> {
+        if let Some(m) = self.metadata.get(topic) {
             return Ok(m.clone());
         }
-        let topic = self.topic.clone();
         let m = self
             .bootstrap
-            .metadata(&topic)
+            .metadata(topic)
             .map_err(|e| self.unavailable(e))?;
-        self.metadata = Some(m.clone());
+        self.metadata.insert(topic.to_owned(), m.clone());
         Ok(m)
     }
 
@@ -326,13 +334,7 @@ impl MetadataSource for KafkaMetadataSource {
     }
 
     fn log_end_offset(&mut self, partition: &TopicPartition) -> Result<Offset, SyncError> {
-        let m = self.metadata()?;
-        if partition.topic != self.topic {
-            return Err(SyncError::SourceUnavailable {
-                source_name: self.describe(),
-                reason: format!("the sync reads topic {}, not {partition}", self.topic),
-            });
-        }
+        let m = self.metadata_of(&partition.topic)?;
         let Some(leader) = m.leader_address(partition.partition).map(str::to_owned) else {
             return Err(SyncError::SourceUnavailable {
                 source_name: self.describe(),
@@ -347,7 +349,7 @@ impl MetadataSource for KafkaMetadataSource {
             Ok((offset, _)) => Ok(offset),
             Err(e) => {
                 // The leader may have moved: look it up again next time.
-                self.metadata = None;
+                self.metadata.remove(&partition.topic);
                 Err(self.unavailable(e))
             }
         }
@@ -406,7 +408,7 @@ impl MetadataSource for KafkaMetadataSource {
 
     fn release(&mut self) {
         // Connections stay open (a broker serves many clients); the metadata is read again.
-        self.metadata = None;
+        self.metadata.clear();
     }
 }
 

@@ -1,0 +1,192 @@
+//! Test fixture of the node metadata sync: a node mirroring two topics from the wire layer's
+//! fake cluster, and a source whose metadata (configs, groups, ACLs) is a metadata directory,
+//! with log end offsets read from the fake cluster.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use kmirror_kernel::sync::acl::RawAclBinding;
+use kmirror_kernel::sync::group_offsets::TopicPartition;
+use kmirror_kernel::types::{MirrorName, Offset, TopicId};
+
+use super::{NodeDest, NodeDriver, NodeDriverOptions, NodeMeta};
+use crate::sync::local::MetadataDir;
+use crate::sync::{GroupRecord, MetadataSource, Read, SyncError};
+use crate::wire::fake_broker::{FakeCluster, FakePartition, FakeTopic};
+use crate::wire::{SourceCluster, SourceClusterOptions, TopicSelection};
+
+pub const ORDERS: TopicId = TopicId([1; 16]);
+pub const PAY_EU: TopicId = TopicId([2; 16]);
+
+/// orders: 3 partitions of 4, 5 and 6 batches (LEO 8, 10, 12); pay.eu: 2 partitions of 2
+/// batches (LEO 4); two records a batch.
+pub fn fake() -> FakeCluster {
+    FakeCluster::start(
+        2,
+        vec![
+            FakeTopic {
+                name: "orders".into(),
+                id: ORDERS,
+                partitions: (0..3)
+                    .map(|i| FakePartition::with_batches(1 + i % 2, 5, 4 + i64::from(i)))
+                    .collect(),
+            },
+            FakeTopic {
+                name: "pay.eu".into(),
+                id: PAY_EU,
+                partitions: (0..2)
+                    .map(|i| FakePartition::with_batches(2 - i % 2, 3, 2))
+                    .collect(),
+            },
+        ],
+    )
+}
+
+pub fn source(fake: &FakeCluster) -> SourceCluster {
+    let options = SourceClusterOptions {
+        connect_timeout: Duration::from_secs(1),
+        request_timeout: Duration::from_secs(2),
+        fetch_max_wait_ms: 0,
+        ..SourceClusterOptions::default()
+    };
+    SourceCluster::new(
+        &fake.address(1),
+        TopicSelection::names(&["orders", "pay.eu"]).unwrap(),
+        options,
+    )
+}
+
+pub fn east() -> MirrorName {
+    MirrorName::new("fake-cluster").unwrap()
+}
+
+pub fn options() -> NodeDriverOptions {
+    NodeDriverOptions {
+        max_fetch_batches: 1,
+        ..NodeDriverOptions::default()
+    }
+}
+
+/// A node destination at `root` with both topics added to the mirror (not started).
+pub fn added(fake: &FakeCluster, root: &Path) -> NodeDriver {
+    let dest = NodeDest::create(root, NodeMeta::new(Some(fake.address(1)), 4)).unwrap();
+    let mut driver = NodeDriver::from_dest(dest, Some(source(fake)), options()).unwrap();
+    let results = driver
+        .add_topics(
+            &east(),
+            &[("orders".into(), ORDERS, 3), ("pay.eu".into(), PAY_EU, 2)],
+            0,
+        )
+        .unwrap();
+    assert!(results.values().all(Result::is_ok), "{results:?}");
+    driver
+}
+
+/// The source's metadata: a metadata directory, and log end offsets from the fake cluster.
+pub struct DirSource {
+    pub meta: MetadataDir,
+    leos: BTreeMap<TopicPartition, Offset>,
+    /// Rounds that read the source.
+    pub reads: u32,
+}
+
+impl DirSource {
+    pub fn new(root: &Path, fake: &FakeCluster) -> Self {
+        let mut leos = BTreeMap::new();
+        for t in &fake.state().topics {
+            for (i, p) in t.partitions.iter().enumerate() {
+                let end = p
+                    .batches
+                    .last()
+                    .map_or(p.log_start, |b| b.header().last_offset + 1);
+                leos.insert(TopicPartition::new(t.name.clone(), i as i32), end);
+            }
+        }
+        DirSource {
+            meta: MetadataDir::of(root),
+            leos,
+            reads: 0,
+        }
+    }
+
+    pub fn set_config(&self, topic: &str, pairs: &[(&str, &str)]) {
+        let config = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        self.meta.write_topic_config(topic, &config).unwrap();
+    }
+
+    pub fn set_group(&self, group: &str, offsets: &[(&str, i32, Offset)]) {
+        let record = GroupRecord {
+            members: Vec::new(),
+            offsets: offsets
+                .iter()
+                .map(|(t, p, o)| (TopicPartition::new(*t, *p), *o))
+                .collect(),
+        };
+        self.meta.write_group(group, &record).unwrap();
+    }
+
+    pub fn set_acls(&self, bindings: &[RawAclBinding]) {
+        self.meta
+            .write_acls(&crate::sync::local::AclsFile {
+                version: 0,
+                bindings: bindings.to_vec(),
+                created_by_mirror: Vec::new(),
+            })
+            .unwrap();
+    }
+}
+
+/// `ALLOW <principal> <op>` on a literal `kind` resource `name`, any host.
+pub fn acl(kind: &str, name: &str, principal: &str, op: &str) -> RawAclBinding {
+    RawAclBinding {
+        resource_type: kind.into(),
+        resource_name: name.into(),
+        pattern_type: "LITERAL".into(),
+        principal: principal.into(),
+        host: "*".into(),
+        operation: op.into(),
+        permission_type: "ALLOW".into(),
+    }
+}
+
+impl MetadataSource for DirSource {
+    fn describe(&self) -> String {
+        self.meta.root().display().to_string()
+    }
+
+    fn topic(&mut self) -> Result<(String, TopicId), SyncError> {
+        Ok(("orders".into(), ORDERS))
+    }
+
+    fn log_end_offset(&mut self, partition: &TopicPartition) -> Result<Offset, SyncError> {
+        self.leos
+            .get(partition)
+            .copied()
+            .ok_or_else(|| SyncError::SourceUnavailable {
+                source_name: self.describe(),
+                reason: format!("no {partition}"),
+            })
+    }
+
+    fn topic_config(&mut self, topic: &str) -> Result<Read<BTreeMap<String, String>>, SyncError> {
+        self.meta.read_topic_config(topic)
+    }
+
+    fn groups(&mut self) -> Result<Read<BTreeMap<String, GroupRecord>>, SyncError> {
+        self.reads += 1;
+        self.meta.read_groups()
+    }
+
+    fn acls(&mut self) -> Result<Read<Vec<RawAclBinding>>, SyncError> {
+        Ok(Read {
+            value: self.meta.read_acls()?.unwrap().bindings,
+            rejected: Vec::new(),
+        })
+    }
+
+    fn release(&mut self) {}
+}
