@@ -11,7 +11,7 @@ use kmirror_kernel::desired::DesiredState;
 use kmirror_kernel::input::Input;
 use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::mem_log::MemLog;
-use kmirror_kernel::node::{NodeInput, PartitionFetchResult, PartitionKey};
+use kmirror_kernel::node::{FetchStatus, NodeInput, PartitionFetchResult, PartitionKey};
 use kmirror_kernel::partition::PartitionMirror;
 use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::{MirrorPartition, TopicId};
@@ -89,7 +89,7 @@ impl NodeWorld {
 
     /// The timer actions enabled: the backoff clock and the partitions' retry timers.
     pub fn progress_timers(&self, actions: &mut Vec<NodeAction>) {
-        if self.node.next_fetch_due().is_some_and(|t| t > self.now) {
+        if self.next_backoff_end().is_some() {
             actions.push(NodeAction::BackoffElapses);
         }
         for (key, p) in &self.dest {
@@ -97,6 +97,19 @@ impl NodeWorld {
                 actions.push(NodeAction::FireRetry(*key));
             }
         }
+    }
+
+    /// The earliest end of a fetch backoff still running, if any. (The node's
+    /// `next_fetch_due` also counts a fetch already due but waiting for its fetcher.)
+    pub fn next_backoff_end(&self) -> Option<u64> {
+        self.keys()
+            .filter_map(|k| match self.node.fetch_slot(k)?.status {
+                FetchStatus::Ready {
+                    not_before: Some(t),
+                } if t > self.now => Some(t),
+                _ => None,
+            })
+            .min()
     }
 
     /// Applies `action`; `None` when it changes nothing.
@@ -129,12 +142,12 @@ impl NodeWorld {
                 true
             }
             NodeAction::Produce(key) => self.produce(key),
-            NodeAction::BackoffElapses => match self.node.next_fetch_due() {
-                Some(t) if t > self.now => {
+            NodeAction::BackoffElapses => match self.next_backoff_end() {
+                Some(t) => {
                     self.now = t;
                     true
                 }
-                _ => false,
+                None => false,
             },
             NodeAction::FireRetry(key) => {
                 let Some(attempt) = self.dest.get_mut(&key).and_then(|p| p.retry_timer.take())
