@@ -117,3 +117,37 @@ fn three_partitions_random_walks_find_no_violation() {
         .collect();
     assert!(failed.is_empty(), "{failed:?}\n{}", report.table());
 }
+
+/// Every enabled action changes the world: stateright's simulation cannot replay a path
+/// through an action whose `next_state` is `None` (it records its index anyway), which made
+/// `kmirror simulate --node --node-topics 3,2` panic while a refused stop was enabled.
+#[test]
+fn every_enabled_action_changes_the_world() {
+    let config = NodeModelConfig {
+        topics: vec![3, 2],
+        ..NodeModelConfig::default_check()
+    };
+    let model = NodeModel::new(config.clone());
+    let mut seed: u64 = 7;
+    let mut applied = 0;
+    for _ in 0..100 {
+        let mut world = model.init_states().remove(0);
+        for _ in 0..80 {
+            let mut actions = Vec::new();
+            model.actions(&world, &mut actions);
+            if actions.is_empty() {
+                break;
+            }
+            let mut next = Vec::new();
+            for action in actions {
+                let after = world.apply(&config, action.clone());
+                assert!(after.is_some(), "{action:?} is enabled but changes nothing");
+                next.push(after.unwrap());
+                applied += 1;
+            }
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            world = next.swap_remove((seed >> 33) as usize % next.len());
+        }
+    }
+    assert!(applied > 10_000, "{applied}");
+}

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use kmirror_kernel::batch::LeaderBatch;
 use kmirror_kernel::controller::{
-    apply_config_records, handle_mirror_request, ControllerConfig, MirrorRequest,
+    apply_config_records, handle_mirror_request, ConfigRecord, ControllerConfig, MirrorRequest,
 };
 use kmirror_kernel::desired::DesiredState;
 use kmirror_kernel::input::Input;
@@ -80,7 +80,11 @@ impl NodeWorld {
         self.progress_timers(actions);
         if self.budget.operator_steps > 0 {
             for (&(_, topic_id), _) in NODE_TOPICS.iter().zip(&config.topics) {
-                if matches!(self.desired(topic_id), DesiredState::Mirror(_)) {
+                // Only a stop the controller accepts: an enabled action always changes the world
+                // (stateright's simulation cannot replay a path through one that does not).
+                if matches!(self.desired(topic_id), DesiredState::Mirror(_))
+                    && !self.stop_records(config, topic_id).is_empty()
+                {
                     actions.push(NodeAction::Stop(topic_id));
                 }
             }
@@ -224,25 +228,12 @@ impl NodeWorld {
     /// Flags [`NodeViolation::StopChangedOtherTopic`] when the step changed a partition of
     /// another topic.
     fn stop(&mut self, config: &NodeModelConfig, topic_id: TopicId) -> bool {
-        let name = Self::topic_name(topic_id);
-        let request = MirrorRequest::RemoveTopics {
-            mirror: mirror_name().to_string(),
-            topics: vec![name.to_string()],
-        };
-        let coordinator = &self.coordinator;
-        let lookup = |p: &MirrorPartition| coordinator.read_state(p).map(|v| v.state);
-        let controller = ControllerConfig {
-            allow_stop_from_paused: config.kernel.transitions.is_legal(
-                MirrorState::Paused,
-                MirrorState::Stopping,
-                None,
-            ),
-        };
-        let outcome = handle_mirror_request(&self.catalogue, &lookup, &controller, &request);
-        if outcome.records.is_empty() {
+        let records = self.stop_records(config, topic_id);
+        if records.is_empty() {
             return false;
         }
-        let catalogue = apply_config_records(&self.catalogue, &outcome.records);
+        let name = Self::topic_name(topic_id);
+        let catalogue = apply_config_records(&self.catalogue, &records);
         self.catalogue = Shared::new(catalogue);
         self.budget.operator_steps -= 1;
         let others: Vec<PartitionKey> = self
@@ -266,6 +257,25 @@ impl NodeWorld {
             self.violate(NodeViolation::StopChangedOtherTopic);
         }
         true
+    }
+
+    /// The `mirror.name` records the controller writes for RemoveTopicsFromMirror of
+    /// `topic_id`: none when it refuses the request.
+    fn stop_records(&self, config: &NodeModelConfig, topic_id: TopicId) -> Vec<ConfigRecord> {
+        let request = MirrorRequest::RemoveTopics {
+            mirror: mirror_name().to_string(),
+            topics: vec![Self::topic_name(topic_id).to_string()],
+        };
+        let coordinator = &self.coordinator;
+        let lookup = |p: &MirrorPartition| coordinator.read_state(p).map(|v| v.state);
+        let controller = ControllerConfig {
+            allow_stop_from_paused: config.kernel.transitions.is_legal(
+                MirrorState::Paused,
+                MirrorState::Stopping,
+                None,
+            ),
+        };
+        handle_mirror_request(&self.catalogue, &lookup, &controller, &request).records
     }
 
     /// What a stop of another topic must leave unchanged of partition `key`.
