@@ -1,6 +1,8 @@
 //! The `kmirror` binary's commands, as a library so that the integration tests can call them.
 //!
 //! - [`model_cli`]: `check`, `simulate`, `explore`, `show` (the stateright model).
+//! - [`node_model_cli`]: the same with `--node`, the node model (many partitions, one node
+//!   manager).
 //! - [`replay`]: `replay`, a model trace replayed on real on-disk Kafka logs.
 //! - [`log_cli`]: `mirror`, `stop`, `start`, `pause`, `resume`, `status`, `produce`, `demo`
 //!   on cluster directories, and `sync`, `group` through [`sync_cli`].
@@ -16,6 +18,7 @@ pub mod demo;
 pub mod log_cli;
 pub mod model_cli;
 pub mod node_cli;
+pub mod node_model_cli;
 pub mod node_progress;
 pub mod node_sync_cli;
 pub mod replay;

@@ -8,10 +8,13 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, ValueEnum};
 use kmirror_kernel::config::{FetchIsolation, StopOrder, StopStrategy, TruncationQuorum};
 use kmirror_kernel::mutant::Mutant;
+use kmirror_model::node::trace::NodeTrace;
 use kmirror_model::runner::{self, CheckReport, RunOptions};
 use kmirror_model::swarm::{self, SimulateOptions};
 use kmirror_model::trace::Trace;
 use kmirror_model::ModelConfig;
+
+use crate::node_model_cli::{self, NodeArgs};
 
 /// Where `check` and `simulate` save counterexamples unless `--save-dir` says otherwise (under
 /// `target/`, so a run does not leave files in the repository).
@@ -188,6 +191,8 @@ impl ModelArgs {
 pub struct CheckArgs {
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    node: NodeArgs,
     /// Worker threads.
     #[arg(long, default_value_t = 2)]
     threads: usize,
@@ -220,6 +225,8 @@ pub struct CheckArgs {
 pub struct SimulateArgs {
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    node: NodeArgs,
     /// Random seed (thread t starts from seed + t).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -230,14 +237,14 @@ pub struct SimulateArgs {
     /// Steps per walk.
     #[arg(long, default_value_t = 200)]
     depth: usize,
-    /// Worker threads (default: every core).
-    #[arg(long)]
+    /// Worker threads (default: every core; the single-partition model's swarm walks).
+    #[arg(long, conflicts_with = "node")]
     threads: Option<usize>,
     /// Stop after this long: seconds, or a number with s, m or h (`90s`, `10m`, `1h`).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_duration, conflicts_with = "node")]
     time_budget: Option<Duration>,
     /// Uniform walks instead of swarm walks (each walk its own subset of action kinds).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "node")]
     no_swarm: bool,
     /// Directory where counterexamples are saved as JSON traces.
     #[arg(long, default_value = DEFAULT_SAVE_DIR)]
@@ -281,6 +288,8 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 pub struct ExploreArgs {
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    node: NodeArgs,
     /// Address to serve on (loopback only by default).
     #[arg(long, default_value = "127.0.0.1:3000")]
     address: String,
@@ -295,6 +304,9 @@ pub struct ShowArgs {
 
 /// `kmirror check`: exit 0 when every property holds, 1 on a violation.
 pub fn check(args: CheckArgs) -> Result<ExitCode, String> {
+    if args.node.node {
+        return check_node(&args);
+    }
     if args.model.stop_order == StopOrderArg::All {
         return check_stop_orders(&args);
     }
@@ -311,9 +323,49 @@ pub fn check(args: CheckArgs) -> Result<ExitCode, String> {
     finish(&report, &args.save_dir, args.json)
 }
 
+/// `kmirror check --node`: the node model with these options.
+fn check_node(args: &CheckArgs) -> Result<ExitCode, String> {
+    if args.model.stop_order == StopOrderArg::All {
+        return Err(
+            "--stop-order all checks the single-partition model; give --node one order".to_string(),
+        );
+    }
+    if args.symmetry {
+        return Err(
+            "--symmetry renames replicas of the single-partition model; the node \
+                    model has one replica per partition (drop --symmetry)"
+                .to_string(),
+        );
+    }
+    let config = args
+        .node
+        .config(&args.model.runnable_config("check --node")?)?;
+    let options = RunOptions {
+        threads: args.threads,
+        state_limit: args.max_states,
+        progress: (!args.quiet && !args.json).then_some(Duration::from_secs(2)),
+        shorten: true,
+        symmetry: false,
+        dfs: !args.bfs,
+    };
+    node_model_cli::check(&config, &options, &args.save_dir, args.json)
+}
+
 /// `kmirror simulate`: swarm random walks on every core (`kmirror_model::swarm`); exit 0 when no
 /// walk found a violation, 1 otherwise.
 pub fn simulate(args: SimulateArgs) -> Result<ExitCode, String> {
+    if args.node.node {
+        let config = args.model.runnable_config("simulate --node")?;
+        let config = args.node.config(&config)?;
+        return node_model_cli::simulate(
+            &config,
+            args.seed,
+            args.walks.unwrap_or(10_000),
+            args.depth,
+            &args.save_dir,
+            args.json,
+        );
+    }
     let config = args.model.runnable_config("simulate")?;
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
@@ -337,6 +389,10 @@ pub fn simulate(args: SimulateArgs) -> Result<ExitCode, String> {
 
 /// `kmirror explore`: serves until interrupted.
 pub fn explore(args: ExploreArgs) -> Result<ExitCode, String> {
+    if args.node.node {
+        let config = args.model.runnable_config("explore --node")?;
+        return node_model_cli::explore(&args.node.config(&config)?, &args.address);
+    }
     let config = args.model.runnable_config("explore")?;
     eprintln!("kmirror: serving the Explorer on http://{}", args.address);
     runner::explore(&config, &args.address);
@@ -347,11 +403,20 @@ pub fn explore(args: ExploreArgs) -> Result<ExitCode, String> {
 pub fn show(args: ShowArgs) -> Result<ExitCode, String> {
     let text = std::fs::read_to_string(&args.trace)
         .map_err(|e| format!("cannot read {}: {e}", args.trace.display()))?;
-    let trace: Trace = serde_json::from_str(&text)
-        .map_err(|e| format!("{} is not a kmirror trace: {e}", args.trace.display()))?;
-    let story = trace
-        .render()
-        .map_err(|e| format!("{}: {e}", args.trace.display()))?;
+    let story = match serde_json::from_str::<Trace>(&text) {
+        Ok(trace) => trace.render().map_err(|e| e.to_string()),
+        // A trace of the node model (`check --node`).
+        Err(e) => match serde_json::from_str::<NodeTrace>(&text) {
+            Ok(trace) => trace.render().map_err(|e| e.to_string()),
+            Err(_) => {
+                return Err(format!(
+                    "{} is not a kmirror trace: {e}",
+                    args.trace.display()
+                ))
+            }
+        },
+    }
+    .map_err(|e| format!("{}: {e}", args.trace.display()))?;
     print_out(&story);
     Ok(ExitCode::SUCCESS)
 }

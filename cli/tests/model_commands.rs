@@ -69,3 +69,66 @@ fn diagram_prints_the_kernels_mermaid() {
         kmirror_kernel::diagram::mermaid()
     );
 }
+
+/// `check --node` exhausts the node model (two topics sharing one node manager) and every
+/// property holds; the single-partition world's bounds are refused with it.
+#[test]
+#[cfg_attr(debug_assertions, ignore = "an exhaustive check: run with --release")]
+fn check_node_exhausts_the_node_model() {
+    let out = kmirror(&["check", "--node", "--quiet", "--threads", "1"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("unique 28867 "), "{text}");
+    for property in [
+        "every_partition_progresses_once_faults_stop",
+        "stop_leaves_other_topics_alone",
+        "coalesced_fetch_part_as_lone_fetch",
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.contains(property) && l.ends_with("holds")),
+            "{property}:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn check_node_refuses_single_partition_bounds_and_bad_topics() {
+    let out = kmirror(&["check", "--node", "--replicas", "2"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--replicas"), "{err}");
+    let out = kmirror(&["check", "--node", "--node-topics", "1,0"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.trim(),
+        "kmirror: --node-topics: a topic of the node model has 1 to 4 partitions; 0 was given"
+    );
+    let out = kmirror(&["check", "--node-topics", "2,1"]);
+    assert_eq!(out.status.code(), Some(2), "--node-topics needs --node");
+    assert!(out.stdout.is_empty());
+}
+
+/// `show` replays a node model trace (here an example of two partitions in one fetch).
+#[test]
+fn show_renders_a_node_model_trace() {
+    let config = kmirror_model::node::NodeModelConfig::default_check();
+    let trace = kmirror_model::node::runner::find(&config, "fetch_coalesces_two_partitions", 1)
+        .expect("two partitions are fetched together");
+    let dir = std::env::temp_dir().join(format!("kmirror-node-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("trace.json");
+    std::fs::write(&path, serde_json::to_string(&trace).unwrap()).unwrap();
+    let out = kmirror(&["show", path.to_str().unwrap()]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    // The story ends with both partitions' fetches in flight together.
+    let last: Vec<&str> = text.lines().rev().take(2).collect();
+    assert!(
+        text.contains("deliver Fetch response [pay-0: records up to 0]")
+            && last.iter().all(|l| l.contains("fetch Some(InFlight")),
+        "{text}"
+    );
+}

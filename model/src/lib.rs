@@ -11,6 +11,7 @@ pub mod executor;
 pub mod journal;
 pub mod liveness;
 pub mod model;
+pub mod node;
 pub mod properties;
 pub mod replication;
 pub mod runner;

@@ -12,7 +12,9 @@
 //!   exception is [`Effect::Fetch`](crate::effect::Effect::Fetch), which the manager keeps and
 //!   sends coalesced ([`NodeMirror::poll_fetches`]); a partition's share of a coalesced
 //!   response is fed to it as the [`Input::FetchCompleted`] (or [`Input::RequestFailed`]) a
-//!   lone fetch would get. `kernel/tests/node_props.rs` checks exactly this on random runs.
+//!   lone fetch would get. `kernel/tests/node_props.rs` checks exactly this on random runs, and
+//!   the node model (`kmirror check --node`, `model/src/node/`) in every reachable state of a
+//!   small world.
 //! - **Pure and deterministic**, like the rest of the kernel: no I/O, no clock (`now` is an
 //!   argument, in the caller's milliseconds), no randomness, no threads; canonical containers
 //!   only, iterated in key order, so a [`NodeMirror`] can sit in a model checker's state.

@@ -1,0 +1,86 @@
+//! The node model's bounds.
+
+use kmirror_kernel::config::MirrorConfig;
+use kmirror_kernel::mutant::Mutant;
+use kmirror_kernel::types::{PartitionIndex, TopicId};
+use serde::{Deserialize, Serialize};
+
+use crate::world::{TOPIC, TOPIC_ID};
+
+/// The topics the node model can mirror, by name and id (the same ids on both clusters): the
+/// single-partition model's topic first.
+pub const NODE_TOPICS: [(&str, TopicId); 3] = [
+    (TOPIC, TOPIC_ID),
+    ("pay", TopicId::from_u64(0x0070_6179)),
+    ("audit", TopicId::from_u64(0x0061_7564_6974)),
+];
+
+/// Bounds on the node model's nondeterminism, and the kernel variant under test. Every bound is
+/// a budget consumed by its action, so the state space is finite.
+#[derive(Clone, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+pub struct NodeModelConfig {
+    /// The partition count of each mirrored topic: topic `i` is `NODE_TOPICS[i]` (at most
+    /// three topics).
+    pub topics: Vec<PartitionIndex>,
+    /// Batches the source's producers may append, over all partitions.
+    pub records: u8,
+    /// Fetch faults: one partition's part of a coalesced response failed (non-retriable) or
+    /// retriable, or a whole coalesced request lost.
+    pub faults: u8,
+    /// Operator stops (each stops one topic, through the kernel's controller).
+    pub operator_steps: u8,
+    /// Steps the fault-free scheduler may take in the bounded liveness property.
+    pub liveness_bound: u16,
+    /// The kernel variant.
+    pub kernel: MirrorConfig,
+}
+
+impl NodeModelConfig {
+    /// The configuration `kmirror check --node` and CI check: two topics of one partition
+    /// each (so the two partitions share the node, its one fetcher and the coordinator, and a
+    /// stop of one topic has another beside it), one batch, one fault, one stop.
+    pub fn default_check() -> Self {
+        NodeModelConfig {
+            topics: vec![1, 1],
+            records: 1,
+            faults: 1,
+            operator_steps: 1,
+            liveness_bound: 200,
+            kernel: MirrorConfig::default(),
+        }
+    }
+
+    /// This configuration with kernel `mutant` switched on.
+    pub fn with_mutant(mut self, mutant: Mutant) -> Self {
+        self.kernel.mutant = Some(mutant);
+        self
+    }
+
+    /// Why this configuration cannot be checked, if it cannot.
+    pub fn validate(&self) -> Result<(), InvalidNodeModel> {
+        if self.topics.is_empty() || self.topics.len() > NODE_TOPICS.len() {
+            return Err(InvalidNodeModel::TopicCount(self.topics.len()));
+        }
+        if let Some(&count) = self.topics.iter().find(|&&p| !(1..=4).contains(&p)) {
+            return Err(InvalidNodeModel::PartitionCount(count));
+        }
+        Ok(())
+    }
+}
+
+impl Default for NodeModelConfig {
+    fn default() -> Self {
+        Self::default_check()
+    }
+}
+
+/// A [`NodeModelConfig`] the node model cannot run.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum InvalidNodeModel {
+    /// Too few or too many topics.
+    #[error("the node model mirrors 1 to 3 topics; {0} were given")]
+    TopicCount(usize),
+    /// A topic with no partitions or too many to check.
+    #[error("a topic of the node model has 1 to 4 partitions; {0} was given")]
+    PartitionCount(PartitionIndex),
+}
