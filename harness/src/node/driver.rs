@@ -38,6 +38,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
+use std::sync::Arc;
 
 use kmirror_kernel::apply::apply_log_effect;
 use kmirror_kernel::config::{FetchIsolation, MirrorConfig};
@@ -59,7 +60,8 @@ use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::{MirrorName, MirrorPartition, PartitionIndex, TopicId};
 
 use crate::driver::Clock;
-use crate::file_log::{FileLog, FlushPolicy};
+use crate::file_log::{FileLog, FlushPolicy, Verify};
+use crate::log_dir_checkpoints::LogDirCheckpoints;
 use crate::record_batch::RawBatch;
 use crate::source::SourcePosition;
 use crate::wire::client::EARLIEST_TIMESTAMP;
@@ -172,6 +174,8 @@ pub struct NodeDriver {
     node: NodeMirror,
     logs: BTreeMap<PartitionKey, FileLog>,
     states: BTreeMap<u32, StatePartition>,
+    /// The log dir's recovery points, high watermarks and log start offsets.
+    checkpoints: Arc<LogDirCheckpoints>,
     source: Option<SourceCluster>,
     queue: VecDeque<Queued>,
     pending_lme: BTreeMap<PartitionKey, RequestId>,
@@ -226,12 +230,21 @@ impl NodeDriver {
         })?;
         let mut log_config = dest.file_log_config();
         log_config.flush = options.flush;
+        let log_dir = dest.log_dir();
+        let checkpoints =
+            Arc::new(
+                LogDirCheckpoints::open(&log_dir).map_err(|source| NodeError::Log {
+                    dir: log_dir.clone(),
+                    source: Box::new(source),
+                })?,
+            );
         let mut states = BTreeMap::new();
         for k in 0..meta.mirror_state_partitions {
             let table = options.mirror.transitions.clone();
+            let store = Arc::clone(&checkpoints);
             states.insert(
                 k,
-                StatePartition::open(&dest.log_dir(), k, table, log_config)?,
+                StatePartition::open(&log_dir, k, table, log_config, store)?,
             );
         }
         let mut driver = NodeDriver {
@@ -240,6 +253,7 @@ impl NodeDriver {
             node,
             logs: BTreeMap::new(),
             states,
+            checkpoints,
             source,
             queue: VecDeque::new(),
             pending_lme: BTreeMap::new(),
@@ -258,7 +272,23 @@ impl NodeDriver {
         for (name, topic) in &meta.topics {
             driver.open_logs(name, topic.topic_id, 0..topic.partitions)?;
         }
+        // Every log's recovered offsets in the log dir's files, then (older layout) the
+        // per-partition files they were read from go.
+        driver.write_checkpoints()?;
+        driver.dest.finish_migration()?;
         Ok(driver)
+    }
+
+    /// Writes the log dir's checkpoint files whose entries changed (one atomic write per file
+    /// for every partition): see the [module documentation](self).
+    fn write_checkpoints(&self) -> Result<(), NodeError> {
+        self.checkpoints
+            .write()
+            .map(|_| ())
+            .map_err(|source| NodeError::Log {
+                dir: self.checkpoints.dir().to_path_buf(),
+                source: Box::new(source),
+            })
     }
 
     fn open_logs(
@@ -288,13 +318,17 @@ impl NodeDriver {
                     ),
                 });
             }
-            let (log, _report) =
-                FileLog::open(&self.dest.log_dir(), tp, config).map_err(|source| {
-                    NodeError::Log {
-                        dir,
-                        source: Box::new(source),
-                    }
-                })?;
+            let (log, _report) = FileLog::open_in_log_dir(
+                &self.dest.log_dir(),
+                tp,
+                config,
+                Verify::FromRecoveryPoint,
+                Arc::clone(&self.checkpoints),
+            )
+            .map_err(|source| NodeError::Log {
+                dir,
+                source: Box::new(source),
+            })?;
             self.logs.insert(key, log);
         }
         Ok(())
@@ -608,6 +642,11 @@ impl NodeDriver {
     /// One fetch round: every ready coalesced fetch, sent as one call to the source cluster
     /// (one Fetch per source broker); the answers are queued. False when nothing was sent.
     fn fetch_round(&mut self) -> Result<bool, NodeError> {
+        if self.source.is_none() {
+            return Ok(false);
+        }
+        // Group commit of the offsets the last round's flushes moved: one write per file.
+        self.write_checkpoints()?;
         let Some(source) = self.source.as_mut() else {
             return Ok(false);
         };
@@ -1228,7 +1267,13 @@ impl NodeDriver {
         for (_, state) in self.states {
             state.close()?;
         }
-        Ok(())
+        self.checkpoints
+            .write()
+            .map(|_| ())
+            .map_err(|source| NodeError::Log {
+                dir: self.checkpoints.dir().to_path_buf(),
+                source: Box::new(source),
+            })
     }
 }
 
