@@ -23,6 +23,11 @@
 //! <topic> <partition> <offset>
 //! ```
 //!
+//! A log opened with [`FileLog::open_in_log_dir`] (the node destination's layout) keeps those
+//! three offsets in its log dir's files instead, one line per partition of the log dir, as
+//! Kafka does ([`crate::log_dir_checkpoints`]); it also leaves the epoch checkpoint of an
+//! unsynced append to the next flush and never fsyncs the offset index (see that function).
+//!
 //! Every checkpoint is written to `<name>.tmp`, fsynced, renamed over `<name>`, and the directory
 //! fsynced. Files ending in `.tmp` or `.deleted` are leftovers of an interrupted write or
 //! deletion, removed (and reported) when the log is opened.

@@ -8,7 +8,7 @@
 //! | effect | executed as |
 //! |---|---|
 //! | `ReadState` | read from the coordinator of `__mirror_state` partition `mirror_state_partition(key)`, answered as `CoordinatorAnswer` |
-//! | `WriteState` / `WriteLastMirroredEpoch` | the partition's log flushed; fenced by that coordinator, appended to its `__mirror_state-<k>` and fsynced, then answered |
+//! | `WriteState` / `WriteLastMirroredEpoch` | the partition's log flushed; fenced by that coordinator, appended to its `__mirror_state-<k>` and fsynced, then answered (the flush rules below) |
 //! | `QueryLastMirroredEpoch` | a stock Kafka source keeps no `__mirror_state`: "no LME" with the source's log start offset (ListOffsets earliest, every pending query of a round in one request per broker), as [`KafkaSource`](crate::wire::KafkaSource) answers |
 //! | `Log(_)` | `apply_log_effect` on the partition's [`FileLog`], with its share of the fetched batches byte for byte; then its high watermark moves to its log end offset (one replica) and a partition waiting for its `MIRROR_PID_RESET` to commit hears `HighWatermarkAdvanced` |
 //! | `BumpLeaderEpoch` | the partition's leader epoch in `node.properties` (atomically) |
@@ -35,6 +35,31 @@
 //!
 //! **No clock**: every call takes `now_ms` from the caller; [`NodeDriver::run`] takes a
 //! [`Clock`].
+//!
+//! # What is on disk when: the flush rules
+//!
+//! A node holds many partitions, so what it fsyncs per partition decides its speed (BENCHMARKS.md
+//! section 8). The rules, from what a crash can take back and what the source can serve again:
+//!
+//! | what | on disk (fsynced) | why that is enough |
+//! |---|---|---|
+//! | a `__mirror_state` record (state, LME) | before the completion is fed to the kernel ([`StatePartition`]: appended, fsynced, then answered) | persist first, act after: the kernel acts on a completion only once nothing can take it back |
+//! | a partition's log, up to its end | before each `__mirror_state` write of that partition (`flush_log`: the `.log` fdatasynced; the epoch checkpoint written atomically if it changed) | a record never acknowledges data a crash can lose: the LME record's offset, and STOPPED after the `MIRROR_PID_RESET`, name fsynced bytes |
+//! | `MIRROR_PID_RESET`, ABORT markers (leader appends) | before the append returns (`--flush kafka` and `every-append`) | this cluster's own decision: no source holds it; STOPPED is written only after it (flushed again with the log) |
+//! | truncations (LME, LSO, divergence) | before the truncation returns; a lowered recovery point or high watermark, or a new log start, is written to the log dir's checkpoint files *before* the segment changes | the kernel names the new end in records it writes next; a recovery point left above a cut would make recovery trust later, unflushed bytes |
+//! | mirrored batches (follower appends), one write per partition per fetch round | **no** (`--flush kafka`): at a segment roll, before a `__mirror_state` write of the partition, and at close | a machine crash loses at most the unflushed tail: recovery verifies from the recovery point on and cuts a torn tail, and the fetcher fetches it again from the recovered log end, byte for byte at the same offsets. A SIGKILL loses nothing (the page cache survives) |
+//! | the offset index | never fsynced | derived data: recovery checks every index against its segment's batches and rebuilds one that does not match |
+//! | the leader-epoch checkpoint | after a follower append that changed the epoch cache, at the next flush, before the recovery point passes the new entry (written atomically) | recovery rebuilds the cache from the batches and only checks the checkpoint below the recovery point, so it may lag the unflushed tail; it may not lag the flushed part |
+//! | recovery points, high watermarks, log start offsets | in the log dir's three checkpoint files, every partition's line in one atomic write per file: after opening the logs, at the start of every fetch round when one moved (group commit), at close; lowered or moved ones at once (above) | the log raises its recovery point in memory only after the fsync, so the file never names unflushed data; lagging only makes recovery verify more. The high watermark is re-derived on restart (one replica: the leader's HW moves to its LEO) |
+//!
+//! `--flush every-append` fsyncs every append before it returns as well (and records every
+//! high-watermark change, written with the next round's checkpoint write); the rules above
+//! still hold. So after any crash: recovery succeeds (or refuses with a typed error when
+//! something below the recovery point is damaged), each log is a byte prefix of its source
+//! (plus this node's own markers), nothing a `__mirror_state` record acknowledges is lost, and
+//! a restart fetches the rest. `harness/src/node/crash_tests.rs` checks this after a kill at
+//! every effect, a torn `__mirror_state` write and a machine crash that cuts every unflushed
+//! tail and tears offset indexes.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
