@@ -1066,13 +1066,16 @@ pub fn decode_offset_checkpoint(
         .map(|(_, offset)| offset))
 }
 
+/// One line of an offset checkpoint: `((topic, partition), offset)`.
+pub type CheckpointEntry = ((String, PartitionIndex), Offset);
+
 /// Every `(topic, partition) -> offset` entry of `text` (Kafka's `OffsetCheckpointFile`
 /// format, read from `file`), in file order, as long as the version is 0, the count matches,
 /// every line has three fields, offsets are not negative and no partition appears twice.
 pub fn decode_offset_checkpoint_entries(
     text: &str,
     file: &Path,
-) -> Result<Vec<((String, PartitionIndex), Offset)>, CheckpointError> {
+) -> Result<Vec<CheckpointEntry>, CheckpointError> {
     let err = |line: usize, reason: String| CheckpointError {
         file: file.to_path_buf(),
         line,
