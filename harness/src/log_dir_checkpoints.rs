@@ -256,6 +256,72 @@ mod tests {
         assert_eq!(c.get(CheckpointKind::LogStartOffset, &a), None);
     }
 
+    /// A log in the node layout raises its recovery point only in memory (the owner's next
+    /// `write` persists it) and writes a lowered one before truncating; its unsynced follower
+    /// appends leave the epoch checkpoint to the flush.
+    #[test]
+    fn a_log_defers_raises_and_writes_a_truncation_s_lowered_recovery_point_first() {
+        use crate::file_log::{FileLog, FileLogConfig, Verify, LEADER_EPOCH_FILE};
+        use crate::record_batch::RawBatch;
+        use kmirror_kernel::batch::LeaderBatch;
+        use kmirror_kernel::log::{LogView, PartitionLog};
+        use std::sync::Arc;
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(LogDirCheckpoints::open(dir.path()).unwrap());
+        let tp = TopicPartition::new("orders", 0).unwrap();
+        let open = |store: &Arc<LogDirCheckpoints>| {
+            FileLog::open_in_log_dir(
+                dir.path(),
+                tp.clone(),
+                FileLogConfig::default(),
+                Verify::FromRecoveryPoint,
+                Arc::clone(store),
+            )
+            .unwrap()
+            .0
+        };
+        let mut log = open(&store);
+        store.write().unwrap();
+        let records = LeaderBatch::Records {
+            record_count: 5,
+            producer: None,
+            transactional: false,
+        };
+        let batches: Vec<RawBatch> = (0..4)
+            .map(|i| RawBatch::from_leader_batch(&records, i * 5, 3, 0).unwrap())
+            .collect();
+        log.append_as_follower(&batches).unwrap();
+        let epochs = || fs::read_to_string(dir.path().join("orders-0").join(LEADER_EPOCH_FILE));
+        assert_eq!(
+            epochs().unwrap(),
+            "0\n0\n",
+            "not rewritten by the unsynced append"
+        );
+        log.flush().unwrap();
+        assert_eq!(epochs().unwrap(), "0\n1\n3 0\n", "written by the flush");
+        let rp = CheckpointKind::RecoveryPoint;
+        assert_eq!(store.get(rp, &tp), Some(20));
+        assert_eq!(
+            store.on_disk(rp, &tp),
+            Some(0),
+            "a raise waits for the write"
+        );
+        store.write().unwrap();
+        assert_eq!(store.on_disk(rp, &tp), Some(20));
+        log.truncate_to(10).unwrap();
+        assert_eq!(
+            store.on_disk(rp, &tp),
+            Some(10),
+            "a lowered one is written at once"
+        );
+        assert!(!dir.path().join("orders-0").join(rp.file_name()).exists());
+        drop(log);
+        let store = Arc::new(LogDirCheckpoints::open(dir.path()).unwrap());
+        let log = open(&store);
+        assert_eq!(log.log_end_offset(), 10);
+    }
+
     #[test]
     fn a_damaged_file_is_refused_naming_it_and_the_line() {
         let dir = tempfile::tempdir().unwrap();
