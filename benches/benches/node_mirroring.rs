@@ -21,6 +21,12 @@
 //! - `fetch_only` (decomposition, same run): the same fetch rounds through
 //!   [`SourceCluster::fetch`] with nothing written: the wire protocol, the fake broker and the
 //!   client's batch parsing (CRC-32C checked), which the raw copy does not pay.
+//! - `mm2_style` (baseline, same run): what a consumer-producer pair (MirrorMaker 2) does with
+//!   the same data: the same fetch rounds through [`SourceCluster::fetch`] (the consumer),
+//!   every record of every batch decoded and a new batch encoded from them with a recomputed
+//!   CRC-32C ([`RawBatch::encode`], the producer), one write per partition per round into the
+//!   same 1,000 fresh files, then every file fsynced. No producer network and no broker on the
+//!   destination side: a lower bound on MM2's cost.
 //!
 //! The time to bring the 1,000 partitions to MIRRORING on real files (the state writes, each
 //! fsynced) is printed once, before criterion runs.
@@ -227,19 +233,7 @@ fn fetch_rounds(fake: &FakeSource) -> (Vec<Round>, Duration) {
 /// The baseline: the same writes into 1,000 fresh files (directories and empty files made
 /// untimed), then every file fsynced.
 fn raw_copy(root: &Path, sources: &[Bytes], rounds: &[Round]) -> Duration {
-    let paths: Vec<PathBuf> = (0..PARTITIONS)
-        .map(|i| {
-            let dir = root.join("data").join(format!(
-                "{}-{}",
-                topic_name(i as u64 / PER_TOPIC as u64),
-                i as i32 % PER_TOPIC
-            ));
-            fs::create_dir_all(&dir).expect("dir");
-            let path = dir.join("00000000000000000000.log");
-            fs::File::create(&path).expect("file");
-            path
-        })
-        .collect();
+    let paths = segment_paths(root);
     let start = Instant::now();
     let mut files: Vec<fs::File> = paths
         .iter()
@@ -257,6 +251,85 @@ fn raw_copy(root: &Path, sources: &[Bytes], rounds: &[Round]) -> Duration {
     }
     drop(files);
     start.elapsed()
+}
+
+/// The MM2-style baseline: fetched, decoded, re-encoded, written (files made untimed), then
+/// every file fsynced.
+fn mm2_style(fake: &FakeSource, root: &Path) -> Duration {
+    let paths = segment_paths(root);
+    fake.set_filled(true);
+    let mut cluster = source_cluster(fake);
+    cluster.metadata().expect("metadata");
+    let keys: Vec<(TopicId, i32)> = (0..TOPICS)
+        .flat_map(|t| (0..PER_TOPIC).map(move |p| (topic_id(t), p)))
+        .collect();
+    let start = Instant::now();
+    let mut files: Vec<fs::File> = paths
+        .iter()
+        .map(|p| fs::OpenOptions::new().append(true).open(p).expect("open"))
+        .collect();
+    let mut offsets = vec![0i64; PARTITIONS];
+    let mut out = Vec::new();
+    loop {
+        let requests: Vec<PartitionFetchRequest> = keys
+            .iter()
+            .zip(&offsets)
+            .map(
+                |(&(topic_id, partition), &fetch_offset)| PartitionFetchRequest {
+                    topic_id,
+                    partition,
+                    fetch_offset,
+                    last_fetched_epoch: None,
+                    current_leader_epoch: CurrentLeaderEpoch::FromMetadata,
+                    isolation: FetchIsolation::ReadCommitted,
+                    max_batches: 100,
+                },
+            )
+            .collect();
+        let mut wrote = false;
+        for (i, result) in cluster.fetch(&requests).into_iter().enumerate() {
+            let fetched = result.outcome.expect("fetched");
+            let (_, batches) = fetched.response.into_parts();
+            let Some(last) = batches.last() else { continue };
+            offsets[i] = last.header().last_offset + 1;
+            out.clear();
+            for batch in &batches {
+                let records = batch.records().expect("uncompressed records");
+                let copy = RawBatch::encode(&batch.header(), batch.base_timestamp(), &records)
+                    .expect("re-encoded");
+                out.extend_from_slice(copy.bytes());
+            }
+            files[i].write_all(&out).expect("write");
+            wrote = true;
+        }
+        if !wrote {
+            break;
+        }
+    }
+    for file in &files {
+        file.sync_all().expect("fsync");
+    }
+    drop(files);
+    let elapsed = start.elapsed();
+    fake.set_filled(false);
+    elapsed
+}
+
+/// The 1,000 empty segment files of the baselines, in the destination's layout.
+fn segment_paths(root: &Path) -> Vec<PathBuf> {
+    (0..PARTITIONS)
+        .map(|i| {
+            let dir = root.join("data").join(format!(
+                "{}-{}",
+                topic_name(i as u64 / PER_TOPIC as u64),
+                i as i32 % PER_TOPIC
+            ));
+            fs::create_dir_all(&dir).expect("dir");
+            let path = dir.join("00000000000000000000.log");
+            fs::File::create(&path).expect("file");
+            path
+        })
+        .collect()
 }
 
 fn node_mirroring(c: &mut Criterion) {
@@ -301,6 +374,16 @@ fn node_mirroring(c: &mut Criterion) {
     });
     group.bench_function("fetch_only", |b| {
         b.iter_custom(|iters| (0..iters).map(|_| fetch_rounds(&fake).1).sum())
+    });
+    group.bench_function("mm2_style", |b| {
+        b.iter_custom(|iters| {
+            let mut sum = Duration::ZERO;
+            for _ in 0..iters {
+                sum += mm2_style(&fake, &dest);
+                fs::remove_dir_all(&dest).expect("dest removed");
+            }
+            sum
+        })
     });
     group.bench_function("node_mirror_kafka", |b| {
         b.iter_custom(|iters| {

@@ -23,6 +23,11 @@
 //! <topic> <partition> <offset>
 //! ```
 //!
+//! A log opened with [`FileLog::open_in_log_dir`] (the node destination's layout) keeps those
+//! three offsets in its log dir's files instead, one line per partition of the log dir, as
+//! Kafka does ([`crate::log_dir_checkpoints`]); it also leaves the epoch checkpoint of an
+//! unsynced append to the next flush and never fsyncs the offset index (see that function).
+//!
 //! Every checkpoint is written to `<name>.tmp`, fsynced, renamed over `<name>`, and the directory
 //! fsynced. Files ending in `.tmp` or `.deleted` are leftovers of an interrupted write or
 //! deletion, removed (and reported) when the log is opened.
@@ -102,7 +107,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use kmirror_kernel::batch::{BatchHeader, LeaderBatch};
 use kmirror_kernel::epoch_cache::EpochCache;
@@ -112,6 +117,7 @@ use kmirror_kernel::producer_state::ProducerStateTable;
 use kmirror_kernel::types::{LeaderEpoch, Offset, PartitionIndex};
 
 use crate::error::{CheckpointError, FileLogError, TopicPartitionError};
+use crate::log_dir_checkpoints::{CheckpointKind, LogDirCheckpoints};
 use crate::record_batch::RawBatch;
 use crate::recovery::{self, RecoveryReport};
 use crate::segment::{self, Segment};
@@ -288,6 +294,16 @@ impl Default for FileLogConfig {
     }
 }
 
+/// Where a log keeps its recovery point, high watermark and log start offset.
+#[derive(Clone, Debug)]
+pub(crate) enum Checkpoints {
+    /// In its own directory, one file each (the single-partition layout).
+    PerPartition,
+    /// In its log dir's [`LogDirCheckpoints`], with every other partition of that log dir
+    /// (the node layout, Kafka's).
+    LogDir(Arc<LogDirCheckpoints>),
+}
+
 /// The values last written to the checkpoint files, to skip rewriting unchanged ones.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Persisted {
@@ -306,6 +322,7 @@ pub struct FileLog {
     mem: MemLog,
     segments: Vec<Segment>,
     persisted: Persisted,
+    checkpoints: Checkpoints,
     timestamp_ms: i64,
     failed: Mutex<Option<String>>,
     /// The buffer reads go through, reused so that a fetch costs no fresh allocation of its size.
@@ -334,8 +351,47 @@ impl FileLog {
         config: FileLogConfig,
         verify: Verify,
     ) -> Result<(FileLog, RecoveryReport), FileLogError> {
+        FileLog::open_inner(log_dir, tp, config, verify, Checkpoints::PerPartition)
+    }
+
+    /// [`FileLog::open_with`] for a log whose recovery point, high watermark and log start
+    /// offset live in its log dir's `checkpoints` (the node layout, see
+    /// [`crate::log_dir_checkpoints`]) rather than in per-partition files. A partition that
+    /// has no entry there yet is read from per-partition files if it has them (a destination
+    /// written in the older layout). Recovery's repairs that lower an offset are written to
+    /// `checkpoints` at once; others wait for the owner's next [`LogDirCheckpoints::write`].
+    ///
+    /// In this layout the log also defers what only recovery reads: a follower append that is
+    /// not fsynced does not rewrite the leader-epoch checkpoint (the flush that moves the
+    /// recovery point past the batch does, before moving it; recovery rebuilds the cache from
+    /// the batches and only checks the checkpoint below the recovery point), and the offset
+    /// index is never fsynced (recovery checks every index against its segment's batches and
+    /// rebuilds one that does not match).
+    pub fn open_in_log_dir(
+        log_dir: &Path,
+        tp: TopicPartition,
+        config: FileLogConfig,
+        verify: Verify,
+        checkpoints: Arc<LogDirCheckpoints>,
+    ) -> Result<(FileLog, RecoveryReport), FileLogError> {
+        FileLog::open_inner(
+            log_dir,
+            tp,
+            config,
+            verify,
+            Checkpoints::LogDir(checkpoints),
+        )
+    }
+
+    fn open_inner(
+        log_dir: &Path,
+        tp: TopicPartition,
+        config: FileLogConfig,
+        verify: Verify,
+        checkpoints: Checkpoints,
+    ) -> Result<(FileLog, RecoveryReport), FileLogError> {
         let dir = log_dir.join(tp.dir_name());
-        let recovered = recovery::recover(&dir, &tp, &config, verify)?;
+        let recovered = recovery::recover(&dir, &tp, &config, verify, &checkpoints)?;
         let log = FileLog {
             dir,
             tp,
@@ -343,6 +399,7 @@ impl FileLog {
             mem: recovered.mem,
             segments: recovered.segments,
             persisted: recovered.persisted,
+            checkpoints,
             timestamp_ms: config.append_timestamp_ms,
             failed: Mutex::new(None),
             read_buf: Mutex::new(Vec::new()),
@@ -565,12 +622,21 @@ impl FileLog {
 
     fn flush_inner(&mut self) -> Result<(), FileLogError> {
         if let Some(active) = self.segments.last() {
-            active.sync()?;
+            self.sync_segment(active)?;
         }
         let cache = self.mem.epoch_cache().clone();
         self.persist_epoch_cache(&cache)?;
-        self.persist_recovery_point(self.mem.log_end_offset())?;
-        self.persist_high_watermark(self.mem.high_watermark())
+        self.persist_recovery_point(self.mem.log_end_offset(), false)?;
+        self.persist_high_watermark(self.mem.high_watermark(), false)
+    }
+
+    /// Fsyncs `segment`'s `.log` file, and its index unless the log is in the node layout
+    /// (where recovery checks every index: see [`FileLog::open_in_log_dir`]).
+    fn sync_segment(&self, segment: &Segment) -> Result<(), FileLogError> {
+        match self.checkpoints {
+            Checkpoints::PerPartition => segment.sync(),
+            Checkpoints::LogDir(_) => segment.sync_log(),
+        }
     }
 
     fn check_not_failed(&self) -> Result<(), FileLogError> {
@@ -617,8 +683,11 @@ impl FileLog {
         // Kafka assigns the epoch (and writes the checkpoint) before appending the batch; a
         // crash in between leaves an entry at or past LEO, which recovery drops. The cache
         // changes only when a batch of a new epoch arrives, so in steady state this writes
-        // nothing.
-        self.persist_epoch_cache(next.epoch_cache())?;
+        // nothing. In the node layout an unsynced append leaves it to the next flush, which
+        // writes it before the recovery point passes the batch.
+        if sync || matches!(self.checkpoints, Checkpoints::PerPartition) {
+            self.persist_epoch_cache(next.epoch_cache())?;
+        }
         // Group commit: the batches going into one segment are written with one write.
         let mut rest = batches;
         while let Some(first) = rest.first() {
@@ -669,34 +738,50 @@ impl FileLog {
             if active.is_empty() && active.base_offset() == base_offset {
                 return Ok(());
             }
-            active.sync()?;
+            self.sync_segment(active)?;
         }
         let seg = Segment::create(&self.dir, base_offset, self.config.index_interval_bytes)?;
         segment::sync_dir(&self.dir)?;
         self.segments.push(seg);
         self.persist_epoch_cache(cache)?;
-        self.persist_recovery_point(base_offset)
+        self.persist_recovery_point(base_offset, false)
     }
 
-    fn persist_offset(&self, name: &str, offset: Offset) -> Result<(), FileLogError> {
-        segment::write_atomically(
-            &self.dir,
-            name,
-            encode_offset_checkpoint(&self.tp, offset).as_bytes(),
-        )
+    /// Records `offset` as the partition's `kind` checkpoint: its own file, written now; or
+    /// its log dir's entry, written now when `urgent` (a truncation lowering it, a new log
+    /// start) and otherwise with the log dir's next write (a raise: a lagging value only makes
+    /// recovery verify more).
+    fn persist_offset(
+        &self,
+        kind: CheckpointKind,
+        offset: Offset,
+        urgent: bool,
+    ) -> Result<(), FileLogError> {
+        match &self.checkpoints {
+            Checkpoints::PerPartition => segment::write_atomically(
+                &self.dir,
+                kind.file_name(),
+                encode_offset_checkpoint(&self.tp, offset).as_bytes(),
+            ),
+            Checkpoints::LogDir(store) if urgent => store.set_now(kind, &self.tp, offset),
+            Checkpoints::LogDir(store) => {
+                store.set(kind, &self.tp, offset);
+                Ok(())
+            }
+        }
     }
 
-    fn persist_recovery_point(&mut self, offset: Offset) -> Result<(), FileLogError> {
+    fn persist_recovery_point(&mut self, offset: Offset, urgent: bool) -> Result<(), FileLogError> {
         if self.persisted.recovery_point != offset {
-            self.persist_offset(RECOVERY_POINT_FILE, offset)?;
+            self.persist_offset(CheckpointKind::RecoveryPoint, offset, urgent)?;
             self.persisted.recovery_point = offset;
         }
         Ok(())
     }
 
-    fn persist_high_watermark(&mut self, offset: Offset) -> Result<(), FileLogError> {
+    fn persist_high_watermark(&mut self, offset: Offset, urgent: bool) -> Result<(), FileLogError> {
         if self.persisted.high_watermark != offset {
-            self.persist_offset(HIGH_WATERMARK_FILE, offset)?;
+            self.persist_offset(CheckpointKind::HighWatermark, offset, urgent)?;
             self.persisted.high_watermark = offset;
         }
         Ok(())
@@ -704,7 +789,7 @@ impl FileLog {
 
     fn persist_log_start_offset(&mut self, offset: Offset) -> Result<(), FileLogError> {
         if self.persisted.log_start_offset != offset {
-            self.persist_offset(LOG_START_OFFSET_FILE, offset)?;
+            self.persist_offset(CheckpointKind::LogStartOffset, offset, true)?;
             self.persisted.log_start_offset = offset;
         }
         Ok(())
@@ -725,7 +810,7 @@ impl FileLog {
     fn truncate_inner(&mut self, next: &MemLog) -> Result<(), FileLogError> {
         let new_end = next.log_end_offset();
         if self.persisted.recovery_point > new_end {
-            self.persist_recovery_point(new_end)?;
+            self.persist_recovery_point(new_end, true)?;
         }
         // The segment holding `new_end` is the last one whose base is at or below it.
         let keep = self
@@ -747,7 +832,7 @@ impl FileLog {
         if self.config.flush == FlushPolicy::EveryAppend
             || next.high_watermark() < self.persisted.high_watermark
         {
-            self.persist_high_watermark(next.high_watermark())?;
+            self.persist_high_watermark(next.high_watermark(), true)?;
         }
         Ok(())
     }
@@ -760,8 +845,8 @@ impl FileLog {
         let old = std::mem::take(&mut self.segments);
         // The epoch checkpoint first: recovery refuses one with entries below the log start.
         self.persist_epoch_cache(&EpochCache::new())?;
-        self.persist_high_watermark(offset)?;
-        self.persist_recovery_point(offset)?;
+        self.persist_high_watermark(offset, true)?;
+        self.persist_recovery_point(offset, true)?;
         self.persist_log_start_offset(offset)?;
         self.segments.push(Segment::create(
             &self.dir,
@@ -873,7 +958,7 @@ impl PartitionLog for FileLog {
         let mut next = self.mem.clone();
         next.advance_high_watermark(offset)?;
         if self.config.flush == FlushPolicy::EveryAppend {
-            let result = self.persist_high_watermark(offset);
+            let result = self.persist_high_watermark(offset, false);
             self.fail_on_error(result)?;
         }
         self.mem = next;
@@ -969,13 +1054,28 @@ pub fn encode_offset_checkpoint(tp: &TopicPartition, offset: Offset) -> String {
 
 /// The offset `text` (Kafka's `OffsetCheckpointFile` format, read from `file`) holds for `tp`,
 /// or `None` when it holds no entry for `tp`. Several entries are accepted (a Kafka
-/// log-dir-level file), as long as the version is 0, the count matches, every line has three
-/// fields, offsets are not negative and `tp` appears at most once.
+/// log-dir-level file): see [`decode_offset_checkpoint_entries`].
 pub fn decode_offset_checkpoint(
     text: &str,
     file: &Path,
     tp: &TopicPartition,
 ) -> Result<Option<Offset>, CheckpointError> {
+    Ok(decode_offset_checkpoint_entries(text, file)?
+        .into_iter()
+        .find(|((topic, partition), _)| *topic == tp.topic && *partition == tp.partition)
+        .map(|(_, offset)| offset))
+}
+
+/// One line of an offset checkpoint: `((topic, partition), offset)`.
+pub type CheckpointEntry = ((String, PartitionIndex), Offset);
+
+/// Every `(topic, partition) -> offset` entry of `text` (Kafka's `OffsetCheckpointFile`
+/// format, read from `file`), in file order, as long as the version is 0, the count matches,
+/// every line has three fields, offsets are not negative and no partition appears twice.
+pub fn decode_offset_checkpoint_entries(
+    text: &str,
+    file: &Path,
+) -> Result<Vec<CheckpointEntry>, CheckpointError> {
     let err = |line: usize, reason: String| CheckpointError {
         file: file.to_path_buf(),
         line,
@@ -994,8 +1094,8 @@ pub fn decode_offset_checkpoint(
     let count: usize = count_text
         .parse()
         .map_err(|_| err(2, format!("entry count {count_text:?} is not a number")))?;
-    let mut found = None;
-    let mut entries = 0usize;
+    let mut out = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
     for (i, line) in lines.enumerate() {
         let line_no = i + 3;
         let fields: Vec<&str> = line.split(' ').collect();
@@ -1014,24 +1114,21 @@ pub fn decode_offset_checkpoint(
         if offset < 0 {
             return Err(err(line_no, format!("offset {offset} is negative")));
         }
-        entries += 1;
-        if topic == tp.topic && partition == tp.partition {
-            if found.is_some() {
-                return Err(err(
-                    line_no,
-                    format!("a second entry for {}", tp.dir_name()),
-                ));
-            }
-            found = Some(offset);
+        if !seen.insert((topic, partition)) {
+            return Err(err(
+                line_no,
+                format!("a second entry for {topic}-{partition}"),
+            ));
         }
+        out.push(((topic.to_owned(), partition), offset));
     }
-    if entries != count {
+    if out.len() != count {
         return Err(err(
             2,
-            format!("the file announces {count} entries but holds {entries}"),
+            format!("the file announces {count} entries but holds {}", out.len()),
         ));
     }
-    Ok(found)
+    Ok(out)
 }
 
 #[cfg(test)]

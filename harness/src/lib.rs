@@ -2,7 +2,8 @@
 //!
 //! The on-disk side: [`record_batch`] (Kafka record batch v2 codec), [`segment`] (segment files
 //! and their offset index), [`file_log`] (a partition log on disk implementing the kernel's log
-//! contract), [`recovery`] (what opening a log after a crash repaired), [`error`].
+//! contract), [`log_dir_checkpoints`] (Kafka's log-dir-level offset checkpoints, the node
+//! layout's), [`recovery`] (what opening a log after a crash repaired), [`error`].
 //!
 //! Running the kernel on those logs: [`driver`] (a partition's kernel driven over a cluster
 //! directory), [`mirror_state_log`] (the `__mirror_state` coordinator's log), [`source`] (what
@@ -12,6 +13,7 @@
 
 pub mod error;
 pub mod file_log;
+pub mod log_dir_checkpoints;
 pub mod record_batch;
 pub mod recovery;
 pub mod segment;

@@ -57,9 +57,10 @@ use kmirror_kernel::types::Offset;
 
 use crate::error::{BatchError, CheckpointError, FileLogError};
 use crate::file_log::{
-    decode_offset_checkpoint, encode_offset_checkpoint, FileLogConfig, Persisted, TopicPartition,
-    Verify, HIGH_WATERMARK_FILE, LEADER_EPOCH_FILE, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE,
+    decode_offset_checkpoint, encode_offset_checkpoint, Checkpoints, FileLogConfig, Persisted,
+    TopicPartition, Verify, LEADER_EPOCH_FILE,
 };
+use crate::log_dir_checkpoints::CheckpointKind;
 use crate::record_batch::{
     batch_size_from_prefix, decode_header, CONTROL_FLAG_MASK, LOG_OVERHEAD, MAGIC_V2,
     RECORD_BATCH_OVERHEAD, TRANSACTIONAL_FLAG_MASK,
@@ -431,12 +432,21 @@ fn read_checkpoint_text(dir: &Path, name: &str) -> Result<Option<String>, FileLo
     }
 }
 
+/// The partition's `kind` checkpoint: its log dir's entry (node layout) or, when it has none
+/// (or in the single-partition layout), its own file.
 fn read_offset_checkpoint(
     dir: &Path,
-    name: &'static str,
+    kind: CheckpointKind,
     tp: &TopicPartition,
+    checkpoints: &Checkpoints,
     report: &mut RecoveryReport,
 ) -> Result<Option<Offset>, FileLogError> {
+    if let Checkpoints::LogDir(store) = checkpoints {
+        if let Some(offset) = store.get(kind, tp) {
+            return Ok(Some(offset));
+        }
+    }
+    let name = kind.file_name();
     let Some(text) = read_checkpoint_text(dir, name)? else {
         report.missing_checkpoints.push(name);
         return Ok(None);
@@ -587,6 +597,7 @@ pub(crate) fn recover(
     tp: &TopicPartition,
     config: &FileLogConfig,
     verify: Verify,
+    checkpoints: &Checkpoints,
 ) -> Result<Recovered, FileLogError> {
     let mut report = RecoveryReport::default();
     if !dir.exists() {
@@ -598,9 +609,10 @@ pub(crate) fn recover(
     }
     let bases = list_segments(dir, &mut report)?;
 
-    let ckpt_log_start = read_offset_checkpoint(dir, LOG_START_OFFSET_FILE, tp, &mut report)?;
-    let ckpt_hw = read_offset_checkpoint(dir, HIGH_WATERMARK_FILE, tp, &mut report)?;
-    let ckpt_rp = read_offset_checkpoint(dir, RECOVERY_POINT_FILE, tp, &mut report)?;
+    let mut read = |kind| read_offset_checkpoint(dir, kind, tp, checkpoints, &mut report);
+    let ckpt_log_start = read(CheckpointKind::LogStartOffset)?;
+    let ckpt_hw = read(CheckpointKind::HighWatermark)?;
+    let ckpt_rp = read(CheckpointKind::RecoveryPoint)?;
     let ckpt_epochs = read_epoch_checkpoint(dir, &mut report)?;
     if report.created {
         report.missing_checkpoints.clear();
@@ -612,10 +624,12 @@ pub(crate) fn recover(
             return Err(FileLogError::Inconsistent {
                 dir: dir.to_path_buf(),
                 reason: format!(
-                    "the first segment {} starts at offset {first} but {LOG_START_OFFSET_FILE} \
-                     says the log starts at {log_start}; if the checkpoint is stale, delete it \
-                     to start the log at the first segment",
-                    log_file_name(first)
+                    "the first segment {} starts at offset {first} but {} says the log starts \
+                     at {log_start}; if the checkpoint is stale, delete it (or, in a node \
+                     destination, its line for this partition) to start the log at the first \
+                     segment",
+                    log_file_name(first),
+                    CheckpointKind::LogStartOffset.file_name()
                 ),
             });
         }
@@ -781,17 +795,39 @@ pub(crate) fn recover(
         recovery_point: leo,
         epoch_cache: mem.epoch_cache().clone(),
     };
-    let write_offset = |name: &str, offset: Offset| {
-        segment::write_atomically(dir, name, encode_offset_checkpoint(tp, offset).as_bytes())
+    // In the node layout a repair that lowers (or moves) an offset on disk is written at once;
+    // a raise waits for the log dir's next write, as the log's own raises do.
+    let write_offset = |kind: CheckpointKind, offset: Offset| match checkpoints {
+        Checkpoints::PerPartition => segment::write_atomically(
+            dir,
+            kind.file_name(),
+            encode_offset_checkpoint(tp, offset).as_bytes(),
+        ),
+        Checkpoints::LogDir(store) => {
+            let on_disk = store.on_disk(kind, tp);
+            let lowered = on_disk.is_some_and(|o| o > offset);
+            if lowered || kind == CheckpointKind::LogStartOffset && on_disk.is_some() {
+                store.set_now(kind, tp, offset)
+            } else {
+                store.set(kind, tp, offset);
+                Ok(())
+            }
+        }
     };
-    if ckpt_log_start != Some(log_start) {
-        write_offset(LOG_START_OFFSET_FILE, log_start)?;
-    }
-    if ckpt_hw != Some(hw) {
-        write_offset(HIGH_WATERMARK_FILE, hw)?;
-    }
-    if ckpt_rp != Some(leo) {
-        write_offset(RECOVERY_POINT_FILE, leo)?;
+    for (kind, read, offset) in [
+        (CheckpointKind::LogStartOffset, ckpt_log_start, log_start),
+        (CheckpointKind::HighWatermark, ckpt_hw, hw),
+        (CheckpointKind::RecoveryPoint, ckpt_rp, leo),
+    ] {
+        // A partition read from per-partition files (the older node layout) gets its entries
+        // in the log dir's files even when they do not change.
+        let recorded = match checkpoints {
+            Checkpoints::PerPartition => read,
+            Checkpoints::LogDir(store) => store.get(kind, tp),
+        };
+        if recorded != Some(offset) {
+            write_offset(kind, offset)?;
+        }
     }
     if ckpt_epochs.as_ref() != Some(mem.epoch_cache()) {
         segment::write_atomically(

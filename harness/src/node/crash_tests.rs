@@ -7,10 +7,12 @@
 //! - **the kill itself**, and when the last effect appended a `__mirror_state` record, **a kill
 //!   inside that write**: its batch torn in half (the record was never acknowledged, so nothing
 //!   acted on it);
-//! - **a machine crash** of a copy: every partition log loses a seeded random tail past its
-//!   recovery point and checkpointed high watermark (what [`FlushPolicy::Kafka`] leaves in the
-//!   page cache), cut at a batch boundary or torn inside a batch; `__mirror_state` is fsynced
-//!   before every acknowledgement and loses nothing.
+//! - **a machine crash** of a copy: every partition log loses a seeded random tail past what
+//!   was fsynced (the recovery point the killed driver held in memory, which the log dir's
+//!   checkpoint files, written once per round, may lag: what [`FlushPolicy::Kafka`] leaves in
+//!   the page cache), cut at a batch boundary or torn inside a batch, with the cut segment's
+//!   offset index (never fsynced) cut at a random byte; `__mirror_state` is fsynced before
+//!   every acknowledgement and loses nothing.
 //!
 //! After each: the destination reopens; every partition is a byte prefix of its source
 //! partition (plus, once stopped, the one `MIRROR_PID_RESET`); the persisted states are ones
@@ -18,7 +20,8 @@
 //! restart (re-sending the request, as re-running the command does) converges: every mirrored
 //! partition a byte copy of the source and MIRRORING, every stopped one STOPPED and writable
 //! after exactly its mirrored bytes and one reset, and every log, `__mirror_state` included,
-//! passes a full CRC scan ([`Verify::All`]).
+//! passes a full CRC scan ([`Verify::All`]) with its offsets in the log dir's checkpoint files
+//! (the recovery point at its log end after the close) and none in its own directory.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -34,10 +37,8 @@ use kmirror_kernel::types::{MirrorName, Offset, TopicId};
 
 use super::*;
 use crate::driver::ManualClock;
-use crate::file_log::{
-    decode_offset_checkpoint, FileLog, FileLogConfig, FlushPolicy, TopicPartition, Verify,
-    HIGH_WATERMARK_FILE, RECOVERY_POINT_FILE,
-};
+use crate::file_log::{FileLog, FileLogConfig, FlushPolicy, TopicPartition, Verify};
+use crate::log_dir_checkpoints::{CheckpointKind, LogDirCheckpoints};
 use crate::record_batch::batch_size_from_prefix;
 use crate::wire::fake_broker::{FakeCluster, FakePartition, FakeTopic};
 use crate::wire::{SourceCluster, SourceClusterOptions, TopicSelection};
@@ -223,12 +224,29 @@ fn tear_last_state_write(root: &Path, k: u32) {
     file.set_len((pos + size / 2) as u64).unwrap();
 }
 
+/// Each partition log's recovery point in the driver's memory when it was killed: every batch
+/// below it was fsynced (the log moves it only after an fsync), though the log dir's
+/// checkpoint files, written once per round, may still name less.
+fn fsynced_floors(driver: &NodeDriver) -> BTreeMap<String, Offset> {
+    let mut out = BTreeMap::new();
+    for (name, id, count) in TOPICS {
+        for p in 0..count {
+            if let Some(log) = driver.log(&PartitionKey::new(id, p)) {
+                out.insert(format!("{name}-{p}"), log.recovery_point());
+            }
+        }
+    }
+    out
+}
+
 /// A machine crash: every partition log of `root` (not `__mirror_state`, fsynced before each
-/// acknowledgement) loses a seeded random tail past its recovery point and checkpointed high
-/// watermark, at a batch boundary or inside a batch, later segments gone. Returns how many
-/// tails were cut.
-fn machine_crash(root: &Path, rng: &mut Rng) -> usize {
+/// acknowledgement) loses a seeded random tail past what was fsynced (`floors`, and the
+/// recovery point and high watermark in the log dir's files), at a batch boundary or inside a
+/// batch, later segments gone; the offset index of the cut segment (never fsynced) is cut at
+/// a random byte too. Returns how many tails were cut.
+fn machine_crash(root: &Path, floors: &BTreeMap<String, Offset>, rng: &mut Rng) -> usize {
     let mut cut = 0;
+    let store = LogDirCheckpoints::open(&root.join("data")).unwrap();
     for e in fs::read_dir(root.join("data")).unwrap() {
         let dir = e.unwrap().path();
         let name = dir.file_name().unwrap().to_str().unwrap().to_owned();
@@ -236,14 +254,10 @@ fn machine_crash(root: &Path, rng: &mut Rng) -> usize {
             continue;
         }
         let tp = TopicPartition::from_dir_name(&name).unwrap();
-        let checkpoint = |file: &str| -> Offset {
-            let path = dir.join(file);
-            fs::read_to_string(&path)
-                .ok()
-                .and_then(|t| decode_offset_checkpoint(&t, &path, &tp).ok().flatten())
-                .unwrap_or(0)
-        };
-        let floor = checkpoint(RECOVERY_POINT_FILE).max(checkpoint(HIGH_WATERMARK_FILE));
+        let checkpoint = |kind| store.on_disk(kind, &tp).unwrap_or(0);
+        let floor = checkpoint(CheckpointKind::RecoveryPoint)
+            .max(checkpoint(CheckpointKind::HighWatermark))
+            .max(floors.get(&name).copied().unwrap_or(0));
         let segments = segments(&dir);
         let mut cuts = Vec::new();
         for (i, (_, path)) in segments.iter().enumerate() {
@@ -264,6 +278,16 @@ fn machine_crash(root: &Path, rng: &mut Rng) -> usize {
             .open(&segments[i].1)
             .unwrap();
         file.set_len(pos as u64).unwrap();
+        let index = dir.join(format!("{:020}.index", segments[i].0));
+        if let Ok(len) = fs::metadata(&index).map(|m| m.len()) {
+            let index_len = rng.below(len as usize + 1) as u64;
+            fs::OpenOptions::new()
+                .write(true)
+                .open(&index)
+                .unwrap()
+                .set_len(index_len)
+                .unwrap();
+        }
         for (base, path) in &segments[i + 1..] {
             fs::remove_file(path).unwrap();
             let _ = fs::remove_file(dir.join(format!("{base:020}.index")));
@@ -409,11 +433,34 @@ fn check_converged(
     }
     driver.close().unwrap();
     let config = FileLogConfig::default();
-    for e in fs::read_dir(root.join("data")).unwrap() {
+    let data = root.join("data");
+    let store = std::sync::Arc::new(LogDirCheckpoints::open(&data).unwrap());
+    assert!(!store.is_dirty());
+    for e in fs::read_dir(&data).unwrap() {
         let dir = e.unwrap().path();
         if dir.is_dir() {
-            FileLog::open_dir_with(&dir, config, Verify::All)
-                .unwrap_or_else(|e| panic!("{what}: {} fails the full scan: {e}", dir.display()));
+            let tp =
+                TopicPartition::from_dir_name(dir.file_name().unwrap().to_str().unwrap()).unwrap();
+            for kind in CheckpointKind::ALL {
+                assert!(
+                    !dir.join(kind.file_name()).exists(),
+                    "{what}: {} has a per-partition {}",
+                    dir.display(),
+                    kind.file_name()
+                );
+            }
+            let (log, report) =
+                FileLog::open_in_log_dir(&data, tp, config, Verify::All, store.clone())
+                    .unwrap_or_else(|e| {
+                        panic!("{what}: {} fails the full scan: {e}", dir.display())
+                    });
+            assert!(report.is_clean(), "{what}: {}: {report:?}", dir.display());
+            assert_eq!(
+                store.on_disk(CheckpointKind::RecoveryPoint, log.topic_partition()),
+                Some(log.log_end_offset()),
+                "{what}: {}: close checkpoints the recovery point",
+                dir.display()
+            );
         }
     }
     let reopened = NodeDriver::open(root, None, options(None)).unwrap();
@@ -450,13 +497,14 @@ fn a_kill_after_every_effect_of_mirroring_many_partitions() {
             continue;
         }
         let torn = driver.last_state_write();
+        let floors = fsynced_floors(&driver);
         drop(driver); // SIGKILL
         tally.kills += 1;
         let what = format!("mirroring (--flush {flush}), kill after effect {n}");
 
         let copy = tmp.path().join("machine-crash");
         copy_dir(&root, &copy);
-        tally.tails_cut += machine_crash(&copy, &mut rng);
+        tally.tails_cut += machine_crash(&copy, &floors, &mut rng);
         tally.machine_crashes += 1;
         let crashed = format!("{what}, machine crash");
         check_after_kill(&copy, &sources, &[], &crashed);
@@ -499,13 +547,14 @@ fn a_kill_after_every_effect_of_stopping_one_topic() {
             break;
         }
         let torn = driver.last_state_write();
+        let floors = fsynced_floors(&driver);
         drop(driver); // SIGKILL
         tally.kills += 1;
         let what = format!("stop, kill after effect {n}");
 
         let copy = tmp.path().join("machine-crash");
         copy_dir(&root, &copy);
-        tally.tails_cut += machine_crash(&copy, &mut rng);
+        tally.tails_cut += machine_crash(&copy, &floors, &mut rng);
         tally.machine_crashes += 1;
         let crashed = format!("{what}, machine crash");
         check_after_kill(&copy, &sources, &[ORDERS], &crashed);

@@ -11,12 +11,39 @@
 //!   status.json                 the last per-partition status a `kmirror mirror --topics` run
 //!                               wrote (source positions, for the lag `kmirror status` shows)
 //!   data/                       the node's log dir (Kafka's `log.dirs`)
-//!     <topic>-<partition>/      one FileLog per partition of every mirrored topic
+//!     recovery-point-offset-checkpoint   one line per partition of the log dir: its
+//!     replication-offset-checkpoint      recovery point, high watermark and log start
+//!     log-start-offset-checkpoint        offset (Kafka's log-dir-level files, below)
+//!     <topic>-<partition>/      one FileLog per partition of every mirrored topic: its
+//!                               segments (`<base>.log`, `<base>.index`) and its own
+//!                               `leader-epoch-checkpoint`, as in Kafka
 //!     __mirror_state-<k>/       partition k of __mirror_state, k in 0..mirror_state.partitions;
 //!                               the state of a mirrored partition lives on partition
 //!                               murmur2(key) % mirror_state.partitions (the kernel's
 //!                               `mirror_state_partition`)
 //! ```
+//!
+//! # The log dir's checkpoints
+//!
+//! As Kafka's `LogManager`, the node keeps **one** `recovery-point-offset-checkpoint`, one
+//! `replication-offset-checkpoint` and one `log-start-offset-checkpoint` in `data/` for every
+//! partition it holds, `__mirror_state` included ([`LogDirCheckpoints`](crate::log_dir_checkpoints)):
+//! Kafka's `OffsetCheckpointFile` text (`0`, the entry count, then `<topic> <partition>
+//! <offset>` lines), each written atomically (temporary file, fsync, rename, directory fsync)
+//! for all partitions at once: after opening the logs, once per fetch round when something
+//! changed, and at close; a truncation that lowers a partition's recovery point or high
+//! watermark, or moves its log start, writes the file before it changes the segments. A
+//! partition's `leader-epoch-checkpoint` stays in its directory (Kafka's place); its offset
+//! indexes are not fsynced (recovery checks each against its segment and rebuilds a bad one).
+//! What may lag on disk and why is argued in the [driver](super::driver)'s documentation.
+//!
+//! **The older layout** (`format=kmirror-node-1`, written by earlier versions) kept the three
+//! offset files in every partition directory, one entry each. It is read and migrated on open:
+//! a partition with no line in the log dir's files takes its offsets from its own files; once
+//! the log dir's files hold every partition (fsynced), the per-partition files are removed and
+//! `node.properties` is rewritten with `format=kmirror-node-2`. A crash part-way leaves the
+//! older format and the migration runs again. An older kmirror refuses the new format (its
+//! `format` check) rather than misreading it.
 //!
 //! **One replica per partition.** The node is the leader of every partition it holds and there
 //! are no followers: a partition's high watermark is its log end offset. The in-process
@@ -33,7 +60,7 @@
 //!
 //! | key | meaning |
 //! |---|---|
-//! | `format` | `kmirror-node-1` (required first; anything else is refused) |
+//! | `format` | `kmirror-node-2` (required; `kmirror-node-1`, the older layout, is migrated on open; anything else is refused) |
 //! | `broker.id` | the node's broker id (the replica id of its partitions) |
 //! | `source.bootstrap` | the source cluster's bootstrap addresses (`host:port,...`) |
 //! | `mirror_state.partitions` | the partition count of `__mirror_state` (fixed at creation) |
@@ -52,6 +79,7 @@ use kmirror_kernel::types::{LeaderEpoch, MirrorName, PartitionIndex, TopicId};
 
 use crate::driver::cluster::{check_topic, parse_topic_id, topic_id_hex};
 use crate::file_log::{FileLogConfig, TopicPartition};
+use crate::log_dir_checkpoints::CheckpointKind;
 use crate::segment;
 
 use super::NodeError;
@@ -59,7 +87,10 @@ use super::NodeError;
 /// File name of the node's metadata.
 pub const NODE_FILE: &str = "node.properties";
 /// The value of `format` this version writes and reads.
-pub const NODE_FORMAT: &str = "kmirror-node-1";
+pub const NODE_FORMAT: &str = "kmirror-node-2";
+/// The older `format`, read and migrated on open: every partition directory kept its own
+/// recovery-point, high-watermark and log-start-offset checkpoint files.
+pub const NODE_FORMAT_PER_PARTITION_CHECKPOINTS: &str = "kmirror-node-1";
 /// The node's log dir, under the destination directory.
 pub const LOG_DIR: &str = "data";
 /// File name of the lock file.
@@ -284,12 +315,15 @@ impl NodeMeta {
                 other => return Err(bad(line_no, format!("unknown key {other:?}"))),
             }
         }
-        if format.as_deref() != Some(NODE_FORMAT) {
+        if format.as_deref() != Some(NODE_FORMAT)
+            && format.as_deref() != Some(NODE_FORMAT_PER_PARTITION_CHECKPOINTS)
+        {
             return Err(bad(
                 0,
                 format!(
-                    "format is {format:?}, not {NODE_FORMAT:?}; this is not a node destination \
-                     this kmirror can read"
+                    "format is {format:?}, not {NODE_FORMAT:?} (or the older \
+                     {NODE_FORMAT_PER_PARTITION_CHECKPOINTS:?}, migrated on open); this is not a \
+                     node destination this kmirror can read"
                 ),
             ));
         }
@@ -321,6 +355,8 @@ impl NodeMeta {
 pub struct NodeDest {
     root: PathBuf,
     meta: NodeMeta,
+    /// `node.properties` still says [`NODE_FORMAT_PER_PARTITION_CHECKPOINTS`].
+    per_partition_checkpoints: bool,
     _lock: File,
 }
 
@@ -366,6 +402,7 @@ impl NodeDest {
         let dest = NodeDest {
             root: root.to_path_buf(),
             meta,
+            per_partition_checkpoints: false,
             _lock: lock,
         };
         dest.save()?;
@@ -390,11 +427,51 @@ impl NodeDest {
         }
         let lock = lock(root)?;
         let meta = Self::read_meta(root)?;
+        let text = fs::read_to_string(&file).map_err(|e| io("read", &file, e))?;
+        let per_partition_checkpoints = text
+            .lines()
+            .any(|l| l.trim() == format!("format={NODE_FORMAT_PER_PARTITION_CHECKPOINTS}"));
         Ok(NodeDest {
             root: root.to_path_buf(),
             meta,
+            per_partition_checkpoints,
             _lock: lock,
         })
+    }
+
+    /// Whether the destination is in the older layout ([`NODE_FORMAT_PER_PARTITION_CHECKPOINTS`]):
+    /// its partitions' offsets are read from per-partition files until
+    /// [`NodeDest::finish_migration`].
+    pub fn has_per_partition_checkpoints(&self) -> bool {
+        self.per_partition_checkpoints
+    }
+
+    /// Ends the migration from the older layout, once every partition's offsets are in the
+    /// log dir's checkpoint files (fsynced): removes the per-partition checkpoint files of
+    /// every partition directory, then writes `node.properties` with [`NODE_FORMAT`]. A crash
+    /// part-way leaves the older format, and the next open does it again.
+    pub fn finish_migration(&mut self) -> Result<(), NodeError> {
+        if !self.per_partition_checkpoints {
+            return Ok(());
+        }
+        let log_dir = self.log_dir();
+        for entry in fs::read_dir(&log_dir).map_err(|e| io("list", &log_dir, e))? {
+            let dir = entry.map_err(|e| io("list", &log_dir, e))?.path();
+            if !dir.is_dir() {
+                continue;
+            }
+            for kind in CheckpointKind::ALL {
+                let path = dir.join(kind.file_name());
+                match fs::remove_file(&path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(io("delete", &path, e)),
+                }
+            }
+        }
+        self.save()?;
+        self.per_partition_checkpoints = false;
+        Ok(())
     }
 
     /// Reads `node.properties` of `root` without locking (for a status while another process

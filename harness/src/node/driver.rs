@@ -8,7 +8,7 @@
 //! | effect | executed as |
 //! |---|---|
 //! | `ReadState` | read from the coordinator of `__mirror_state` partition `mirror_state_partition(key)`, answered as `CoordinatorAnswer` |
-//! | `WriteState` / `WriteLastMirroredEpoch` | the partition's log flushed; fenced by that coordinator, appended to its `__mirror_state-<k>` and fsynced, then answered |
+//! | `WriteState` / `WriteLastMirroredEpoch` | the partition's log flushed; fenced by that coordinator, appended to its `__mirror_state-<k>` and fsynced, then answered (the flush rules below) |
 //! | `QueryLastMirroredEpoch` | a stock Kafka source keeps no `__mirror_state`: "no LME" with the source's log start offset (ListOffsets earliest, every pending query of a round in one request per broker), as [`KafkaSource`](crate::wire::KafkaSource) answers |
 //! | `Log(_)` | `apply_log_effect` on the partition's [`FileLog`], with its share of the fetched batches byte for byte; then its high watermark moves to its log end offset (one replica) and a partition waiting for its `MIRROR_PID_RESET` to commit hears `HighWatermarkAdvanced` |
 //! | `BumpLeaderEpoch` | the partition's leader epoch in `node.properties` (atomically) |
@@ -35,9 +35,35 @@
 //!
 //! **No clock**: every call takes `now_ms` from the caller; [`NodeDriver::run`] takes a
 //! [`Clock`].
+//!
+//! # What is on disk when: the flush rules
+//!
+//! A node holds many partitions, so what it fsyncs per partition decides its speed (BENCHMARKS.md
+//! section 8). The rules, from what a crash can take back and what the source can serve again:
+//!
+//! | what | on disk (fsynced) | why that is enough |
+//! |---|---|---|
+//! | a `__mirror_state` record (state, LME) | before the completion is fed to the kernel ([`StatePartition`]: appended, fsynced, then answered) | persist first, act after: the kernel acts on a completion only once nothing can take it back |
+//! | a partition's log, up to its end | before each `__mirror_state` write of that partition (`flush_log`: the `.log` fdatasynced; the epoch checkpoint written atomically if it changed) | a record never acknowledges data a crash can lose: the LME record's offset, and STOPPED after the `MIRROR_PID_RESET`, name fsynced bytes |
+//! | `MIRROR_PID_RESET`, ABORT markers (leader appends) | before the append returns (`--flush kafka` and `every-append`) | this cluster's own decision: no source holds it; STOPPED is written only after it (flushed again with the log) |
+//! | truncations (LME, LSO, divergence) | before the truncation returns; a lowered recovery point or high watermark, or a new log start, is written to the log dir's checkpoint files *before* the segment changes | the kernel names the new end in records it writes next; a recovery point left above a cut would make recovery trust later, unflushed bytes |
+//! | mirrored batches (follower appends), one write per partition per fetch round | **no** (`--flush kafka`): at a segment roll, before a `__mirror_state` write of the partition, and at close | a machine crash loses at most the unflushed tail: recovery verifies from the recovery point on and cuts a torn tail, and the fetcher fetches it again from the recovered log end, byte for byte at the same offsets. A SIGKILL loses nothing (the page cache survives) |
+//! | the offset index | never fsynced | derived data: recovery checks every index against its segment's batches and rebuilds one that does not match |
+//! | the leader-epoch checkpoint | after a follower append that changed the epoch cache, at the next flush, before the recovery point passes the new entry (written atomically) | recovery rebuilds the cache from the batches and only checks the checkpoint below the recovery point, so it may lag the unflushed tail; it may not lag the flushed part |
+//! | recovery points, high watermarks, log start offsets | in the log dir's three checkpoint files, every partition's line in one atomic write per file: after opening the logs, at the start of every fetch round when one moved (group commit), at close; lowered or moved ones at once (above) | the log raises its recovery point in memory only after the fsync, so the file never names unflushed data; lagging only makes recovery verify more. The high watermark is re-derived on restart (one replica: the leader's HW moves to its LEO) |
+//!
+//! `--flush every-append` fsyncs every append before it returns as well (and records every
+//! high-watermark change, written with the next round's checkpoint write); the rules above
+//! still hold. So after any crash: recovery succeeds (or refuses with a typed error when
+//! something below the recovery point is damaged), each log is a byte prefix of its source
+//! (plus this node's own markers), nothing a `__mirror_state` record acknowledges is lost, and
+//! a restart fetches the rest. `harness/src/node/crash_tests.rs` checks this after a kill at
+//! every effect, a torn `__mirror_state` write and a machine crash that cuts every unflushed
+//! tail and tears offset indexes.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
+use std::sync::Arc;
 
 use kmirror_kernel::apply::apply_log_effect;
 use kmirror_kernel::config::{FetchIsolation, MirrorConfig};
@@ -60,7 +86,8 @@ use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::{MirrorName, MirrorPartition, PartitionIndex, TopicId};
 
 use crate::driver::Clock;
-use crate::file_log::{FileLog, FlushPolicy};
+use crate::file_log::{FileLog, FlushPolicy, Verify};
+use crate::log_dir_checkpoints::LogDirCheckpoints;
 use crate::record_batch::RawBatch;
 use crate::source::SourcePosition;
 use crate::wire::client::EARLIEST_TIMESTAMP;
@@ -173,6 +200,8 @@ pub struct NodeDriver {
     node: NodeMirror,
     logs: BTreeMap<PartitionKey, FileLog>,
     states: BTreeMap<u32, StatePartition>,
+    /// The log dir's recovery points, high watermarks and log start offsets.
+    checkpoints: Arc<LogDirCheckpoints>,
     source: Option<SourceCluster>,
     queue: VecDeque<Queued>,
     pending_lme: BTreeMap<PartitionKey, RequestId>,
@@ -227,12 +256,21 @@ impl NodeDriver {
         })?;
         let mut log_config = dest.file_log_config();
         log_config.flush = options.flush;
+        let log_dir = dest.log_dir();
+        let checkpoints =
+            Arc::new(
+                LogDirCheckpoints::open(&log_dir).map_err(|source| NodeError::Log {
+                    dir: log_dir.clone(),
+                    source: Box::new(source),
+                })?,
+            );
         let mut states = BTreeMap::new();
         for k in 0..meta.mirror_state_partitions {
             let table = options.mirror.transitions.clone();
+            let store = Arc::clone(&checkpoints);
             states.insert(
                 k,
-                StatePartition::open(&dest.log_dir(), k, table, log_config)?,
+                StatePartition::open(&log_dir, k, table, log_config, store)?,
             );
         }
         let mut driver = NodeDriver {
@@ -241,6 +279,7 @@ impl NodeDriver {
             node,
             logs: BTreeMap::new(),
             states,
+            checkpoints,
             source,
             queue: VecDeque::new(),
             pending_lme: BTreeMap::new(),
@@ -259,7 +298,23 @@ impl NodeDriver {
         for (name, topic) in &meta.topics {
             driver.open_logs(name, topic.topic_id, 0..topic.partitions)?;
         }
+        // Every log's recovered offsets in the log dir's files, then (older layout) the
+        // per-partition files they were read from go.
+        driver.write_checkpoints()?;
+        driver.dest.finish_migration()?;
         Ok(driver)
+    }
+
+    /// Writes the log dir's checkpoint files whose entries changed (one atomic write per file
+    /// for every partition): see the [module documentation](self).
+    fn write_checkpoints(&self) -> Result<(), NodeError> {
+        self.checkpoints
+            .write()
+            .map(|_| ())
+            .map_err(|source| NodeError::Log {
+                dir: self.checkpoints.dir().to_path_buf(),
+                source: Box::new(source),
+            })
     }
 
     fn open_logs(
@@ -289,13 +344,17 @@ impl NodeDriver {
                     ),
                 });
             }
-            let (log, _report) =
-                FileLog::open(&self.dest.log_dir(), tp, config).map_err(|source| {
-                    NodeError::Log {
-                        dir,
-                        source: Box::new(source),
-                    }
-                })?;
+            let (log, _report) = FileLog::open_in_log_dir(
+                &self.dest.log_dir(),
+                tp,
+                config,
+                Verify::FromRecoveryPoint,
+                Arc::clone(&self.checkpoints),
+            )
+            .map_err(|source| NodeError::Log {
+                dir,
+                source: Box::new(source),
+            })?;
             self.logs.insert(key, log);
         }
         Ok(())
@@ -617,6 +676,11 @@ impl NodeDriver {
     /// One fetch round: every ready coalesced fetch, sent as one call to the source cluster
     /// (one Fetch per source broker); the answers are queued. False when nothing was sent.
     fn fetch_round(&mut self) -> Result<bool, NodeError> {
+        if self.source.is_none() {
+            return Ok(false);
+        }
+        // Group commit of the offsets the last round's flushes moved: one write per file.
+        self.write_checkpoints()?;
         let Some(source) = self.source.as_mut() else {
             return Ok(false);
         };
@@ -1237,12 +1301,21 @@ impl NodeDriver {
         for (_, state) in self.states {
             state.close()?;
         }
-        Ok(())
+        self.checkpoints
+            .write()
+            .map(|_| ())
+            .map_err(|source| NodeError::Log {
+                dir: self.checkpoints.dir().to_path_buf(),
+                source: Box::new(source),
+            })
     }
 }
 
-/// Most threads [`NodeDriver::close`] closes partition logs on.
-pub const CLOSE_THREADS: usize = 8;
+/// Most threads [`NodeDriver::close`] closes partition logs on. The work is fsyncs, which
+/// wait on the disk rather than the CPU: the block layer merges the cache flushes of
+/// concurrent fsyncs, so more threads than cores pay off (32 against 8 halved the close of
+/// 1,000 partitions in the `node_mirroring` bench).
+pub const CLOSE_THREADS: usize = 32;
 
 /// Closes `logs` in order, stopping at the first error.
 fn close_logs(logs: Vec<FileLog>) -> Result<(), NodeError> {

@@ -9,6 +9,7 @@
 //! [`mirror_state_partition`](kmirror_kernel::partitioner::mirror_state_partition).
 
 use std::path::Path;
+use std::sync::Arc;
 
 use kmirror_kernel::coordinator::{Coordinator, WriteRefused};
 use kmirror_kernel::log::{LogView, PartitionLog};
@@ -18,7 +19,8 @@ use kmirror_kernel::records::{
 use kmirror_kernel::state::TransitionTable;
 use kmirror_kernel::types::{MirrorPartition, Offset, StateEpoch};
 
-use crate::file_log::{FileLog, FileLogConfig, FlushPolicy, TopicPartition};
+use crate::file_log::{FileLog, FileLogConfig, FlushPolicy, TopicPartition, Verify};
+use crate::log_dir_checkpoints::LogDirCheckpoints;
 use crate::mirror_state_log::{batch_parts, MirrorStateLogError, MIRROR_STATE_TOPIC};
 use crate::record_batch::RawBatch;
 
@@ -33,13 +35,15 @@ pub struct StatePartition {
 }
 
 impl StatePartition {
-    /// Opens (creating if needed) `log_dir/__mirror_state-<partition>/`, recovering it, and
-    /// replays its records into a coordinator fencing with `table`.
+    /// Opens (creating if needed) `log_dir/__mirror_state-<partition>/`, recovering it (its
+    /// offsets in the log dir's `checkpoints`), and replays its records into a coordinator
+    /// fencing with `table`.
     pub fn open(
         log_dir: &Path,
         partition: u32,
         table: TransitionTable,
         config: FileLogConfig,
+        checkpoints: Arc<LogDirCheckpoints>,
     ) -> Result<Self, NodeError> {
         let index = i32::try_from(partition).map_err(|_| NodeError::Invalid {
             message: format!("__mirror_state partition {partition} is out of range"),
@@ -50,7 +54,8 @@ impl StatePartition {
         };
         let dir = log_dir.join(tp.dir_name());
         let (log, _report) =
-            FileLog::open(log_dir, tp, config).map_err(|source| NodeError::Log {
+            FileLog::open_in_log_dir(log_dir, tp, config, Verify::FromRecoveryPoint, checkpoints)
+                .map_err(|source| NodeError::Log {
                 dir: dir.clone(),
                 source: Box::new(source),
             })?;

@@ -320,13 +320,14 @@ fn a_stop_after_a_restart_keeps_batches_above_the_checkpointed_high_watermark() 
     driver.close().unwrap();
     // The HW checkpoint lags the log, as after a crash between checkpoints.
     let tp = crate::file_log::TopicPartition::new("orders", 0).unwrap();
-    std::fs::write(
-        root.join("data")
-            .join(tp.dir_name())
-            .join(crate::file_log::HIGH_WATERMARK_FILE),
-        crate::file_log::encode_offset_checkpoint(&tp, 0),
-    )
-    .unwrap();
+    crate::log_dir_checkpoints::LogDirCheckpoints::open(&root.join("data"))
+        .unwrap()
+        .set_now(
+            crate::log_dir_checkpoints::CheckpointKind::HighWatermark,
+            &tp,
+            0,
+        )
+        .unwrap();
 
     let mut driver = NodeDriver::open(&root, None, options()).unwrap();
     let results = driver
@@ -371,4 +372,89 @@ fn close_flushes_every_partition_log_on_its_threads() {
         assert_eq!(log.log_end_offset(), end, "{key}");
         assert_eq!(log.recovery_point(), end, "{key}: flushed at close");
     }
+}
+
+#[test]
+fn a_destination_in_the_older_per_partition_checkpoint_layout_is_migrated_on_open() {
+    use crate::file_log::{encode_offset_checkpoint, TopicPartition};
+    use crate::log_dir_checkpoints::{CheckpointKind, LogDirCheckpoints};
+    let fake = fake();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("west");
+    let (driver, _) = mirrored(&fake, &root);
+    let keys: Vec<PartitionKey> = [(ORDERS, 3), (PAY_EU, 2)]
+        .iter()
+        .flat_map(|&(t, n)| (0..n).map(move |p| PartitionKey::new(t, p)))
+        .collect();
+    let ends: Vec<i64> = keys
+        .iter()
+        .map(|k| driver.log(k).unwrap().log_end_offset())
+        .collect();
+    driver.close().unwrap();
+
+    // Rewrite it as kmirror-node-1 wrote it: each partition directory with its own three
+    // offset files, none in the log dir.
+    let data = root.join("data");
+    let store = LogDirCheckpoints::open(&data).unwrap();
+    let mut dirs = 0;
+    for e in std::fs::read_dir(&data).unwrap() {
+        let path = e.unwrap().path();
+        if !path.is_dir() {
+            continue;
+        }
+        let tp =
+            TopicPartition::from_dir_name(path.file_name().unwrap().to_str().unwrap()).unwrap();
+        for kind in CheckpointKind::ALL {
+            let offset = store.get(kind, &tp).unwrap();
+            std::fs::write(
+                path.join(kind.file_name()),
+                encode_offset_checkpoint(&tp, offset),
+            )
+            .unwrap();
+        }
+        dirs += 1;
+    }
+    assert_eq!(
+        dirs,
+        5 + 4,
+        "five partitions and four __mirror_state partitions"
+    );
+    for kind in CheckpointKind::ALL {
+        std::fs::remove_file(data.join(kind.file_name())).unwrap();
+    }
+    let props = root.join(super::dest::NODE_FILE);
+    let text = std::fs::read_to_string(&props).unwrap();
+    std::fs::write(
+        &props,
+        text.replace("format=kmirror-node-2", "format=kmirror-node-1"),
+    )
+    .unwrap();
+
+    let driver = NodeDriver::open(&root, None, options()).unwrap();
+    for (key, end) in keys.iter().zip(&ends) {
+        assert_eq!(driver.log(key).unwrap().log_end_offset(), *end, "{key}");
+        assert_eq!(driver.persisted_state(key), MirrorState::Mirroring, "{key}");
+    }
+    assert!(std::fs::read_to_string(&props)
+        .unwrap()
+        .contains("format=kmirror-node-2\n"));
+    let store = LogDirCheckpoints::open(&data).unwrap();
+    for e in std::fs::read_dir(&data).unwrap() {
+        let path = e.unwrap().path();
+        if !path.is_dir() {
+            continue;
+        }
+        let tp =
+            TopicPartition::from_dir_name(path.file_name().unwrap().to_str().unwrap()).unwrap();
+        for kind in CheckpointKind::ALL {
+            assert!(!path.join(kind.file_name()).exists(), "{}", path.display());
+            assert!(store.get(kind, &tp).is_some(), "{tp:?} {kind:?}");
+        }
+    }
+    let tp = TopicPartition::new("orders", 0).unwrap();
+    assert_eq!(
+        store.get(CheckpointKind::RecoveryPoint, &tp),
+        Some(ends[0]),
+        "the recovery point read from the partition's own file"
+    );
 }
