@@ -8,9 +8,11 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, ValueEnum};
 use kmirror_kernel::config::{FetchIsolation, StopOrder, StopStrategy, TruncationQuorum};
 use kmirror_kernel::mutant::Mutant;
+use kmirror_model::config::EpochLead;
 use kmirror_model::runner::{self, CheckReport, RunOptions};
 use kmirror_model::swarm::{self, SimulateOptions};
 use kmirror_model::trace::Trace;
+use kmirror_model::world::ClusterId;
 use kmirror_model::ModelConfig;
 
 /// Where `check` and `simulate` save counterexamples unless `--save-dir` says otherwise (under
@@ -76,6 +78,10 @@ pub struct ModelArgs {
     /// property no_sync_write_after_stop).
     #[arg(long, default_value_t = 0)]
     sync_steps: u8,
+    /// Which cluster's leader-epoch counter starts ahead, and by how much (`a:N` or `b:N`;
+    /// `a:1` is the default world, `a:0` makes the epochs tie).
+    #[arg(long, value_name = "a:N|b:N", default_value = "a:1", value_parser = parse_epoch_lead)]
+    epoch_lead: EpochLead,
     /// Check a deliberately broken kernel (a build with `--features mutants` only).
     #[arg(long, value_name = "NAME", value_parser = mutant_parser())]
     mutant: Option<Mutant>,
@@ -86,6 +92,22 @@ pub struct ModelArgs {
 fn mutant_parser() -> impl TypedValueParser<Value = Mutant> {
     PossibleValuesParser::new(Mutant::ALL.map(|m| PossibleValue::new(m.name()).help(m.help())))
         .try_map(|name| name.parse::<Mutant>())
+}
+
+/// `--epoch-lead`: a cluster (`a` or `b`), a colon, its initial leader epoch.
+fn parse_epoch_lead(s: &str) -> Result<EpochLead, String> {
+    let (cluster, by) = s
+        .split_once(':')
+        .ok_or_else(|| format!("`{s}` is not CLUSTER:N (e.g. a:5 or b:5)"))?;
+    let cluster = match cluster {
+        "a" | "A" => ClusterId::A,
+        "b" | "B" => ClusterId::B,
+        other => return Err(format!("cluster `{other}` is neither a nor b")),
+    };
+    let by = by
+        .parse()
+        .map_err(|_| format!("epoch lead `{by}` is not a number from 0 to 255"))?;
+    Ok(EpochLead { cluster, by })
 }
 
 /// `--stop-order`: one order, or all 24.
@@ -143,6 +165,7 @@ impl ModelArgs {
             unclean_elections: self.unclean,
             liveness_bound: self.liveness_bound,
             sync_steps: self.sync_steps,
+            epoch_lead: self.epoch_lead,
             ..ModelConfig::default_check()
         }
         .with_stop_strategy(match self.stop_strategy {

@@ -65,11 +65,15 @@ pub enum Mutant {
     /// The node manager: a partition's completed part of a coalesced fetch response is handed
     /// to the next partition of the request (in key order, cyclically).
     FetchPartToWrongPartition,
+    /// The fetcher bumps the destination's epoch only when a fetched epoch is strictly above
+    /// it: a mirrored batch at the destination's own epoch is appended (visible when the two
+    /// clusters' epochs tie, `--epoch-lead a:0`).
+    EpochTieNotBumped,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 19] = [
+    pub const ALL: [Mutant; 20] = [
         Mutant::SkipIsrWait,
         Mutant::ActBeforePersist,
         Mutant::SkipEpochBump,
@@ -89,6 +93,7 @@ impl Mutant {
         Mutant::CoalescedFetchDropsAfterFailure,
         Mutant::StopRoutedToEveryTopic,
         Mutant::FetchPartToWrongPartition,
+        Mutant::EpochTieNotBumped,
     ];
 
     /// The mutants of the node manager (`kernel/src/node/`): only the node model
@@ -127,6 +132,7 @@ impl Mutant {
             Mutant::CoalescedFetchDropsAfterFailure => "coalesced-fetch-drops-after-failure",
             Mutant::StopRoutedToEveryTopic => "stop-routed-to-every-topic",
             Mutant::FetchPartToWrongPartition => "fetch-part-to-wrong-partition",
+            Mutant::EpochTieNotBumped => "epoch-tie-not-bumped",
         }
     }
 
@@ -170,6 +176,10 @@ impl Mutant {
             }
             Mutant::FetchPartToWrongPartition => {
                 "The node hands a fetch part to the next partition of the request (needs --node)"
+            }
+            Mutant::EpochTieNotBumped => {
+                "A mirrored batch at the destination's own epoch is appended without a bump \
+                 (needs --epoch-lead a:0)"
             }
         }
     }

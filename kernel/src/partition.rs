@@ -814,7 +814,11 @@ impl PartitionMirror {
                 last_epoch,
             } => {
                 let leader_epoch = self.leadership.as_ref().map_or(0, |l| l.leader_epoch);
-                let source_ahead = last_epoch.is_some_and(|e| e >= leader_epoch);
+                let source_ahead = if mutant::active(config.mutant, Mutant::EpochTieNotBumped) {
+                    last_epoch.is_some_and(|e| e > leader_epoch)
+                } else {
+                    last_epoch.is_some_and(|e| e >= leader_epoch)
+                };
                 if next_offset > leo
                     && source_ahead
                     && !mutant::active(config.mutant, Mutant::SkipEpochBump)

@@ -7,6 +7,41 @@ use kmirror_kernel::mutant::Mutant;
 use kmirror_kernel::state::TransitionTable;
 use serde::{Deserialize, Serialize};
 
+use crate::world::ClusterId;
+
+/// One cluster's leader-epoch counter started ahead of the other's: the clusters' epochs are
+/// independent counters, so either may run far ahead (the destination must then bump its own
+/// above every mirrored epoch, or need no bump at all).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+pub struct EpochLead {
+    /// The cluster whose counter starts ahead.
+    pub cluster: ClusterId,
+    /// Its initial leader epoch (the other cluster's is 0); each starts at one more when its
+    /// first leader is elected.
+    pub by: u8,
+}
+
+impl EpochLead {
+    /// The initial leader epoch (before the first election) of cluster `c`.
+    pub fn initial_epoch(self, c: ClusterId) -> i32 {
+        if c == self.cluster {
+            i32::from(self.by)
+        } else {
+            0
+        }
+    }
+}
+
+impl Default for EpochLead {
+    /// A one ahead (the model's world before the knob existed).
+    fn default() -> Self {
+        EpochLead {
+            cluster: ClusterId::A,
+            by: 1,
+        }
+    }
+}
+
 /// Bounds on the nondeterminism the checker explores, and the kernel variant under test.
 ///
 /// Every bound is a budget consumed by the corresponding action, so the state space is finite.
@@ -41,6 +76,11 @@ pub struct ModelConfig {
     /// the model entirely, so the pinned state counts do not change.
     #[serde(default)]
     pub sync_steps: u8,
+    /// Which cluster's controller starts its leader-epoch counter ahead, and by how much
+    /// (`--epoch-lead a:N|b:N`). The default, A by one, is the world the pinned state counts
+    /// were measured in: mirrored batches carry epochs the destination has not reached.
+    #[serde(default)]
+    pub epoch_lead: EpochLead,
     /// The kernel variant.
     pub kernel: MirrorConfig,
 }
@@ -63,6 +103,7 @@ impl ModelConfig {
             unclean_elections: false,
             liveness_bound: 200,
             sync_steps: 0,
+            epoch_lead: EpochLead::default(),
             // docs/design.md 5.3: read-committed fetches. A stop can still cut a transaction in half: the
             // fetcher copies it batch by batch (see FINDINGS.md).
             kernel: MirrorConfig::default(),
@@ -87,6 +128,12 @@ impl ModelConfig {
     /// This configuration with `steps` metadata sync rounds.
     pub fn with_sync_steps(mut self, steps: u8) -> Self {
         self.sync_steps = steps;
+        self
+    }
+
+    /// This configuration with cluster `cluster`'s initial leader epoch `by` above the other's.
+    pub fn with_epoch_lead(mut self, cluster: ClusterId, by: u8) -> Self {
+        self.epoch_lead = EpochLead { cluster, by };
         self
     }
 

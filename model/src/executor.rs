@@ -109,6 +109,10 @@ impl World {
                         if self.stored_state(c) != MirrorState::Mirroring {
                             self.violate(Violation::FetchedOutsideMirroring);
                         }
+                        let epoch = self.cluster(c).leader_epoch;
+                        if fetched.iter().any(|b| b.partition_leader_epoch >= epoch) {
+                            self.violate(Violation::MirroredEpochNotBelowLeaderEpoch);
+                        }
                         &[MirrorState::Mirroring]
                     }
                     LogEffect::TruncateTo { .. } | LogEffect::TruncateFullyAndStartAt { .. } => &[

@@ -63,6 +63,12 @@ pub fn all() -> Vec<Property<MirrorModel>> {
             },
         ),
         Property::always(
+            "mirrored_epochs_below_leader_epoch",
+            |_: &MirrorModel, w: &World| {
+                no_violation(w, Violation::MirroredEpochNotBelowLeaderEpoch)
+            },
+        ),
+        Property::always(
             "local_writes_after_stop_above_lme",
             |_: &MirrorModel, w: &World| {
                 ClusterId::BOTH

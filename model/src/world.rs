@@ -342,6 +342,9 @@ pub enum Violation {
     DivergentAfterPreparing,
     /// A metadata sync write landed while the partition was STOPPING or STOPPED.
     SyncWriteAfterStop,
+    /// A fetched batch was appended with an epoch at or above the destination's leader epoch
+    /// (KIP-1279's leader-epoch invariant: a later local write could reuse that epoch).
+    MirroredEpochNotBelowLeaderEpoch,
 }
 
 /// Observations that are history, not state, kept for the properties.
@@ -434,9 +437,12 @@ impl World {
             },
             ghosts: Ghosts::default(),
         };
-        // The clusters' epochs are independent; A starts one ahead so that mirrored batches
-        // carry epochs the destination has not reached (the reason STOPPING bumps the epoch).
-        world.cluster_mut(ClusterId::A).leader_epoch = 1;
+        // The clusters' epochs are independent; by default A starts one ahead so that mirrored
+        // batches carry epochs the destination has not reached (the reason the destination
+        // bumps its epoch); `epoch_lead` moves either far ahead.
+        for c in ClusterId::BOTH {
+            world.cluster_mut(c).leader_epoch = config.epoch_lead.initial_epoch(c);
+        }
         for c in ClusterId::BOTH {
             world.elect(config, c, 0, false);
         }

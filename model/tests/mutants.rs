@@ -5,6 +5,7 @@
 use kmirror_kernel::config::StopStrategy;
 use kmirror_kernel::mutant::Mutant;
 use kmirror_model::runner::{check, find, CheckReport, RunOptions, Verdict};
+use kmirror_model::world::ClusterId;
 use kmirror_model::ModelConfig;
 
 /// The smallest configuration (found by hand) in which `mutant` is visible, and the property
@@ -90,6 +91,12 @@ fn case(mutant: Mutant) -> (ModelConfig, &'static str) {
                 ..tiny
             },
             "no_half_transaction_survives_stop",
+        ),
+        // The clusters' epochs tie (both leaders elected at 1): B appends A's epoch-1 batch
+        // at its own epoch 1 (model/tests/faults.rs has the other directions).
+        Mutant::EpochTieNotBumped => (
+            tiny.with_epoch_lead(ClusterId::A, 0),
+            "mirrored_epochs_below_leader_epoch",
         ),
         // The node manager's mutants need the node model: model/tests/node.rs.
         Mutant::CoalescedFetchDropsAfterFailure
@@ -204,6 +211,7 @@ mutant_tests! {
     sync_after_stop_breaks_the_sync_gate => SyncAfterStop,
     unfenced_sync_write_lands_after_stop => SyncWriteUnfenced,
     lso_released_at_marker_keeps_aborted_data => LsoReleasedAtMarker,
+    epoch_tie_not_bumped_appends_at_own_epoch => EpochTieNotBumped,
 }
 
 /// The abort strategy is checked as well: skipping it leaves the same half transaction.

@@ -1,0 +1,77 @@
+//! The richer faults of issue 13 that KIP-1279 has to survive, each in the smallest
+//! configuration that shows it: the clusters' leader-epoch counters far apart in either
+//! direction. Each test checks the unmutated kernel (every property holds) and the mutant the
+//! fault's property must catch.
+
+use kmirror_kernel::mutant::Mutant;
+use kmirror_model::actions::{Action, OperatorRequest};
+use kmirror_model::runner::{check, find, RunOptions, Verdict};
+use kmirror_model::world::ClusterId;
+use kmirror_model::ModelConfig;
+
+fn assert_all_hold(config: &ModelConfig) {
+    let report = check(
+        config,
+        &RunOptions {
+            threads: 1,
+            shorten: false,
+            ..RunOptions::default()
+        },
+    );
+    let failed: Vec<_> = report
+        .properties
+        .iter()
+        .filter(|p| p.verdict == Verdict::Counterexample)
+        .map(|p| p.name.as_str())
+        .collect();
+    assert!(failed.is_empty(), "{config:?}: {failed:?}");
+    assert!(report.exhaustive);
+    let failback = report
+        .properties
+        .iter()
+        .find(|p| p.name == "failback_completes")
+        .expect("the property exists");
+    assert_eq!(
+        failback.verdict,
+        Verdict::ExampleFound,
+        "no failback in {config:?}"
+    );
+}
+
+/// The source far ahead (A's epochs at 6, B's at 1): B must bump far, not by one, before it
+/// appends; without the bump (`skip-epoch-bump`) B's first mirrored append breaks the invariant.
+#[test]
+fn source_epochs_far_ahead() {
+    let config = ModelConfig::tiny().with_epoch_lead(ClusterId::A, 5);
+    assert_all_hold(&config);
+    let trace = find(
+        &config.with_mutant(Mutant::SkipEpochBump),
+        "mirrored_epochs_below_leader_epoch",
+        1,
+    )
+    .expect("skip-epoch-bump is caught with A ahead");
+    trace.render().expect("the counterexample replays");
+}
+
+/// The destination far ahead (B's epochs at 6, A's at 1): B mirrors without any bump and stops
+/// without one; the bump that matters is A's, on failback, above B's local epoch 6. Without it
+/// (`skip-epoch-bump`) the invariant breaks only then, so the counterexample contains the
+/// failback.
+#[test]
+fn destination_epochs_far_ahead() {
+    let config = ModelConfig::tiny().with_epoch_lead(ClusterId::B, 5);
+    assert_all_hold(&config);
+    let trace = find(
+        &config.with_mutant(Mutant::SkipEpochBump),
+        "mirrored_epochs_below_leader_epoch",
+        1,
+    )
+    .expect("skip-epoch-bump is caught with B ahead");
+    let story = trace.render().expect("the counterexample replays");
+    assert!(
+        trace
+            .actions
+            .contains(&Action::Operator(ClusterId::A, OperatorRequest::Mirror)),
+        "no failback in:\n{story}"
+    );
+}
