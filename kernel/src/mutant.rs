@@ -69,11 +69,15 @@ pub enum Mutant {
     /// it: a mirrored batch at the destination's own epoch is appended (visible when the two
     /// clusters' epochs tie, `--epoch-lead a:0`).
     EpochTieNotBumped,
+    /// After a failed state read or write the kernel keeps acting on the state it believed
+    /// stored, although the write may have landed (a coordinator move between a write and its
+    /// acknowledgement; the fix of FINDINGS.md's bug 3 undone).
+    KeepStateAfterFailedWrite,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 20] = [
+    pub const ALL: [Mutant; 21] = [
         Mutant::SkipIsrWait,
         Mutant::ActBeforePersist,
         Mutant::SkipEpochBump,
@@ -94,6 +98,7 @@ impl Mutant {
         Mutant::StopRoutedToEveryTopic,
         Mutant::FetchPartToWrongPartition,
         Mutant::EpochTieNotBumped,
+        Mutant::KeepStateAfterFailedWrite,
     ];
 
     /// The mutants of the node manager (`kernel/src/node/`): only the node model
@@ -133,6 +138,7 @@ impl Mutant {
             Mutant::StopRoutedToEveryTopic => "stop-routed-to-every-topic",
             Mutant::FetchPartToWrongPartition => "fetch-part-to-wrong-partition",
             Mutant::EpochTieNotBumped => "epoch-tie-not-bumped",
+            Mutant::KeepStateAfterFailedWrite => "keep-state-after-failed-write",
         }
     }
 
@@ -180,6 +186,10 @@ impl Mutant {
             Mutant::EpochTieNotBumped => {
                 "A mirrored batch at the destination's own epoch is appended without a bump \
                  (needs --epoch-lead a:0)"
+            }
+            Mutant::KeepStateAfterFailedWrite => {
+                "A failed state write leaves the kernel trusting the state it knew (needs \
+                 --coordinator-moves 1)"
             }
         }
     }

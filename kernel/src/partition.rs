@@ -1096,7 +1096,8 @@ impl PartitionMirror {
                 if matches!(
                     self.activity,
                     Activity::Reading(_) | Activity::Writing { .. }
-                ) {
+                ) && !mutant::active(config.mutant, Mutant::KeepStateAfterFailedWrite)
+                {
                     // Whether the write landed is unknown: act on nothing until re-read.
                     self.stored = None;
                     self.asserted = false;

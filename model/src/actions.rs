@@ -68,7 +68,8 @@ pub enum Action {
     Crash(ClusterId, BrokerId),
     /// A crashed broker restarts.
     Restart(ClusterId, BrokerId),
-    /// A cluster's `__mirror_state` coordinator moves; its in-flight requests fail.
+    /// A cluster's `__mirror_state` coordinator moves; its in-flight requests and the answers
+    /// on their way back fail.
     MoveCoordinator(ClusterId),
     /// A retry timer fires.
     FireRetry(ClusterId, BrokerId),
@@ -171,9 +172,7 @@ impl World {
                 }
             }
             if self.budget.coordinator_moves > 0
-                && self.net.keys().any(|m| {
-                    matches!(m.as_ref(), Message::Request { to, body, .. } if *to == c && body.is_coordinator_request())
-                })
+                && self.net.keys().any(|m| is_coordinator_exchange(m, c))
             {
                 actions.push(Action::MoveCoordinator(c));
             }
@@ -285,9 +284,7 @@ impl World {
                 let moved: Vec<Arc<Message>> = self
                     .net
                     .keys()
-                    .filter(|m| {
-                        matches!(m.as_ref(), Message::Request { to, body, .. } if *to == c && body.is_coordinator_request())
-                    })
+                    .filter(|m| is_coordinator_exchange(m, c))
                     .cloned()
                     .collect();
                 for m in moved {
@@ -472,6 +469,26 @@ impl World {
             );
         }
         true
+    }
+}
+
+/// Whether `message` is a request to cluster `c`'s `__mirror_state` coordinator or its answer
+/// on the way back: a coordinator move fails both (the requester sees a timeout), so a write
+/// the old coordinator applied can still be unacknowledged (a move between a state write and
+/// its acknowledgement).
+fn is_coordinator_exchange(message: &Message, c: ClusterId) -> bool {
+    match message {
+        Message::Request { to, body, .. } => *to == c && body.is_coordinator_request(),
+        Message::Reply { to, input, .. } => {
+            to.cluster == c
+                && matches!(
+                    input,
+                    Input::StateRead { .. }
+                        | Input::StateWritten { .. }
+                        | Input::LastMirroredEpochWritten { .. }
+                        | Input::WriteFenced { .. }
+                )
+        }
     }
 }
 

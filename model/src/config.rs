@@ -59,7 +59,8 @@ pub struct ModelConfig {
     pub crashes: u8,
     /// Network faults: a request or response lost (the requester times out) or duplicated.
     pub network_faults: u8,
-    /// Moves of a `__mirror_state` coordinator (its in-flight requests fail).
+    /// Moves of a `__mirror_state` coordinator: its in-flight requests fail, and so do the
+    /// answers it sent that have not arrived (a write it applied stays applied, unacknowledged).
     pub coordinator_moves: u8,
     /// ISR shrinks of a lagging follower.
     pub isr_shrinks: u8,

@@ -4,6 +4,7 @@
 //! fault's property must catch.
 
 use kmirror_kernel::mutant::Mutant;
+use kmirror_kernel::state::MirrorState;
 use kmirror_model::actions::{Action, OperatorRequest};
 use kmirror_model::runner::{check, find, RunOptions, Verdict};
 use kmirror_model::world::ClusterId;
@@ -74,4 +75,37 @@ fn destination_epochs_far_ahead() {
             .contains(&Action::Operator(ClusterId::A, OperatorRequest::Mirror)),
         "no failback in:\n{story}"
     );
+}
+
+/// A coordinator move between a state write and its acknowledgement, during STOPPING: the
+/// STOPPED write lands, the move fails its reply, and the kernel must not act on what it last
+/// knew. With `keep-state-after-failed-write` it does (a re-mirror request runs against the
+/// STOPPING it still believes while STOPPED is stored).
+#[test]
+fn coordinator_moves_between_write_and_acknowledgement() {
+    let config = ModelConfig {
+        transactions: 0,
+        coordinator_moves: 1,
+        ..ModelConfig::tiny()
+    };
+    assert_all_hold(&config);
+    let trace = find(
+        &config.with_mutant(Mutant::KeepStateAfterFailedWrite),
+        "state_persisted_before_acted_on",
+        1,
+    )
+    .expect("keep-state-after-failed-write is caught");
+    let worlds = trace.worlds().expect("the counterexample replays");
+    let moved = trace
+        .actions
+        .iter()
+        .position(|a| *a == Action::MoveCoordinator(ClusterId::B))
+        .expect("the coordinator moves");
+    // Just before the move, the write has landed (STOPPED stored) while B's leader, which sent
+    // it from STOPPING, still waits for the acknowledgement the move fails.
+    let before = &worlds[moved];
+    assert_eq!(before.stored_state(ClusterId::B), MirrorState::Stopped);
+    let leader = before.leader(ClusterId::B).expect("B has a leader");
+    let kernel = leader.mirror.as_ref().expect("it runs");
+    assert_eq!(kernel.state(), MirrorState::Stopping);
 }

@@ -98,6 +98,16 @@ fn case(mutant: Mutant) -> (ModelConfig, &'static str) {
             tiny.with_epoch_lead(ClusterId::A, 0),
             "mirrored_epochs_below_leader_epoch",
         ),
+        // The coordinator moves after the STOPPED write landed, before its acknowledgement:
+        // the kernel still believes STOPPING and acts on it (model/tests/faults.rs).
+        Mutant::KeepStateAfterFailedWrite => (
+            ModelConfig {
+                transactions: 0,
+                coordinator_moves: 1,
+                ..tiny
+            },
+            "state_persisted_before_acted_on",
+        ),
         // The node manager's mutants need the node model: model/tests/node.rs.
         Mutant::CoalescedFetchDropsAfterFailure
         | Mutant::StopRoutedToEveryTopic
@@ -212,6 +222,7 @@ mutant_tests! {
     unfenced_sync_write_lands_after_stop => SyncWriteUnfenced,
     lso_released_at_marker_keeps_aborted_data => LsoReleasedAtMarker,
     epoch_tie_not_bumped_appends_at_own_epoch => EpochTieNotBumped,
+    keep_state_after_failed_write_acts_on_a_replaced_state => KeepStateAfterFailedWrite,
 }
 
 /// The abort strategy is checked as well: skipping it leaves the same half transaction.
