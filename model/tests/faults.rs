@@ -5,9 +5,10 @@
 
 use kmirror_kernel::mutant::Mutant;
 use kmirror_kernel::state::MirrorState;
-use kmirror_model::actions::{Action, OperatorRequest};
+use kmirror_kernel::log::LogView;
+use kmirror_model::actions::{Action, OperatorRequest, ProduceKind};
 use kmirror_model::runner::{check, find, RunOptions, Verdict};
-use kmirror_model::world::ClusterId;
+use kmirror_model::world::{ClusterId, Violation, World};
 use kmirror_model::ModelConfig;
 
 fn assert_all_hold(config: &ModelConfig) {
@@ -108,4 +109,64 @@ fn coordinator_moves_between_write_and_acknowledgement() {
     let leader = before.leader(ClusterId::B).expect("B has a leader");
     let kernel = leader.mirror.as_ref().expect("it runs");
     assert_eq!(kernel.state(), MirrorState::Stopping);
+}
+
+/// Delivers messages (the first deliverable one each time) until `done` holds.
+fn deliver_until(config: &ModelConfig, world: &mut World, done: impl Fn(&World) -> bool) {
+    for _ in 0..200 {
+        if done(world) {
+            return;
+        }
+        let mut actions = Vec::new();
+        world.enabled_actions(config, &mut actions);
+        let next = actions
+            .into_iter()
+            .find(|a| matches!(a, Action::Deliver(_) | Action::FollowerFetch(..)))
+            .expect("something to deliver");
+        world.perform(config, next);
+    }
+    panic!("not reached in 200 deliveries");
+}
+
+/// The transactional producer after failover: B mirrors a committed transaction of A's
+/// transactional producer (id 2, sequence 0), fails over, and B's own transactional producer
+/// starts with the same id at sequence 0. The checker's `Produce` already does this (both
+/// producers' ids are shared by the clusters, their sequences restart at the stop); this pins
+/// the transactional case, which the idempotent one hides in the shortest counterexample:
+/// accepted after `MIRROR_PID_RESET`, taken for a retry without it (`skip-pid-reset`).
+fn transactional_reuse(mutant: Option<Mutant>) -> Option<Violation> {
+    let mut config = ModelConfig {
+        records: 2,
+        ..ModelConfig::tiny()
+    };
+    config.kernel.mutant = mutant;
+    let mut world = World::initial(&config);
+    deliver_until(&config, &mut world, |w| {
+        w.stored_state(ClusterId::B) == MirrorState::Mirroring
+    });
+    for kind in [ProduceKind::Transactional, ProduceKind::Commit] {
+        assert!(world.perform(&config, Action::Produce(ClusterId::A, kind)));
+    }
+    deliver_until(&config, &mut world, |w| {
+        w.leader(ClusterId::B)
+            .is_some_and(|l| l.log.batches().len() == 2)
+    });
+    assert!(world.perform(&config, Action::Operator(ClusterId::B, OperatorRequest::Stop)));
+    deliver_until(&config, &mut world, |w| {
+        w.stored_state(ClusterId::B) == MirrorState::Stopped
+            && w.leader(ClusterId::B).is_some_and(|l| l.writable)
+    });
+    assert_eq!(world.ghosts.violation, None);
+    let produce = Action::Produce(ClusterId::B, ProduceKind::Transactional);
+    assert!(world.perform(&config, produce));
+    world.ghosts.violation
+}
+
+#[test]
+fn transactional_producer_reuses_a_mirrored_id_after_failover() {
+    assert_eq!(transactional_reuse(None), None);
+    assert_eq!(
+        transactional_reuse(Some(Mutant::SkipPidReset)),
+        Some(Violation::ProducerIdCollision)
+    );
 }
