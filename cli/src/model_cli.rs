@@ -55,6 +55,10 @@ pub struct ModelArgs {
     /// Let a mirror destination elect a replica outside its ISR.
     #[arg(long)]
     unclean: bool,
+    /// Let the source crash and elect a replica outside its ISR while it is mirrored (the
+    /// destination must truncate by KIP-320's divergence rules).
+    #[arg(long)]
+    unclean_source: bool,
     /// How STOPPING removes half transactions.
     #[arg(long, value_enum, default_value_t = StopArg::Lso)]
     stop_strategy: StopArg,
@@ -163,6 +167,7 @@ impl ModelArgs {
             operator_steps: self.operator_steps,
             pause_resume: self.pause_resume,
             unclean_elections: self.unclean,
+            unclean_source: self.unclean_source,
             liveness_bound: self.liveness_bound,
             sync_steps: self.sync_steps,
             epoch_lead: self.epoch_lead,

@@ -73,11 +73,14 @@ pub enum Mutant {
     /// stored, although the write may have landed (a coordinator move between a write and its
     /// acknowledgement; the fix of FINDINGS.md's bug 3 undone).
     KeepStateAfterFailedWrite,
+    /// The mirror fetcher sends no last fetched epoch (a consumer fetch before KIP-320), so the
+    /// source never reports a divergence and the destination keeps what the source lost.
+    FetchWithoutLastEpoch,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 21] = [
+    pub const ALL: [Mutant; 22] = [
         Mutant::SkipIsrWait,
         Mutant::ActBeforePersist,
         Mutant::SkipEpochBump,
@@ -99,6 +102,7 @@ impl Mutant {
         Mutant::FetchPartToWrongPartition,
         Mutant::EpochTieNotBumped,
         Mutant::KeepStateAfterFailedWrite,
+        Mutant::FetchWithoutLastEpoch,
     ];
 
     /// The mutants of the node manager (`kernel/src/node/`): only the node model
@@ -139,6 +143,7 @@ impl Mutant {
             Mutant::FetchPartToWrongPartition => "fetch-part-to-wrong-partition",
             Mutant::EpochTieNotBumped => "epoch-tie-not-bumped",
             Mutant::KeepStateAfterFailedWrite => "keep-state-after-failed-write",
+            Mutant::FetchWithoutLastEpoch => "fetch-without-last-epoch",
         }
     }
 
@@ -190,6 +195,9 @@ impl Mutant {
             Mutant::KeepStateAfterFailedWrite => {
                 "A failed state write leaves the kernel trusting the state it knew (needs \
                  --coordinator-moves 1)"
+            }
+            Mutant::FetchWithoutLastEpoch => {
+                "The mirror fetcher sends no last fetched epoch (needs --unclean-source)"
             }
         }
     }

@@ -716,6 +716,8 @@ impl PartitionMirror {
         last_fetched_epoch: Option<LeaderEpoch>,
         out: &mut Vec<Effect>,
     ) {
+        let last_fetched_epoch = last_fetched_epoch
+            .filter(|_| !mutant::active(config.mutant, Mutant::FetchWithoutLastEpoch));
         let request = RequestId::for_fetch(fetch_offset, last_fetched_epoch);
         self.activity = Activity::Fetching(request);
         out.push(Effect::Fetch {

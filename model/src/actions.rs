@@ -153,9 +153,12 @@ impl World {
                 let leader_alive = self.leader(c).is_some();
                 if cluster.leader != Some(b) {
                     let clean = cluster.isr.contains(&b);
-                    let unclean_allowed = config.unclean_elections
-                        && self.is_mirrored(c)
-                        && self.budget.elections > 0;
+                    let unclean_here = if self.is_mirrored(c) {
+                        config.unclean_elections
+                    } else {
+                        config.unclean_source
+                    };
+                    let unclean_allowed = unclean_here && self.budget.elections > 0;
                     if clean && (!leader_alive || self.budget.elections > 0) {
                         actions.push(Action::Elect(c, b, false));
                     } else if !clean && unclean_allowed && !leader_alive {
@@ -163,8 +166,9 @@ impl World {
                     }
                 }
                 // Crashes hit brokers that run a mirror (a pure source's crash is only its
-                // unavailability, which a lost message already covers).
-                if self.budget.crashes > 0 && self.is_mirrored(c) {
+                // unavailability, which a lost message already covers), and a source's when it
+                // may then elect uncleanly.
+                if self.budget.crashes > 0 && (self.is_mirrored(c) || config.unclean_source) {
                     actions.push(Action::Crash(c, b));
                 }
                 if replica.retry_timer.is_some() {
@@ -271,6 +275,9 @@ impl World {
             Action::Elect(c, b, unclean) => {
                 if unclean || self.leader(c).is_some() {
                     self.budget.elections -= 1;
+                }
+                if unclean && !self.is_mirrored(c) {
+                    self.ghosts.source_lost_data = true;
                 }
                 self.elect(config, c, b, unclean);
             }

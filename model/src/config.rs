@@ -70,6 +70,12 @@ pub struct ModelConfig {
     pub pause_resume: bool,
     /// Whether a mirror destination may elect a replica outside its ISR.
     pub unclean_elections: bool,
+    /// Whether the source (a cluster whose topic is not in a mirror) may elect a replica
+    /// outside its ISR, and its brokers may crash, while the other cluster mirrors it: the
+    /// destination then holds data the source lost and must truncate by KIP-320's divergence
+    /// rules. Off by default (the pinned state counts).
+    #[serde(default)]
+    pub unclean_source: bool,
     /// Steps the fault-free scheduler may take in the bounded liveness properties.
     pub liveness_bound: u16,
     /// Metadata sync rounds a destination's leader may start (each reads the source, then
@@ -102,6 +108,7 @@ impl ModelConfig {
             operator_steps: 2,
             pause_resume: false,
             unclean_elections: false,
+            unclean_source: false,
             liveness_bound: 200,
             sync_steps: 0,
             epoch_lead: EpochLead::default(),

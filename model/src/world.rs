@@ -342,9 +342,9 @@ pub enum Violation {
     DivergentAfterPreparing,
     /// A metadata sync write landed while the partition was STOPPING or STOPPED.
     SyncWriteAfterStop,
-    /// A fetched batch was appended with an epoch at or above the destination's leader epoch
-    /// (KIP-1279's leader-epoch invariant: a later local write could reuse that epoch).
-    MirroredEpochNotBelowLeaderEpoch,
+    /// The source answered a mirror fetch with records (even none) although the fetcher's log
+    /// is not a prefix of the source's: a divergence went unreported (KIP-320).
+    DivergenceNotReported,
 }
 
 /// Observations that are history, not state, kept for the properties.
@@ -358,6 +358,14 @@ pub struct Ghosts {
     pub sync_landed: bool,
     /// Whether a stale metadata sync write was refused by the gate.
     pub sync_fenced: bool,
+    /// Whether a fetched batch was appended with an epoch at or above the destination's leader
+    /// epoch (KIP-1279's leader-epoch invariant: a later local write could reuse that epoch).
+    /// Not a [`Violation`]: exploration goes on, so the log refusing a local write below a
+    /// mirrored epoch (`kernel_log_effects_succeed`) stays reachable after it.
+    pub mirrored_epoch_not_below_leader: bool,
+    /// Whether a source elected a leader outside its ISR (the destination may then hold data
+    /// the source lost, until its next fetch finds the divergence).
+    pub source_lost_data: bool,
 }
 
 /// The whole world.

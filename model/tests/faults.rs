@@ -5,7 +5,6 @@
 
 use kmirror_kernel::mutant::Mutant;
 use kmirror_kernel::state::MirrorState;
-use kmirror_kernel::log::LogView;
 use kmirror_model::actions::{Action, OperatorRequest, ProduceKind};
 use kmirror_model::runner::{check, find, RunOptions, Verdict};
 use kmirror_model::world::{ClusterId, Violation, World};
@@ -151,7 +150,10 @@ fn transactional_reuse(mutant: Option<Mutant>) -> Option<Violation> {
         w.leader(ClusterId::B)
             .is_some_and(|l| l.log.batches().len() == 2)
     });
-    assert!(world.perform(&config, Action::Operator(ClusterId::B, OperatorRequest::Stop)));
+    assert!(world.perform(
+        &config,
+        Action::Operator(ClusterId::B, OperatorRequest::Stop)
+    ));
     deliver_until(&config, &mut world, |w| {
         w.stored_state(ClusterId::B) == MirrorState::Stopped
             && w.leader(ClusterId::B).is_some_and(|l| l.writable)
@@ -168,5 +170,67 @@ fn transactional_producer_reuses_a_mirrored_id_after_failover() {
     assert_eq!(
         transactional_reuse(Some(Mutant::SkipPidReset)),
         Some(Violation::ProducerIdCollision)
+    );
+}
+
+/// An unclean election on the source while B mirrors it: A's leader writes a batch its
+/// follower (out of the ISR) never copied, B mirrors it, A's leader crashes and the follower is
+/// elected uncleanly and writes its own batch at the same offset. B's next fetch must be
+/// answered with the divergence (KIP-320: it carries the last fetched epoch), and B truncates.
+fn source_unclean_election(mutant: Option<Mutant>) -> World {
+    let mut config = ModelConfig {
+        replicas: 2,
+        records: 2,
+        transactions: 0,
+        crashes: 1,
+        elections: 1,
+        isr_shrinks: 1,
+        operator_steps: 0,
+        unclean_source: true,
+        ..ModelConfig::tiny()
+    };
+    config.kernel.mutant = mutant;
+    let mut world = World::initial(&config);
+    deliver_until(&config, &mut world, |w| {
+        w.stored_state(ClusterId::B) == MirrorState::Mirroring
+    });
+    let (a, b) = (ClusterId::A, ClusterId::B);
+    for action in [
+        Action::Produce(a, ProduceKind::Plain),
+        Action::ShrinkIsr(a, 1),
+    ] {
+        assert!(world.perform(&config, action));
+    }
+    deliver_until(&config, &mut world, |w| {
+        w.leader(b).is_some_and(|l| l.log.batches().len() == 1)
+    });
+    for action in [
+        Action::Crash(a, 0),
+        Action::Elect(a, 1, true),
+        Action::Produce(a, ProduceKind::Plain),
+    ] {
+        let shown = format!("{action:?}");
+        assert!(world.perform(&config, action), "{shown}");
+    }
+    let source = world
+        .leader(a)
+        .expect("A has a leader")
+        .log
+        .batches()
+        .clone();
+    deliver_until(&config, &mut world, |w| {
+        w.ghosts.violation.is_some() || w.leader(b).is_some_and(|l| *l.log.batches() == source)
+    });
+    world
+}
+
+#[test]
+fn unclean_election_on_the_source_while_mirroring() {
+    let world = source_unclean_election(None);
+    assert_eq!(world.ghosts.violation, None);
+    let world = source_unclean_election(Some(Mutant::FetchWithoutLastEpoch));
+    assert_eq!(
+        world.ghosts.violation,
+        Some(Violation::DivergenceNotReported)
     );
 }

@@ -108,6 +108,10 @@ fn case(mutant: Mutant) -> (ModelConfig, &'static str) {
             },
             "state_persisted_before_acted_on",
         ),
+        // Its counterexample (an unclean election on the source, about 25 steps with two
+        // replicas and two batches) is beyond a test-sized search: scripted in
+        // model/tests/faults.rs.
+        Mutant::FetchWithoutLastEpoch => unreachable!("{mutant:?} is tested in faults.rs"),
         // The node manager's mutants need the node model: model/tests/node.rs.
         Mutant::CoalescedFetchDropsAfterFailure
         | Mutant::StopRoutedToEveryTopic
@@ -155,7 +159,10 @@ fn assert_mutant_caught(mutant: Mutant) {
 #[test]
 fn unmutated_kernel_passes_every_mutant_configuration() {
     let mut configs: Vec<ModelConfig> = Vec::new();
-    for m in Mutant::ALL.into_iter().filter(|m| !m.is_node()) {
+    for m in Mutant::ALL
+        .into_iter()
+        .filter(|m| !m.is_node() && !SCRIPTED.contains(m))
+    {
         let (config, _) = case(m);
         if !configs.contains(&config) && !is_heavy(m) {
             configs.push(config);
@@ -180,6 +187,10 @@ fn unmutated_kernel_passes_the_isr_wait_configuration() {
     assert!(report.all_hold(), "failed: {:?}", failures(&report));
 }
 
+/// Mutants whose counterexample `model/tests/faults.rs` scripts step by step (too deep for a
+/// test-sized search).
+const SCRIPTED: [Mutant; 1] = [Mutant::FetchWithoutLastEpoch];
+
 fn is_heavy(mutant: Mutant) -> bool {
     mutant == Mutant::SkipIsrWait
 }
@@ -193,11 +204,12 @@ macro_rules! mutant_tests {
             }
         )*
 
-        /// Every mutant has a test above (the node manager's: in model/tests/node.rs).
+        /// Every mutant has a test above (the node manager's: in model/tests/node.rs; the
+        /// scripted ones: in model/tests/faults.rs).
         #[test]
         fn every_mutant_is_tested() {
             let tested = [$(Mutant::$mutant),*];
-            for m in Mutant::ALL.into_iter().filter(|m| !m.is_node()) {
+            for m in Mutant::ALL.into_iter().filter(|m| !m.is_node() && !SCRIPTED.contains(m)) {
                 assert!(tested.contains(&m), "{m:?} has no test");
             }
         }
