@@ -501,3 +501,31 @@ fn check_stop_orders(args: &CheckArgs) -> Result<ExitCode, String> {
         ExitCode::from(1)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epoch_lead_parses_a_cluster_and_an_epoch() {
+        assert_eq!(
+            parse_epoch_lead("a:5"),
+            Ok(EpochLead {
+                cluster: ClusterId::A,
+                by: 5
+            })
+        );
+        assert_eq!(
+            parse_epoch_lead("B:0"),
+            Ok(EpochLead {
+                cluster: ClusterId::B,
+                by: 0
+            })
+        );
+        assert!(parse_epoch_lead("c:1")
+            .unwrap_err()
+            .contains("neither a nor b"));
+        assert!(parse_epoch_lead("a").unwrap_err().contains("CLUSTER:N"));
+        assert!(parse_epoch_lead("a:300").unwrap_err().contains("0 to 255"));
+    }
+}
