@@ -8,10 +8,12 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, ValueEnum};
 use kmirror_kernel::config::{FetchIsolation, StopOrder, StopStrategy, TruncationQuorum};
 use kmirror_kernel::mutant::Mutant;
+use kmirror_model::config::EpochLead;
 use kmirror_model::node::trace::NodeTrace;
 use kmirror_model::runner::{self, CheckReport, RunOptions};
 use kmirror_model::swarm::{self, SimulateOptions};
 use kmirror_model::trace::Trace;
+use kmirror_model::world::ClusterId;
 use kmirror_model::ModelConfig;
 
 use crate::node_model_cli::{self, NodeArgs};
@@ -56,6 +58,10 @@ pub struct ModelArgs {
     /// Let a mirror destination elect a replica outside its ISR.
     #[arg(long)]
     unclean: bool,
+    /// Let the source crash and elect a replica outside its ISR while it is mirrored (the
+    /// destination must truncate by KIP-320's divergence rules).
+    #[arg(long)]
+    unclean_source: bool,
     /// How STOPPING removes half transactions.
     #[arg(long, value_enum, default_value_t = StopArg::Lso)]
     stop_strategy: StopArg,
@@ -79,6 +85,10 @@ pub struct ModelArgs {
     /// property no_sync_write_after_stop).
     #[arg(long, default_value_t = 0)]
     sync_steps: u8,
+    /// Which cluster's leader-epoch counter starts ahead, and by how much (`a:N` or `b:N`;
+    /// `a:1` is the default world, `a:0` makes the epochs tie).
+    #[arg(long, value_name = "a:N|b:N", default_value = "a:1", value_parser = parse_epoch_lead)]
+    epoch_lead: EpochLead,
     /// Check a deliberately broken kernel (a build with `--features mutants` only).
     #[arg(long, value_name = "NAME", value_parser = mutant_parser())]
     mutant: Option<Mutant>,
@@ -89,6 +99,22 @@ pub struct ModelArgs {
 fn mutant_parser() -> impl TypedValueParser<Value = Mutant> {
     PossibleValuesParser::new(Mutant::ALL.map(|m| PossibleValue::new(m.name()).help(m.help())))
         .try_map(|name| name.parse::<Mutant>())
+}
+
+/// `--epoch-lead`: a cluster (`a` or `b`), a colon, its initial leader epoch.
+fn parse_epoch_lead(s: &str) -> Result<EpochLead, String> {
+    let (cluster, by) = s
+        .split_once(':')
+        .ok_or_else(|| format!("`{s}` is not CLUSTER:N (e.g. a:5 or b:5)"))?;
+    let cluster = match cluster {
+        "a" | "A" => ClusterId::A,
+        "b" | "B" => ClusterId::B,
+        other => return Err(format!("cluster `{other}` is neither a nor b")),
+    };
+    let by = by
+        .parse()
+        .map_err(|_| format!("epoch lead `{by}` is not a number from 0 to 255"))?;
+    Ok(EpochLead { cluster, by })
 }
 
 /// `--stop-order`: one order, or all 24.
@@ -144,8 +170,10 @@ impl ModelArgs {
             operator_steps: self.operator_steps,
             pause_resume: self.pause_resume,
             unclean_elections: self.unclean,
+            unclean_source: self.unclean_source,
             liveness_bound: self.liveness_bound,
             sync_steps: self.sync_steps,
+            epoch_lead: self.epoch_lead,
             ..ModelConfig::default_check()
         }
         .with_stop_strategy(match self.stop_strategy {
@@ -537,4 +565,32 @@ fn check_stop_orders(args: &CheckArgs) -> Result<ExitCode, String> {
     } else {
         ExitCode::from(1)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epoch_lead_parses_a_cluster_and_an_epoch() {
+        assert_eq!(
+            parse_epoch_lead("a:5"),
+            Ok(EpochLead {
+                cluster: ClusterId::A,
+                by: 5
+            })
+        );
+        assert_eq!(
+            parse_epoch_lead("B:0"),
+            Ok(EpochLead {
+                cluster: ClusterId::B,
+                by: 0
+            })
+        );
+        assert!(parse_epoch_lead("c:1")
+            .unwrap_err()
+            .contains("neither a nor b"));
+        assert!(parse_epoch_lead("a").unwrap_err().contains("CLUSTER:N"));
+        assert!(parse_epoch_lead("a:300").unwrap_err().contains("0 to 255"));
+    }
 }

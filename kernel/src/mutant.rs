@@ -65,11 +65,22 @@ pub enum Mutant {
     /// The node manager: a partition's completed part of a coalesced fetch response is handed
     /// to the next partition of the request (in key order, cyclically).
     FetchPartToWrongPartition,
+    /// The fetcher bumps the destination's epoch only when a fetched epoch is strictly above
+    /// it: a mirrored batch at the destination's own epoch is appended (visible when the two
+    /// clusters' epochs tie, `--epoch-lead a:0`).
+    EpochTieNotBumped,
+    /// After a failed state read or write the kernel keeps acting on the state it believed
+    /// stored, although the write may have landed (a coordinator move between a write and its
+    /// acknowledgement; the fix of FINDINGS.md's bug 3 undone).
+    KeepStateAfterFailedWrite,
+    /// The mirror fetcher sends no last fetched epoch (a consumer fetch before KIP-320), so the
+    /// source never reports a divergence and the destination keeps what the source lost.
+    FetchWithoutLastEpoch,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 19] = [
+    pub const ALL: [Mutant; 22] = [
         Mutant::SkipIsrWait,
         Mutant::ActBeforePersist,
         Mutant::SkipEpochBump,
@@ -89,6 +100,9 @@ impl Mutant {
         Mutant::CoalescedFetchDropsAfterFailure,
         Mutant::StopRoutedToEveryTopic,
         Mutant::FetchPartToWrongPartition,
+        Mutant::EpochTieNotBumped,
+        Mutant::KeepStateAfterFailedWrite,
+        Mutant::FetchWithoutLastEpoch,
     ];
 
     /// The mutants of the node manager (`kernel/src/node/`): only the node model
@@ -127,6 +141,9 @@ impl Mutant {
             Mutant::CoalescedFetchDropsAfterFailure => "coalesced-fetch-drops-after-failure",
             Mutant::StopRoutedToEveryTopic => "stop-routed-to-every-topic",
             Mutant::FetchPartToWrongPartition => "fetch-part-to-wrong-partition",
+            Mutant::EpochTieNotBumped => "epoch-tie-not-bumped",
+            Mutant::KeepStateAfterFailedWrite => "keep-state-after-failed-write",
+            Mutant::FetchWithoutLastEpoch => "fetch-without-last-epoch",
         }
     }
 
@@ -170,6 +187,17 @@ impl Mutant {
             }
             Mutant::FetchPartToWrongPartition => {
                 "The node hands a fetch part to the next partition of the request (needs --node)"
+            }
+            Mutant::EpochTieNotBumped => {
+                "A mirrored batch at the destination's own epoch is appended without a bump \
+                 (needs --epoch-lead a:0)"
+            }
+            Mutant::KeepStateAfterFailedWrite => {
+                "A failed state write leaves the kernel trusting the state it knew (needs \
+                 --coordinator-moves 1)"
+            }
+            Mutant::FetchWithoutLastEpoch => {
+                "The mirror fetcher sends no last fetched epoch (needs --unclean-source)"
             }
         }
     }

@@ -716,6 +716,8 @@ impl PartitionMirror {
         last_fetched_epoch: Option<LeaderEpoch>,
         out: &mut Vec<Effect>,
     ) {
+        let last_fetched_epoch = last_fetched_epoch
+            .filter(|_| !mutant::active(config.mutant, Mutant::FetchWithoutLastEpoch));
         let request = RequestId::for_fetch(fetch_offset, last_fetched_epoch);
         self.activity = Activity::Fetching(request);
         out.push(Effect::Fetch {
@@ -814,7 +816,11 @@ impl PartitionMirror {
                 last_epoch,
             } => {
                 let leader_epoch = self.leadership.as_ref().map_or(0, |l| l.leader_epoch);
-                let source_ahead = last_epoch.is_some_and(|e| e >= leader_epoch);
+                let source_ahead = if mutant::active(config.mutant, Mutant::EpochTieNotBumped) {
+                    last_epoch.is_some_and(|e| e > leader_epoch)
+                } else {
+                    last_epoch.is_some_and(|e| e >= leader_epoch)
+                };
                 if next_offset > leo
                     && source_ahead
                     && !mutant::active(config.mutant, Mutant::SkipEpochBump)
@@ -1092,7 +1098,8 @@ impl PartitionMirror {
                 if matches!(
                     self.activity,
                     Activity::Reading(_) | Activity::Writing { .. }
-                ) {
+                ) && !mutant::active(config.mutant, Mutant::KeepStateAfterFailedWrite)
+                {
                     // Whether the write landed is unknown: act on nothing until re-read.
                     self.stored = None;
                     self.asserted = false;

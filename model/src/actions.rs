@@ -68,7 +68,8 @@ pub enum Action {
     Crash(ClusterId, BrokerId),
     /// A crashed broker restarts.
     Restart(ClusterId, BrokerId),
-    /// A cluster's `__mirror_state` coordinator moves; its in-flight requests fail.
+    /// A cluster's `__mirror_state` coordinator moves; its in-flight requests and the answers
+    /// on their way back fail.
     MoveCoordinator(ClusterId),
     /// A retry timer fires.
     FireRetry(ClusterId, BrokerId),
@@ -152,9 +153,12 @@ impl World {
                 let leader_alive = self.leader(c).is_some();
                 if cluster.leader != Some(b) {
                     let clean = cluster.isr.contains(&b);
-                    let unclean_allowed = config.unclean_elections
-                        && self.is_mirrored(c)
-                        && self.budget.elections > 0;
+                    let unclean_here = if self.is_mirrored(c) {
+                        config.unclean_elections
+                    } else {
+                        config.unclean_source
+                    };
+                    let unclean_allowed = unclean_here && self.budget.elections > 0;
                     if clean && (!leader_alive || self.budget.elections > 0) {
                         actions.push(Action::Elect(c, b, false));
                     } else if !clean && unclean_allowed && !leader_alive {
@@ -162,8 +166,9 @@ impl World {
                     }
                 }
                 // Crashes hit brokers that run a mirror (a pure source's crash is only its
-                // unavailability, which a lost message already covers).
-                if self.budget.crashes > 0 && self.is_mirrored(c) {
+                // unavailability, which a lost message already covers), and a source's when it
+                // may then elect uncleanly.
+                if self.budget.crashes > 0 && (self.is_mirrored(c) || config.unclean_source) {
                     actions.push(Action::Crash(c, b));
                 }
                 if replica.retry_timer.is_some() {
@@ -171,9 +176,7 @@ impl World {
                 }
             }
             if self.budget.coordinator_moves > 0
-                && self.net.keys().any(|m| {
-                    matches!(m.as_ref(), Message::Request { to, body, .. } if *to == c && body.is_coordinator_request())
-                })
+                && self.net.keys().any(|m| is_coordinator_exchange(m, c))
             {
                 actions.push(Action::MoveCoordinator(c));
             }
@@ -273,6 +276,9 @@ impl World {
                 if unclean || self.leader(c).is_some() {
                     self.budget.elections -= 1;
                 }
+                if unclean && !self.is_mirrored(c) {
+                    self.ghosts.source_lost_data = true;
+                }
                 self.elect(config, c, b, unclean);
             }
             Action::Crash(c, b) => {
@@ -285,9 +291,7 @@ impl World {
                 let moved: Vec<Arc<Message>> = self
                     .net
                     .keys()
-                    .filter(|m| {
-                        matches!(m.as_ref(), Message::Request { to, body, .. } if *to == c && body.is_coordinator_request())
-                    })
+                    .filter(|m| is_coordinator_exchange(m, c))
                     .cloned()
                     .collect();
                 for m in moved {
@@ -472,6 +476,26 @@ impl World {
             );
         }
         true
+    }
+}
+
+/// Whether `message` is a request to cluster `c`'s `__mirror_state` coordinator or its answer
+/// on the way back: a coordinator move fails both (the requester sees a timeout), so a write
+/// the old coordinator applied can still be unacknowledged (a move between a state write and
+/// its acknowledgement).
+fn is_coordinator_exchange(message: &Message, c: ClusterId) -> bool {
+    match message {
+        Message::Request { to, body, .. } => *to == c && body.is_coordinator_request(),
+        Message::Reply { to, input, .. } => {
+            to.cluster == c
+                && matches!(
+                    input,
+                    Input::StateRead { .. }
+                        | Input::StateWritten { .. }
+                        | Input::LastMirroredEpochWritten { .. }
+                        | Input::WriteFenced { .. }
+                )
+        }
     }
 }
 

@@ -7,6 +7,41 @@ use kmirror_kernel::mutant::Mutant;
 use kmirror_kernel::state::TransitionTable;
 use serde::{Deserialize, Serialize};
 
+use crate::world::ClusterId;
+
+/// One cluster's leader-epoch counter started ahead of the other's: the clusters' epochs are
+/// independent counters, so either may run far ahead (the destination must then bump its own
+/// above every mirrored epoch, or need no bump at all).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+pub struct EpochLead {
+    /// The cluster whose counter starts ahead.
+    pub cluster: ClusterId,
+    /// Its initial leader epoch (the other cluster's is 0); each starts at one more when its
+    /// first leader is elected.
+    pub by: u8,
+}
+
+impl EpochLead {
+    /// The initial leader epoch (before the first election) of cluster `c`.
+    pub fn initial_epoch(self, c: ClusterId) -> i32 {
+        if c == self.cluster {
+            i32::from(self.by)
+        } else {
+            0
+        }
+    }
+}
+
+impl Default for EpochLead {
+    /// A one ahead (the model's world before the knob existed).
+    fn default() -> Self {
+        EpochLead {
+            cluster: ClusterId::A,
+            by: 1,
+        }
+    }
+}
+
 /// Bounds on the nondeterminism the checker explores, and the kernel variant under test.
 ///
 /// Every bound is a budget consumed by the corresponding action, so the state space is finite.
@@ -24,7 +59,8 @@ pub struct ModelConfig {
     pub crashes: u8,
     /// Network faults: a request or response lost (the requester times out) or duplicated.
     pub network_faults: u8,
-    /// Moves of a `__mirror_state` coordinator (its in-flight requests fail).
+    /// Moves of a `__mirror_state` coordinator: its in-flight requests fail, and so do the
+    /// answers it sent that have not arrived (a write it applied stays applied, unacknowledged).
     pub coordinator_moves: u8,
     /// ISR shrinks of a lagging follower.
     pub isr_shrinks: u8,
@@ -34,6 +70,12 @@ pub struct ModelConfig {
     pub pause_resume: bool,
     /// Whether a mirror destination may elect a replica outside its ISR.
     pub unclean_elections: bool,
+    /// Whether the source (a cluster whose topic is not in a mirror) may elect a replica
+    /// outside its ISR, and its brokers may crash, while the other cluster mirrors it: the
+    /// destination then holds data the source lost and must truncate by KIP-320's divergence
+    /// rules. Off by default (the pinned state counts).
+    #[serde(default)]
+    pub unclean_source: bool,
     /// Steps the fault-free scheduler may take in the bounded liveness properties.
     pub liveness_bound: u16,
     /// Metadata sync rounds a destination's leader may start (each reads the source, then
@@ -41,6 +83,11 @@ pub struct ModelConfig {
     /// the model entirely, so the pinned state counts do not change.
     #[serde(default)]
     pub sync_steps: u8,
+    /// Which cluster's controller starts its leader-epoch counter ahead, and by how much
+    /// (`--epoch-lead a:N|b:N`). The default, A by one, is the world the pinned state counts
+    /// were measured in: mirrored batches carry epochs the destination has not reached.
+    #[serde(default)]
+    pub epoch_lead: EpochLead,
     /// The kernel variant.
     pub kernel: MirrorConfig,
 }
@@ -61,8 +108,10 @@ impl ModelConfig {
             operator_steps: 2,
             pause_resume: false,
             unclean_elections: false,
+            unclean_source: false,
             liveness_bound: 200,
             sync_steps: 0,
+            epoch_lead: EpochLead::default(),
             // docs/design.md 5.3: read-committed fetches. A stop can still cut a transaction in half: the
             // fetcher copies it batch by batch (see FINDINGS.md).
             kernel: MirrorConfig::default(),
@@ -87,6 +136,12 @@ impl ModelConfig {
     /// This configuration with `steps` metadata sync rounds.
     pub fn with_sync_steps(mut self, steps: u8) -> Self {
         self.sync_steps = steps;
+        self
+    }
+
+    /// This configuration with cluster `cluster`'s initial leader epoch `by` above the other's.
+    pub fn with_epoch_lead(mut self, cluster: ClusterId, by: u8) -> Self {
+        self.epoch_lead = EpochLead { cluster, by };
         self
     }
 

@@ -11,7 +11,7 @@ use kmirror_kernel::apply::apply_log_effect;
 use kmirror_kernel::batch::BatchHeader;
 use kmirror_kernel::effect::{Effect, LogEffect, RequestId};
 use kmirror_kernel::fetch::serve_fetch;
-use kmirror_kernel::input::Input;
+use kmirror_kernel::input::{FetchOutcome, Input};
 use kmirror_kernel::log::LogView;
 use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::{BrokerId, EpochAndOffset, MirrorPartition};
@@ -108,6 +108,10 @@ impl World {
                     LogEffect::AppendFetched => {
                         if self.stored_state(c) != MirrorState::Mirroring {
                             self.violate(Violation::FetchedOutsideMirroring);
+                        }
+                        let epoch = self.cluster(c).leader_epoch;
+                        if fetched.iter().any(|b| b.partition_leader_epoch >= epoch) {
+                            self.ghosts.mirrored_epoch_not_below_leader = true;
                         }
                         &[MirrorState::Mirroring]
                     }
@@ -302,6 +306,19 @@ impl World {
                 );
                 let outcome = response.outcome();
                 let (_, batches) = response.into_parts();
+                // KIP-320: a source that answers with records (even none) tells the fetcher
+                // its log is a prefix of the source's; if it is not, the divergence went
+                // unreported and the destination keeps what the source lost. Only a fetch
+                // its requester still waits for counts (a stale answer is ignored).
+                let requester = &self.cluster(from.cluster).replicas[from.broker as usize];
+                let awaited = requester.incarnation == from.incarnation
+                    && requester.mirror.as_ref().is_some_and(|m| {
+                        *m.activity() == kmirror_kernel::partition::Activity::Fetching(request)
+                    });
+                let diverged = !is_prefix(requester.log.batches(), leader.log.batches());
+                if matches!(outcome, FetchOutcome::Records { .. }) && awaited && diverged {
+                    self.violate(Violation::DivergenceNotReported);
+                }
                 return Some((Input::FetchCompleted { request, outcome }, batches));
             }
             RequestBody::BumpLeaderEpoch { at_least } => {
@@ -386,7 +403,11 @@ impl World {
         let (Some(d), Some(s)) = (self.leader(dest), self.leader(dest.other())) else {
             return true;
         };
-        let (d, s) = (d.log.batches(), s.log.batches());
-        d.len() <= s.len() && d.iter().zip(s.iter()).all(|(a, b)| a == b)
+        is_prefix(d.log.batches(), s.log.batches())
     }
+}
+
+/// Whether batches `d` are the first batches of `s`.
+fn is_prefix(d: &im::Vector<BatchHeader>, s: &im::Vector<BatchHeader>) -> bool {
+    d.len() <= s.len() && d.iter().zip(s.iter()).all(|(a, b)| a == b)
 }

@@ -27,12 +27,16 @@ pub fn all() -> Vec<Property<MirrorModel>> {
         Property::always(
             "mirror_is_prefix_of_source",
             |_: &MirrorModel, w: &World| {
-                ClusterId::BOTH.into_iter().all(|c| {
-                    !matches!(
-                        w.stored_state(c),
-                        MirrorState::Mirroring | MirrorState::Paused
-                    ) || w.mirror_is_prefix_of_source(c)
-                })
+                // After an unclean election on the source the destination may hold what the
+                // source lost until its next fetch finds the divergence: then only its appends
+                // are checked, when the source serves them (`divergence_reported_to_mirror`).
+                w.ghosts.source_lost_data
+                    || ClusterId::BOTH.into_iter().all(|c| {
+                        !matches!(
+                            w.stored_state(c),
+                            MirrorState::Mirroring | MirrorState::Paused
+                        ) || w.mirror_is_prefix_of_source(c)
+                    })
             },
         ),
         Property::always(
@@ -61,6 +65,14 @@ pub fn all() -> Vec<Property<MirrorModel>> {
                         .all(|(x, y)| x.partition_leader_epoch <= y.partition_leader_epoch)
                 }) && no_violation(w, Violation::LocalWriteBelowMirroredEpoch)
             },
+        ),
+        Property::always(
+            "divergence_reported_to_mirror",
+            |_: &MirrorModel, w: &World| no_violation(w, Violation::DivergenceNotReported),
+        ),
+        Property::always(
+            "mirrored_epochs_below_leader_epoch",
+            |_: &MirrorModel, w: &World| !w.ghosts.mirrored_epoch_not_below_leader,
         ),
         Property::always(
             "local_writes_after_stop_above_lme",

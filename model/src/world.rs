@@ -342,6 +342,9 @@ pub enum Violation {
     DivergentAfterPreparing,
     /// A metadata sync write landed while the partition was STOPPING or STOPPED.
     SyncWriteAfterStop,
+    /// The source answered a mirror fetch with records (even none) although the fetcher's log
+    /// is not a prefix of the source's: a divergence went unreported (KIP-320).
+    DivergenceNotReported,
 }
 
 /// Observations that are history, not state, kept for the properties.
@@ -355,6 +358,14 @@ pub struct Ghosts {
     pub sync_landed: bool,
     /// Whether a stale metadata sync write was refused by the gate.
     pub sync_fenced: bool,
+    /// Whether a fetched batch was appended with an epoch at or above the destination's leader
+    /// epoch (KIP-1279's leader-epoch invariant: a later local write could reuse that epoch).
+    /// Not a [`Violation`]: exploration goes on, so the log refusing a local write below a
+    /// mirrored epoch (`kernel_log_effects_succeed`) stays reachable after it.
+    pub mirrored_epoch_not_below_leader: bool,
+    /// Whether a source elected a leader outside its ISR (the destination may then hold data
+    /// the source lost, until its next fetch finds the divergence).
+    pub source_lost_data: bool,
 }
 
 /// The whole world.
@@ -434,9 +445,12 @@ impl World {
             },
             ghosts: Ghosts::default(),
         };
-        // The clusters' epochs are independent; A starts one ahead so that mirrored batches
-        // carry epochs the destination has not reached (the reason STOPPING bumps the epoch).
-        world.cluster_mut(ClusterId::A).leader_epoch = 1;
+        // The clusters' epochs are independent; by default A starts one ahead so that mirrored
+        // batches carry epochs the destination has not reached (the reason the destination
+        // bumps its epoch); `epoch_lead` moves either far ahead.
+        for c in ClusterId::BOTH {
+            world.cluster_mut(c).leader_epoch = config.epoch_lead.initial_epoch(c);
+        }
         for c in ClusterId::BOTH {
             world.elect(config, c, 0, false);
         }

@@ -5,6 +5,7 @@
 use kmirror_kernel::config::StopStrategy;
 use kmirror_kernel::mutant::Mutant;
 use kmirror_model::runner::{check, find, CheckReport, RunOptions, Verdict};
+use kmirror_model::world::ClusterId;
 use kmirror_model::ModelConfig;
 
 /// The smallest configuration (found by hand) in which `mutant` is visible, and the property
@@ -91,6 +92,26 @@ fn case(mutant: Mutant) -> (ModelConfig, &'static str) {
             },
             "no_half_transaction_survives_stop",
         ),
+        // The clusters' epochs tie (both leaders elected at 1): B appends A's epoch-1 batch
+        // at its own epoch 1 (model/tests/faults.rs has the other directions).
+        Mutant::EpochTieNotBumped => (
+            tiny.with_epoch_lead(ClusterId::A, 0),
+            "mirrored_epochs_below_leader_epoch",
+        ),
+        // The coordinator moves after the STOPPED write landed, before its acknowledgement:
+        // the kernel still believes STOPPING and acts on it (model/tests/faults.rs).
+        Mutant::KeepStateAfterFailedWrite => (
+            ModelConfig {
+                transactions: 0,
+                coordinator_moves: 1,
+                ..tiny
+            },
+            "state_persisted_before_acted_on",
+        ),
+        // Its counterexample (an unclean election on the source, about 25 steps with two
+        // replicas and two batches) is beyond a test-sized search: scripted in
+        // model/tests/faults.rs.
+        Mutant::FetchWithoutLastEpoch => unreachable!("{mutant:?} is tested in faults.rs"),
         // The node manager's mutants need the node model: model/tests/node.rs.
         Mutant::CoalescedFetchDropsAfterFailure
         | Mutant::StopRoutedToEveryTopic
@@ -138,7 +159,10 @@ fn assert_mutant_caught(mutant: Mutant) {
 #[test]
 fn unmutated_kernel_passes_every_mutant_configuration() {
     let mut configs: Vec<ModelConfig> = Vec::new();
-    for m in Mutant::ALL.into_iter().filter(|m| !m.is_node()) {
+    for m in Mutant::ALL
+        .into_iter()
+        .filter(|m| !m.is_node() && !SCRIPTED.contains(m))
+    {
         let (config, _) = case(m);
         if !configs.contains(&config) && !is_heavy(m) {
             configs.push(config);
@@ -163,6 +187,10 @@ fn unmutated_kernel_passes_the_isr_wait_configuration() {
     assert!(report.all_hold(), "failed: {:?}", failures(&report));
 }
 
+/// Mutants whose counterexample `model/tests/faults.rs` scripts step by step (too deep for a
+/// test-sized search).
+const SCRIPTED: [Mutant; 1] = [Mutant::FetchWithoutLastEpoch];
+
 fn is_heavy(mutant: Mutant) -> bool {
     mutant == Mutant::SkipIsrWait
 }
@@ -176,11 +204,12 @@ macro_rules! mutant_tests {
             }
         )*
 
-        /// Every mutant has a test above (the node manager's: in model/tests/node.rs).
+        /// Every mutant has a test above (the node manager's: in model/tests/node.rs; the
+        /// scripted ones: in model/tests/faults.rs).
         #[test]
         fn every_mutant_is_tested() {
             let tested = [$(Mutant::$mutant),*];
-            for m in Mutant::ALL.into_iter().filter(|m| !m.is_node()) {
+            for m in Mutant::ALL.into_iter().filter(|m| !m.is_node() && !SCRIPTED.contains(m)) {
                 assert!(tested.contains(&m), "{m:?} has no test");
             }
         }
@@ -204,6 +233,8 @@ mutant_tests! {
     sync_after_stop_breaks_the_sync_gate => SyncAfterStop,
     unfenced_sync_write_lands_after_stop => SyncWriteUnfenced,
     lso_released_at_marker_keeps_aborted_data => LsoReleasedAtMarker,
+    epoch_tie_not_bumped_appends_at_own_epoch => EpochTieNotBumped,
+    keep_state_after_failed_write_acts_on_a_replaced_state => KeepStateAfterFailedWrite,
 }
 
 /// The abort strategy is checked as well: skipping it leaves the same half transaction.
