@@ -42,6 +42,17 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The verdict of an `always` property (`always`) or a `sometimes` one, given whether the
+    /// search found a state that discovers it (a violation, or an example).
+    pub fn of(always: bool, found: bool) -> Verdict {
+        match (always, found) {
+            (true, true) => Verdict::Counterexample,
+            (true, false) => Verdict::Holds,
+            (false, true) => Verdict::ExampleFound,
+            (false, false) => Verdict::NotReached,
+        }
+    }
+
     /// Whether the verdict is a failure of the check.
     pub fn is_failure(self) -> bool {
         matches!(self, Verdict::Counterexample)
@@ -243,12 +254,7 @@ pub(crate) fn property_reports(
         .map(|p| {
             let always = p.expectation.discovery_is_failure();
             let found = discoveries.remove(p.name);
-            let verdict = match (always, found.is_some()) {
-                (true, true) => Verdict::Counterexample,
-                (true, false) => Verdict::Holds,
-                (false, true) => Verdict::ExampleFound,
-                (false, false) => Verdict::NotReached,
-            };
+            let verdict = Verdict::of(always, found.is_some());
             let actions = match shorten {
                 Some(threads) if verdict == Verdict::Counterexample => {
                     shortest(&model.config, p.name, threads).or(found)

@@ -97,12 +97,7 @@ fn reports(
         .map(|p| {
             let always = p.expectation.discovery_is_failure();
             let found = discoveries.remove(p.name);
-            let verdict = match (always, found.is_some()) {
-                (true, true) => Verdict::Counterexample,
-                (true, false) => Verdict::Holds,
-                (false, true) => Verdict::ExampleFound,
-                (false, false) => Verdict::NotReached,
-            };
+            let verdict = Verdict::of(always, found.is_some());
             let actions = match shorten {
                 Some(threads) if verdict == Verdict::Counterexample => {
                     shortest(&model.config, p.name, threads).or(found)
