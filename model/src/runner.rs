@@ -197,6 +197,48 @@ pub fn check(config: &ModelConfig, options: &RunOptions) -> CheckReport {
     } else {
         Box::new(builder.spawn_bfs())
     };
+    let search = finish_search(checker, options, start);
+    let shorten = options.shorten.then_some(options.threads);
+    let properties = property_reports(&model, search.discoveries, shorten);
+    CheckReport {
+        states: search.states,
+        unique: search.unique,
+        depth: search.depth,
+        seconds: search.seconds,
+        exhaustive: search.exhaustive,
+        peak_rss_bytes: peak_rss_bytes(),
+        properties,
+    }
+}
+
+/// What a finished exhaustive search found, for either model.
+pub(crate) struct Search<A> {
+    /// States generated, repeats included.
+    pub states: usize,
+    /// Unique states.
+    pub unique: usize,
+    /// Greatest depth reached.
+    pub depth: usize,
+    /// Wall-clock seconds since `start`.
+    pub seconds: f64,
+    /// Whether the search covered every reachable state.
+    pub exhaustive: bool,
+    /// Each discovered property's path, as actions.
+    pub discoveries: HashMap<&'static str, Vec<A>>,
+}
+
+/// Waits for `checker`, printing a progress line as `options.progress` says, and collects its
+/// figures and discoveries.
+pub(crate) fn finish_search<M>(
+    checker: Box<dyn Checker<M>>,
+    options: &RunOptions,
+    start: Instant,
+) -> Search<M::Action>
+where
+    M: Model,
+    M::State: Clone + PartialEq,
+    M::Action: Clone + PartialEq,
+{
     if let Some(every) = options.progress {
         while !checker.is_done() {
             std::thread::sleep(every.min(Duration::from_millis(200)));
@@ -220,24 +262,19 @@ pub fn check(config: &ModelConfig, options: &RunOptions) -> CheckReport {
         }
     }
     let seconds = start.elapsed().as_secs_f64();
-    let exhaustive = options
-        .state_limit
-        .is_none_or(|limit| checker.state_count() < limit);
-    let shorten = options.shorten.then_some(options.threads);
-    let discoveries = checker
-        .discoveries()
-        .into_iter()
-        .map(|(name, path)| (name, path.into_actions()))
-        .collect();
-    let properties = property_reports(&model, discoveries, shorten);
-    CheckReport {
+    Search {
         states: checker.state_count(),
         unique: checker.unique_state_count(),
         depth: checker.max_depth(),
         seconds,
-        exhaustive,
-        peak_rss_bytes: peak_rss_bytes(),
-        properties,
+        exhaustive: options
+            .state_limit
+            .is_none_or(|limit| checker.state_count() < limit),
+        discoveries: checker
+            .discoveries()
+            .into_iter()
+            .map(|(name, path)| (name, path.into_actions()))
+            .collect(),
     }
 }
 

@@ -11,7 +11,9 @@ use super::actions::NodeAction;
 use super::config::NodeModelConfig;
 use super::model::NodeModel;
 use super::trace::NodeTrace;
-use crate::runner::{peak_rss_bytes, CheckReport, PropertyReport, RunOptions, Verdict};
+use crate::runner::{
+    finish_search, peak_rss_bytes, CheckReport, PropertyReport, RunOptions, Verdict,
+};
 
 /// The report of a node check, with the node traces of its counterexamples.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -36,46 +38,19 @@ pub fn check(config: &NodeModelConfig, options: &RunOptions) -> NodeCheckReport 
     } else {
         Box::new(builder.spawn_bfs())
     };
-    if let Some(every) = options.progress {
-        while !checker.is_done() {
-            std::thread::sleep(every);
-            eprint!(
-                "\r  {:>10} states  {:>10} unique  depth {:>3}  {:>6.0}s",
-                checker.state_count(),
-                checker.unique_state_count(),
-                checker.max_depth(),
-                start.elapsed().as_secs_f64()
-            );
-        }
-        eprintln!();
-    }
-    let mut checker = checker;
-    for handle in checker.handles() {
-        if handle.join().is_err() {
-            eprintln!("kmirror: a checker thread panicked; the report is incomplete");
-        }
-    }
-    let seconds = start.elapsed().as_secs_f64();
-    let exhaustive = options
-        .state_limit
-        .is_none_or(|limit| checker.state_count() < limit);
-    let discoveries = checker
-        .discoveries()
-        .into_iter()
-        .map(|(name, path)| (name, path.into_actions()))
-        .collect();
+    let search = finish_search(checker, options, start);
     let (properties, traces) = reports(
         &model,
-        discoveries,
+        search.discoveries.into_iter().collect(),
         options.shorten.then_some(options.threads),
     );
     NodeCheckReport {
         report: CheckReport {
-            states: checker.state_count(),
-            unique: checker.unique_state_count(),
-            depth: checker.max_depth(),
-            seconds,
-            exhaustive,
+            states: search.states,
+            unique: search.unique,
+            depth: search.depth,
+            seconds: search.seconds,
+            exhaustive: search.exhaustive,
             peak_rss_bytes: peak_rss_bytes(),
             properties,
         },
