@@ -25,9 +25,9 @@ pub mod status;
 #[cfg(test)]
 mod crash_tests;
 #[cfg(test)]
-mod sync_crash_tests;
+mod fixture;
 #[cfg(test)]
-mod sync_fixture;
+mod sync_crash_tests;
 #[cfg(test)]
 mod sync_tests;
 #[cfg(test)]

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use kmirror_kernel::controller::MirrorRequest;
 use kmirror_kernel::desired::DesiredState;
 
-use super::sync_fixture::*;
+use super::fixture::*;
 use super::*;
 use crate::driver::ManualClock;
 use crate::sync::local::MetadataDir;
@@ -172,7 +172,7 @@ struct Run {
 /// Four rounds, the third in flight across the stop of orders; halted after the `halt`-th
 /// write, and then the driver is dropped without closing.
 fn scenario(fake: &FakeCluster, root: &Path, src: &mut DirSource, halt: Option<u64>) -> Run {
-    let mut driver = NodeDriver::open(root, Some(source(fake)), options()).unwrap();
+    let mut driver = NodeDriver::open(root, Some(source(fake, BOTH)), options()).unwrap();
     let mut clock = ManualClock { now_ms: 1_000 };
     lead(&mut driver, &mut clock);
     let mut sync = NodeSync::new(NodeSyncPolicy::default(), 1);
@@ -245,7 +245,7 @@ fn copy_dir(from: &Path, to: &Path) {
 /// After a kill: reopen (recovery), stop orders if the kill came before its stop, sync until
 /// a round writes nothing; returns the stopped topic's view before and after the rounds.
 fn restart(fake: &FakeCluster, root: &Path, src: &mut DirSource) -> (String, String) {
-    let mut driver = NodeDriver::open(root, Some(source(fake)), options()).unwrap();
+    let mut driver = NodeDriver::open(root, Some(source(fake, BOTH)), options()).unwrap();
     phase(src, 4);
     let stopped = matches!(
         driver.dest().meta().topics["orders"]

@@ -8,7 +8,7 @@ use kmirror_kernel::controller::MirrorRequest;
 use kmirror_kernel::sync::gate::SyncRefused;
 use kmirror_kernel::sync::group_offsets::TopicPartition;
 
-use super::sync_fixture::*;
+use super::fixture::*;
 use super::*;
 use crate::driver::ManualClock;
 use crate::sync::local::MetadataDir;

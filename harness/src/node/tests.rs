@@ -2,8 +2,6 @@
 //! topics mirrored byte for byte with one Fetch per source broker per round, a stop of one
 //! topic, bad requests answered per topic, and the single-partition format refused.
 
-use std::time::Duration;
-
 use kafka_protocol::messages::ApiKey;
 use kmirror_kernel::controller::{MirrorErrorCode, MirrorRequest};
 use kmirror_kernel::log::LogView;
@@ -11,53 +9,10 @@ use kmirror_kernel::node::PartitionKey;
 use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::{MirrorName, TopicId};
 
+use super::fixture::{east, fake, source, ORDERS, PAY_EU};
 use super::*;
 use crate::driver::ManualClock;
-use crate::wire::fake_broker::{FakeCluster, FakePartition, FakeTopic};
-use crate::wire::{SourceCluster, SourceClusterOptions, TopicSelection};
-
-const ORDERS: TopicId = TopicId([1; 16]);
-const PAY_EU: TopicId = TopicId([2; 16]);
-
-fn fake() -> FakeCluster {
-    FakeCluster::start(
-        2,
-        vec![
-            FakeTopic {
-                name: "orders".into(),
-                id: ORDERS,
-                partitions: (0..3)
-                    .map(|i| FakePartition::with_batches(1 + i % 2, 5, 4 + i64::from(i)))
-                    .collect(),
-            },
-            FakeTopic {
-                name: "pay.eu".into(),
-                id: PAY_EU,
-                partitions: (0..2)
-                    .map(|i| FakePartition::with_batches(2 - i % 2, 3, 2))
-                    .collect(),
-            },
-        ],
-    )
-}
-
-fn source(fake: &FakeCluster, topics: &[&str]) -> SourceCluster {
-    let options = SourceClusterOptions {
-        connect_timeout: Duration::from_secs(1),
-        request_timeout: Duration::from_secs(2),
-        fetch_max_wait_ms: 0,
-        ..SourceClusterOptions::default()
-    };
-    SourceCluster::new(
-        &fake.address(1),
-        TopicSelection::names(topics).unwrap(),
-        options,
-    )
-}
-
-fn east() -> MirrorName {
-    MirrorName::new("fake-cluster").unwrap()
-}
+use crate::wire::fake_broker::{FakeCluster, FakePartition};
 
 fn options() -> NodeDriverOptions {
     NodeDriverOptions {

@@ -1,6 +1,7 @@
-//! Test fixture of the node metadata sync: a node mirroring two topics from the wire layer's
-//! fake cluster, and a source whose metadata (configs, groups, ACLs) is a metadata directory,
-//! with log end offsets read from the fake cluster.
+//! Test fixtures of the node driver: the wire layer's fake cluster with two topics and a source
+//! reading it (the driver tests and the sync tests), and, for the metadata sync, a node
+//! mirroring both topics and a source whose metadata (configs, groups, ACLs) is a metadata
+//! directory, with log end offsets read from the fake cluster.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -18,6 +19,8 @@ use crate::wire::{SourceCluster, SourceClusterOptions, TopicSelection};
 
 pub const ORDERS: TopicId = TopicId([1; 16]);
 pub const PAY_EU: TopicId = TopicId([2; 16]);
+/// Both topics of [`fake`].
+pub const BOTH: &[&str] = &["orders", "pay.eu"];
 
 /// orders: 3 partitions of 4, 5 and 6 batches (LEO 8, 10, 12); pay.eu: 2 partitions of 2
 /// batches (LEO 4); two records a batch.
@@ -43,7 +46,8 @@ pub fn fake() -> FakeCluster {
     )
 }
 
-pub fn source(fake: &FakeCluster) -> SourceCluster {
+/// A source cluster reading `topics` of `fake`.
+pub fn source(fake: &FakeCluster, topics: &[&str]) -> SourceCluster {
     let options = SourceClusterOptions {
         connect_timeout: Duration::from_secs(1),
         request_timeout: Duration::from_secs(2),
@@ -52,7 +56,7 @@ pub fn source(fake: &FakeCluster) -> SourceCluster {
     };
     SourceCluster::new(
         &fake.address(1),
-        TopicSelection::names(&["orders", "pay.eu"]).unwrap(),
+        TopicSelection::names(topics).unwrap(),
         options,
     )
 }
@@ -71,7 +75,7 @@ pub fn options() -> NodeDriverOptions {
 /// A node destination at `root` with both topics added to the mirror (not started).
 pub fn added(fake: &FakeCluster, root: &Path) -> NodeDriver {
     let dest = NodeDest::create(root, NodeMeta::new(Some(fake.address(1)), 4)).unwrap();
-    let mut driver = NodeDriver::from_dest(dest, Some(source(fake)), options()).unwrap();
+    let mut driver = NodeDriver::from_dest(dest, Some(source(fake, BOTH)), options()).unwrap();
     let results = driver
         .add_topics(
             &east(),
