@@ -547,9 +547,18 @@ fn is_empty_or_missing(path: &Path) -> bool {
 pub fn source_security(path: Option<&Path>) -> Result<Arc<SecurityConfig>, String> {
     match path {
         None => Ok(Arc::default()),
-        Some(path) => SecurityConfig::from_file(path)
-            .map(Arc::new)
-            .map_err(|e| format!("--source-config: {e}")),
+        Some(path) => {
+            let config =
+                SecurityConfig::from_file(path).map_err(|e| format!("--source-config: {e}"))?;
+            if !config.ignored_keys.is_empty() {
+                eprintln!(
+                    "kmirror: warning: --source-config {}: ignoring {} (not read by kmirror)",
+                    path.display(),
+                    config.ignored_keys.join(", ")
+                );
+            }
+            Ok(Arc::new(config))
+        }
     }
 }
 
