@@ -771,19 +771,17 @@ pub fn resume(args: ResumeArgs) -> Result<ExitCode, String> {
     )
 }
 
-/// `kmirror status --dest DIR [--json]` of a node destination. While another process holds
-/// the directory, its last `status.json` is shown. It changes nothing: a destination missing a
-/// partition or `__mirror_state` directory is an error before anything is opened.
+/// `kmirror status --dest DIR [--json]` of a node destination, read changing nothing
+/// ([`NodeStatus::inspect`]: no lock taken for writing, no repair, nothing created; a
+/// destination missing a directory is an error naming it). While another process holds the
+/// directory, its last `status.json` is shown.
 pub fn status(args: StatusArgs) -> Result<ExitCode, String> {
-    // A destination missing a directory is reported, not repaired: opening would create it.
-    NodeDest::check_complete(&args.dest).map_err(|e| e.to_string())?;
     let snapshot: Option<NodeStatus> = std::fs::read(args.dest.join(STATUS_FILE))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok());
-    let status = match NodeDriver::open(&args.dest, None, NodeDriverOptions::default()) {
-        Ok(driver) => {
-            let status = driver.status();
-            driver.close().map_err(|e| e.to_string())?;
+    let status = match NodeDest::read_lock(&args.dest) {
+        Ok(_held) => {
+            let status = NodeStatus::inspect(&args.dest).map_err(|e| e.to_string())?;
             match &snapshot {
                 Some(old) => status.with_source_positions_from(old),
                 None => status,

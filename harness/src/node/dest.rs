@@ -478,6 +478,26 @@ impl NodeDest {
         Ok(())
     }
 
+    /// A shared hold on `root`'s `.lock` for a reader (`kmirror status`): a writer cannot
+    /// start while it is held. `Ok(None)` when there is no `.lock` (nothing was ever opened
+    /// there: nothing to hold, and nothing is created); [`NodeError::Busy`] while a process
+    /// holds the directory.
+    pub fn read_lock(root: &Path) -> Result<Option<File>, NodeError> {
+        let path = root.join(LOCK_FILE);
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io("open", &path, e)),
+        };
+        match file.try_lock_shared() {
+            Ok(()) => Ok(Some(file)),
+            Err(TryLockError::WouldBlock) => Err(NodeError::Busy {
+                dir: root.to_path_buf(),
+            }),
+            Err(TryLockError::Error(e)) => Err(io("lock", &path, e)),
+        }
+    }
+
     /// Checks, reading only, that every directory `node.properties` of `root` names is there:
     /// the log dir, each partition's `<topic>-<partition>/` and each `__mirror_state-<k>/`.
     /// Opening creates a missing `__mirror_state` partition (a new destination's), so a reader

@@ -1355,10 +1355,11 @@ impl NodeDriver {
                 let log = self.logs.get(&key)?;
                 let mut s = PartitionStatus::of(
                     self.dest.meta(),
-                    &self.states,
+                    persisted_state(self.dest.meta(), &self.states, &key),
                     name,
                     key,
                     log,
+                    log.segments().iter().map(|s| s.size()).sum(),
                     self.positions.get(&key).map(|p| p.last_stable_offset),
                 );
                 s.error = self.last_errors.get(&key).cloned();
@@ -1447,6 +1448,19 @@ pub(super) fn persisted_state(
     states: &BTreeMap<u32, StatePartition>,
     key: &PartitionKey,
 ) -> MirrorState {
+    persisted_state_in(
+        meta,
+        &|k| states.get(&k).map(StatePartition::coordinator),
+        key,
+    )
+}
+
+/// [`persisted_state`] with the coordinator of each `__mirror_state` partition from `coordinator`.
+pub(super) fn persisted_state_in<'a>(
+    meta: &NodeMeta,
+    coordinator: &dyn Fn(u32) -> Option<&'a kmirror_kernel::coordinator::Coordinator>,
+    key: &PartitionKey,
+) -> MirrorState {
     let Some(name) = meta.topic_name(key.topic_id) else {
         return MirrorState::Unknown;
     };
@@ -1460,7 +1474,7 @@ pub(super) fn persisted_state(
     let mk = key.in_mirror(mirror);
     mirror_state_partition(&mk, meta.mirror_state_partitions)
         .ok()
-        .and_then(|p| states.get(&p))
-        .and_then(|s| s.coordinator().read_state(&mk))
+        .and_then(coordinator)
+        .and_then(|c| c.read_state(&mk))
         .map_or(MirrorState::Unknown, |v| v.state)
 }

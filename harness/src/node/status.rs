@@ -21,12 +21,19 @@ use kmirror_kernel::node::PartitionKey;
 use kmirror_kernel::types::{LeaderEpoch, Offset, PartitionIndex};
 use serde::{Deserialize, Serialize};
 
-use crate::driver::cluster::topic_id_hex;
-use crate::file_log::FileLog;
+use std::sync::Arc;
 
-use super::dest::NodeMeta;
-use super::driver::persisted_state;
-use super::state_log::StatePartition;
+use kmirror_kernel::config::MirrorConfig;
+use kmirror_kernel::state::MirrorState;
+
+use crate::driver::cluster::topic_id_hex;
+use crate::file_log::{FileLog, TopicPartition};
+use crate::log_dir_checkpoints::LogDirCheckpoints;
+
+use super::dest::{NodeDest, NodeMeta, LOG_DIR};
+use super::driver::persisted_state_in;
+use super::state_log::inspect_coordinator;
+use super::NodeError;
 
 /// One partition of a node destination.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,13 +74,15 @@ pub struct PartitionStatus {
 }
 
 impl PartitionStatus {
-    /// The status of `key` (topic `topic`) from its log and the `__mirror_state` partitions.
+    /// The status of `key` (topic `topic`) in persisted mirror state `state`, from its log
+    /// (`log_bytes` of batches) and the source's last stable offset if known.
     pub fn of(
         meta: &NodeMeta,
-        states: &BTreeMap<u32, StatePartition>,
+        state: MirrorState,
         topic: &str,
         key: PartitionKey,
-        log: &FileLog,
+        log: &impl LogView,
+        log_bytes: u64,
         source_lso: Option<Offset>,
     ) -> Self {
         let controller = meta
@@ -85,7 +94,7 @@ impl PartitionStatus {
         PartitionStatus {
             topic: topic.to_owned(),
             partition: key.partition,
-            state: persisted_state(meta, states, &key).to_string(),
+            state: state.to_string(),
             leader_epoch: controller.leader_epoch,
             writable: controller.writable,
             log_start_offset: log.log_start_offset(),
@@ -94,7 +103,7 @@ impl PartitionStatus {
             last_stable_offset: log.last_stable_offset(),
             source_last_stable_offset: source_lso,
             lag: source_lso.map(|s| (s - leo).max(0)),
-            log_bytes: log.segments().iter().map(|s| s.size()).sum(),
+            log_bytes,
             lag_bytes: None,
             lag_bytes_estimated: false,
             error: None,
@@ -193,6 +202,56 @@ impl NodeStatus {
                 .iter()
                 .any(|p| p.lag_bytes.is_some() && p.lag_bytes_estimated);
         }
+    }
+
+    /// The status of the node destination at `root` read **changing nothing**: its
+    /// directories checked ([`NodeDest::check_complete`]), the log dir's checkpoints, every
+    /// `__mirror_state` partition and every partition log read as opening would recover them
+    /// ([`FileLog::inspect_in_log_dir`]) but with no repair, no lock taken and nothing written.
+    /// The source positions are unknown (fill them from `status.json` with
+    /// [`NodeStatus::with_source_positions_from`]).
+    pub fn inspect(root: &Path) -> Result<NodeStatus, NodeError> {
+        let meta = NodeDest::check_complete(root)?;
+        let log_dir = root.join(LOG_DIR);
+        let log_error = |dir: &Path| {
+            let dir = dir.to_path_buf();
+            move |source| NodeError::Log {
+                dir,
+                source: Box::new(source),
+            }
+        };
+        let checkpoints =
+            Arc::new(LogDirCheckpoints::open_read_only(&log_dir).map_err(log_error(&log_dir))?);
+        let table = MirrorConfig::default().transitions;
+        let mut coordinators = BTreeMap::new();
+        for k in 0..meta.mirror_state_partitions {
+            let c = inspect_coordinator(&log_dir, k, table.clone(), Arc::clone(&checkpoints))?;
+            coordinators.insert(k, c);
+        }
+        let mut partitions = Vec::new();
+        for (name, p) in meta.partitions.keys() {
+            let Some(topic) = meta.topics.get(name) else {
+                continue;
+            };
+            let key = PartitionKey::new(topic.topic_id, *p);
+            let tp = TopicPartition::new(name, *p).map_err(|e| NodeError::Invalid {
+                message: e.to_string(),
+            })?;
+            let dir = log_dir.join(tp.dir_name());
+            let log = FileLog::inspect_in_log_dir(&log_dir, tp, Arc::clone(&checkpoints))
+                .map_err(log_error(&dir))?;
+            let state = persisted_state_in(&meta, &|k| coordinators.get(&k), &key);
+            partitions.push(PartitionStatus::of(
+                &meta,
+                state,
+                name,
+                key,
+                log.mem_log(),
+                log.bytes(),
+                None,
+            ));
+        }
+        Ok(NodeStatus::new(root, &meta, partitions))
     }
 
     /// Fills the unknown source positions (and lags) from an older status (`status.json`).

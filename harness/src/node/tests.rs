@@ -608,3 +608,84 @@ mod control {
         );
     }
 }
+
+/// Every file under `root` with its bytes (directories as empty entries ending in `/`).
+fn snapshot(root: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                out.insert(format!("{}/", path.display()), Vec::new());
+                stack.push(path);
+            } else {
+                out.insert(path.display().to_string(), std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_read_only_status_is_what_opening_would_show_and_changes_nothing() {
+    let fake = fake();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("west");
+    let (mut driver, _) = mirrored(&fake, &root);
+    // One topic STOPPED, the other MIRRORING.
+    let results = driver
+        .request(
+            &MirrorRequest::RemoveTopics {
+                mirror: east().to_string(),
+                topics: vec!["pay.eu".into()],
+            },
+            0,
+        )
+        .unwrap();
+    assert!(results["pay.eu"].is_ok());
+    driver.set_source(None);
+    let mut clock = ManualClock::default();
+    driver
+        .run(&mut clock, NodeUntil::Settled, &mut |_, _| {})
+        .unwrap();
+    driver.close().unwrap();
+    // What a crash leaves: a torn batch at the end of orders-1 (past its recovery point: opening
+    // cuts it) and the temporary file of an interrupted checkpoint write (opening deletes it).
+    let segment = root.join("data/orders-1/00000000000000000000.log");
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0, 80, 0, 0]);
+    std::fs::write(&segment, bytes).unwrap();
+    std::fs::write(
+        root.join("data/recovery-point-offset-checkpoint.tmp"),
+        b"0\n",
+    )
+    .unwrap();
+    let before = snapshot(&root);
+
+    let inspected = NodeStatus::inspect(&root).unwrap();
+    assert_eq!(snapshot(&root), before, "inspecting changed nothing");
+    let states: Vec<(&str, &str)> = inspected
+        .partitions
+        .iter()
+        .map(|p| (p.topic.as_str(), p.state.as_str()))
+        .collect();
+    assert_eq!(
+        states,
+        vec![
+            ("orders", "MIRRORING"),
+            ("orders", "MIRRORING"),
+            ("orders", "MIRRORING"),
+            ("pay.eu", "STOPPED"),
+            ("pay.eu", "STOPPED")
+        ]
+    );
+    // Opening recovers (cuts the torn batch, deletes the .tmp) and shows the same.
+    let opened = NodeDriver::open(&root, None, options()).unwrap();
+    assert_ne!(snapshot(&root), before, "opening repaired the destination");
+    assert_eq!(inspected, opened.status());
+    assert_eq!(
+        inspected.partitions[1].log_end_offset, 10,
+        "orders-1 up to its last whole batch"
+    );
+}
