@@ -518,11 +518,15 @@ fn open_or_hand_over(
                     {
                         return Err(format!(
                             "{} is held by another kmirror process that took no control request \
-                             in {} ms (a running `kmirror mirror --topics` takes one within a \
+                             in {} (a running `kmirror mirror --topics` takes one within a \
                              second; another command or `kmirror sync` does not); nothing was \
                              changed: try again once it is done",
                             dest.display(),
-                            claim_wait_ms
+                            if claim_wait_ms % 1_000 == 0 {
+                                format!("{} s", claim_wait_ms / 1_000)
+                            } else {
+                                format!("{claim_wait_ms} ms")
+                            }
                         ));
                     }
                 }
