@@ -245,8 +245,8 @@ fn seeded_random_walks_through_failover_and_failback_replay_on_disk() {
 fn quiet_step(trace: &Trace, c: ClusterId, b: i32) -> Option<usize> {
     let steps = trace.journal().unwrap();
     (1..steps.len().saturating_sub(1)).find(|&n| {
-        let now = &steps[n].world.cluster(c).replicas[b as usize].log;
-        let next = &steps[n + 1].world.cluster(c).replicas[b as usize].log;
+        let now = &*steps[n].world.cluster(c).replicas[b as usize].log;
+        let next = &*steps[n + 1].world.cluster(c).replicas[b as usize].log;
         !LogView::epoch_cache(now).is_empty()
             && LogView::epoch_cache(now) == LogView::epoch_cache(next)
     })
@@ -302,7 +302,7 @@ fn a_corrupted_segment_is_reported_naming_the_replica() {
     // The first step after which A/0 holds a batch.
     let n = steps
         .iter()
-        .position(|s| LogView::log_end_offset(&s.world.cluster(c).replicas[b as usize].log) > 0)
+        .position(|s| LogView::log_end_offset(&*s.world.cluster(c).replicas[b as usize].log) > 0)
         .expect("A/0 gets a batch");
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_path_buf();

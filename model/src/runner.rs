@@ -183,7 +183,7 @@ impl Default for RunOptions {
 
 /// Exhaustive search of `config`: BFS, or DFS with `options.dfs` or `options.symmetry`.
 pub fn check(config: &ModelConfig, options: &RunOptions) -> CheckReport {
-    let model = MirrorModel::new(config.clone());
+    let model = MirrorModel::new(config.clone()).pruning_examples();
     let start = Instant::now();
     let mut builder = model.clone().checker().threads(options.threads.max(1));
     if let Some(limit) = options.state_limit {
@@ -286,7 +286,7 @@ pub(crate) fn property_reports(
     shorten: Option<usize>,
 ) -> Vec<PropertyReport> {
     model
-        .properties()
+        .all_properties()
         .into_iter()
         .map(|p| {
             let always = p.expectation.discovery_is_failure();
