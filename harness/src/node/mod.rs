@@ -10,6 +10,7 @@
 //! - [`metadata_sync`]: [`NodeSync`], topic configs, group offsets and ACLs synced inside the
 //!   mirroring process between fetch rounds, behind the kernel's gate.
 //! - [`status`]: per-partition progress and the per-topic rollup.
+//! - [`verify`]: the full CRC scan of every log (`kmirror verify DIR`).
 //! - [`error`]: what fails, as [`NodeError`].
 //!
 //! The single-partition cluster directory ([`driver`](crate::driver)) stays as it is; the two
@@ -21,6 +22,7 @@ pub mod error;
 pub mod metadata_sync;
 pub mod state_log;
 pub mod status;
+pub mod verify;
 
 #[cfg(test)]
 mod crash_tests;
