@@ -86,13 +86,16 @@ pub enum LogCommand {
     /// every replica its log start, LEO, HW, LSO, epoch cache and open transactions, and the
     /// LastMirroredEpochs records the cluster's __mirror_state holds. Reads only.
     Status(StatusArgs),
-    /// CRC-check every batch of every log of a cluster directory (`FileLog::open` with
-    /// `Verify::All`).
+    /// CRC-check every batch of every log of a destination, single-partition or node
+    /// (`FileLog` opened with `Verify::All`).
     ///
     /// Opening a log after a crash checks CRCs only from its recovery point on and trusts what
-    /// was flushed below it (Kafka's recovery); this reads every byte, and reports a damaged
-    /// batch below the recovery point with the file and byte position. Repairs only what opening
-    /// repairs (a torn tail past the recovery point).
+    /// was flushed below it (Kafka's recovery); this reads every byte of every log (every
+    /// replica and __mirror_state; on a node destination every partition and every
+    /// __mirror_state partition) and prints one line per log, a damaged batch below the
+    /// recovery point named with the file and byte position. Repairs only what opening repairs
+    /// (a torn tail past the recovery point). Exit code 0: every log passed; 1: some log is
+    /// damaged; 2: DIR cannot be scanned (missing, not a destination, in use).
     Verify(VerifyArgs),
     /// Write batches to a cluster directory as local producers (creating it with --topic).
     ///
@@ -317,7 +320,7 @@ pub struct StatusArgs {
 /// `kmirror verify`.
 #[derive(Args, Debug)]
 pub struct VerifyArgs {
-    /// The cluster directory to check.
+    /// The destination to check (a cluster directory or a node destination).
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
 }
@@ -405,6 +408,9 @@ pub fn run(command: LogCommand) -> Result<ExitCode, String> {
         }
         LogCommand::Status(args) if NodeDest::is_node_dest(&args.dest) => {
             return crate::node_cli::status(args)
+        }
+        LogCommand::Verify(args) if NodeDest::is_node_dest(&args.dir) => {
+            return crate::node_cli::verify(args)
         }
         LogCommand::Mirror(args) if NodeDest::is_node_dest(&args.dest) => {
             return Err(format!(
@@ -1041,6 +1047,9 @@ fn resume(args: ResumeArgs) -> Result<ExitCode, DriverError> {
     finish(driver, end)
 }
 
+/// `kmirror verify DIR` of a single-partition cluster directory: every replica's log and
+/// `__mirror_state`, opened with [`Verify::All`]. A node destination goes to
+/// [`crate::node_cli::verify`]; both print with [`report_verdicts`].
 fn verify(args: VerifyArgs) -> Result<ExitCode, DriverError> {
     let dir = ClusterDir::open(&args.dir)?;
     let config = dir.file_log_config();
@@ -1052,40 +1061,90 @@ fn verify(args: VerifyArgs) -> Result<ExitCode, DriverError> {
         .map(|&b| (dir.broker_dir(b), dir.topic_partition()))
         .collect();
     logs.push((dir.broker_dir(leader), MirrorStateLog::topic_partition()));
+    let mut verdicts = Vec::new();
     for (log_dir, tp) in logs {
         let path = log_dir.join(tp.dir_name());
-        if !path.is_dir() {
-            return Err(DriverError::Missing {
-                path,
+        let outcome = if path.is_dir() {
+            FileLog::open_with(&log_dir, tp, config, Verify::All)
+                .map(|(log, report)| {
+                    scan_line(
+                        &report,
+                        log.segments().len(),
+                        log.log_start_offset(),
+                        log.log_end_offset(),
+                    )
+                })
+                .map_err(|source| source.to_string())
+        } else {
+            Err(DriverError::Missing {
+                path: path.clone(),
                 hint: "; restore it, or recreate the cluster".into(),
-            });
-        }
-        let (log, report) =
-            FileLog::open_with(&log_dir, tp, config, Verify::All).map_err(|source| {
-                DriverError::Log {
-                    dir: path.clone(),
-                    source: Box::new(source),
-                }
-            })?;
-        let segments = log.segments().len();
-        println!(
-            "{}: {} bytes in {segments} segment{}, offsets {}..{}: every CRC-32C checked, \
-             all good{}",
-            path.display(),
-            report.verified_bytes,
-            if segments == 1 { "" } else { "s" },
-            log.log_start_offset(),
-            log.log_end_offset(),
-            match &report.truncated_tail {
-                Some(tail) => format!(
-                    " (an unflushed tail past the recovery point was cut at offset {}: {})",
-                    tail.first_lost_offset, tail.reason
-                ),
-                None => String::new(),
             }
-        );
+            .to_string())
+        };
+        verdicts.push(Verdict { path, outcome });
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(report_verdicts(&verdicts))
+}
+
+/// One log's outcome in `kmirror verify`: its summary line, or what is damaged (the error
+/// names the damaged file).
+pub(crate) struct Verdict {
+    /// The partition directory.
+    pub path: PathBuf,
+    /// The summary of a log that passed, or the damage found.
+    pub outcome: Result<String, String>,
+}
+
+/// The summary of a log that passed the full scan.
+pub(crate) fn scan_line(
+    report: &kmirror_harness::recovery::RecoveryReport,
+    segments: usize,
+    log_start_offset: i64,
+    log_end_offset: i64,
+) -> String {
+    format!(
+        "{} bytes in {segments} segment{}, offsets {log_start_offset}..{log_end_offset}: every \
+         CRC-32C checked, all good{}",
+        report.verified_bytes,
+        if segments == 1 { "" } else { "s" },
+        match &report.truncated_tail {
+            Some(tail) => format!(
+                " (an unflushed tail past the recovery point was cut at offset {}: {})",
+                tail.first_lost_offset, tail.reason
+            ),
+            None => String::new(),
+        }
+    )
+}
+
+/// Prints one line per log on stdout (`DIR: summary`, or `DIR: DAMAGED: what`) and returns
+/// `kmirror verify`'s exit code: 0 when every log passed; 1 when some log is damaged, after
+/// one `kmirror:` line on stderr saying how many and what the first damage is. (2, for a
+/// directory that cannot be scanned at all, is the caller's error.)
+pub(crate) fn report_verdicts(verdicts: &[Verdict]) -> ExitCode {
+    let mut damaged = Vec::new();
+    for v in verdicts {
+        match &v.outcome {
+            Ok(line) => println!("{}: {line}", v.path.display()),
+            Err(e) => {
+                println!("{}: DAMAGED: {e}", v.path.display());
+                damaged.push(e);
+            }
+        }
+    }
+    match damaged.first() {
+        None => ExitCode::SUCCESS,
+        Some(first) => {
+            eprintln!(
+                "kmirror: {} of {} logs {} damaged (listed above); the first: {first}",
+                damaged.len(),
+                verdicts.len(),
+                if damaged.len() == 1 { "is" } else { "are" }
+            );
+            ExitCode::from(1)
+        }
+    }
 }
 
 fn status(args: StatusArgs) -> Result<ExitCode, DriverError> {

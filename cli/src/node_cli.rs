@@ -13,6 +13,8 @@
 //!   ([`kmirror_harness::node::control`]) and its answer printed the same way.
 //! - `kmirror status --dest DIR [--json]`: per partition state, LEO, HW, LSO, lag; per topic a
 //!   rollup.
+//! - `kmirror verify DIR`: the full CRC scan of every partition and `__mirror_state` partition
+//!   ([`kmirror_harness::node::verify`]).
 //!
 //! A refused topic (unknown, a glob matching nothing, in another mirror, re-created, fewer
 //! partitions at the source) is a `kmirror: TOPIC: ERROR_CODE: message` line; the accepted
@@ -26,6 +28,7 @@ use std::sync::Arc;
 use kmirror_harness::driver::Clock;
 use kmirror_harness::node::control::SETTLE_MS;
 use kmirror_harness::node::dest::STATUS_FILE;
+use kmirror_harness::node::verify::verify_node;
 use kmirror_harness::node::{
     ControlClient, ControlRequest, ControlResponse, NodeDest, NodeDriver, NodeDriverOptions,
     NodeError, NodeIdle, NodeMeta, NodeStatus, NodeUntil, PartitionStatus, RequestStatus,
@@ -36,7 +39,8 @@ use kmirror_kernel::config::{MirrorConfig, RetryPolicy, StopStrategy};
 use kmirror_kernel::types::MirrorName;
 
 use crate::log_cli::{
-    MirrorArgs, PauseArgs, ResumeArgs, RunArgs, StatusArgs, StopArgs, StopStrategyArg, SystemClock,
+    report_verdicts, scan_line, MirrorArgs, PauseArgs, ResumeArgs, RunArgs, StatusArgs, StopArgs,
+    StopStrategyArg, SystemClock, Verdict, VerifyArgs,
 };
 use crate::node_progress::NodeProgress;
 use crate::node_sync_cli::InProcessSync;
@@ -818,6 +822,36 @@ pub fn status(args: StatusArgs) -> Result<ExitCode, String> {
         print!("{}", status.render());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `kmirror verify DIR` of a node destination: every log of its log dir (each partition of
+/// every topic, each `__mirror_state` partition) opened with `Verify::All`, one line per log.
+/// Exit code 0 when all pass, 1 when some log is damaged; a destination that cannot be
+/// scanned (in use, a damaged `node.properties`) is the `Err` (exit code 2).
+pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
+    let verdicts = verify_node(&args.dir).map_err(|e| e.to_string())?;
+    let lines: Vec<Verdict> = verdicts
+        .into_iter()
+        .map(|v| Verdict {
+            path: v.dir,
+            outcome: v
+                .result
+                .map(|scan| {
+                    scan_line(
+                        &scan.report,
+                        scan.segments,
+                        scan.log_start_offset,
+                        scan.log_end_offset,
+                    )
+                })
+                .map_err(|e| match e {
+                    // The line starts with the directory already.
+                    NodeError::Log { source, .. } => source.to_string(),
+                    other => other.to_string(),
+                }),
+        })
+        .collect();
+    Ok(report_verdicts(&lines))
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Bad input to the `kmirror` binary: every case gives a clear error (`kmirror: <message>`,
-//! exit code 2, no panic) and leaves every file exactly as it was.
+//! exit code 2, no panic; `kmirror verify` exits with 1 when it finds a damaged log) and leaves
+//! every file exactly as it was.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -435,7 +436,14 @@ fn bad_input_is_a_clear_error_and_touches_nothing() {
             eprintln!("case: {what}");
             let out = run_with_timeout(Command::new(bin).args(&args), &what);
             let stderr = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(2), "{what}: exit status\n{stderr}");
+            // `verify` scans every log and reports damage with 1; it refuses with 2 only a
+            // directory it cannot scan at all.
+            let code = if args[0] == "verify" { 1 } else { 2 };
+            assert_eq!(
+                out.status.code(),
+                Some(code),
+                "{what}: exit status\n{stderr}"
+            );
             assert!(stderr.starts_with("kmirror: "), "{what}: {stderr}");
             assert!(
                 stderr.contains(c.expect),
@@ -488,7 +496,12 @@ fn a_plain_open_trusts_flushed_data_and_verify_checks_it() {
     assert!(out.status.success(), "status: {out:?}");
     let out = run(VERIFY);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with("kmirror: 1 of 3 logs is damaged"),
+        "{stderr}"
+    );
     for expected in [
         seg.display().to_string(),
         "below the recovery point".into(),
@@ -496,7 +509,134 @@ fn a_plain_open_trusts_flushed_data_and_verify_checks_it() {
     ] {
         assert!(stderr.contains(&expected), "{expected:?} in {stderr}");
     }
+    // Every other log is still scanned and reported.
+    assert_eq!(stdout.matches("DAMAGED").count(), 1, "{stdout}");
+    assert_eq!(
+        stdout.matches("every CRC-32C checked").count(),
+        2,
+        "{stdout}"
+    );
     assert!(snapshot(&root) == before, "status or verify changed a file");
+}
+
+/// A node destination `dir` holding topic orders (2 partitions of 3 batches) and 2
+/// `__mirror_state` partitions, closed: every batch below its recovery point.
+fn node_destination(dir: &Path) {
+    use kmirror_harness::file_log::{TopicPartition, Verify};
+    use kmirror_harness::log_dir_checkpoints::LogDirCheckpoints;
+    use kmirror_harness::node::{NodeDest, NodeDriver, NodeDriverOptions, NodeMeta};
+    let _spawning = spawn_lock();
+    let mut dest = NodeDest::create(dir, NodeMeta::new(None, 2)).unwrap();
+    dest.add_topic(TOPIC, TopicId::from_u64(7), 2, None)
+        .unwrap();
+    drop(dest);
+    let data = dir.join("data");
+    let store = std::sync::Arc::new(LogDirCheckpoints::open(&data).unwrap());
+    for p in 0..2 {
+        let tp = TopicPartition::new(TOPIC, p).unwrap();
+        let (mut log, _) = FileLog::open_in_log_dir(
+            &data,
+            tp,
+            FileLogConfig::default(),
+            Verify::FromRecoveryPoint,
+            store.clone(),
+        )
+        .unwrap();
+        for _ in 0..3 {
+            let leo = log.log_end_offset();
+            let record = Record {
+                attributes: 0,
+                timestamp_delta: 0,
+                offset_delta: 0,
+                key: None,
+                value: Some(vec![7; 40]),
+                headers: Vec::new(),
+            };
+            let batch = RawBatch::encode(&BatchHeader::plain(leo, leo, 0), 0, &[record]).unwrap();
+            log.append_as_follower(&[batch]).unwrap();
+        }
+        let leo = log.log_end_offset();
+        log.advance_high_watermark(leo).unwrap();
+        log.close().unwrap();
+    }
+    store.write().unwrap();
+    // Creates the __mirror_state partitions; the close checkpoints every recovery point.
+    NodeDriver::open(dir, None, NodeDriverOptions::default())
+        .unwrap()
+        .close()
+        .unwrap();
+}
+
+/// The same on a node destination: a flipped payload byte below the recovery point of one
+/// partition does not stop `status` (a normal open trusts flushed data); `verify` scans every
+/// partition and `__mirror_state` partition, lists each, names the damaged one with file and
+/// byte, exits with 1 and changes no file. A node destination held by another process is not
+/// scanned (exit code 2).
+#[test]
+fn a_node_destination_is_verified_log_by_log() {
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("west-node");
+    node_destination(&dir);
+    let bin = env!("CARGO_BIN_EXE_kmirror");
+    let dir_text = dir.display().to_string();
+    let run = |args: &[&str]| run_with_timeout(Command::new(bin).args(args), &args.join(" "));
+    let out = run(&["verify", &dir_text]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(stdout.lines().count(), 4, "{stdout}");
+    assert_eq!(
+        stdout.matches("every CRC-32C checked, all good").count(),
+        4,
+        "{stdout}"
+    );
+    for log in [
+        "orders-0",
+        "orders-1",
+        "__mirror_state-0",
+        "__mirror_state-1",
+    ] {
+        assert!(
+            stdout.contains(&format!("data/{log}: ")),
+            "{log} in {stdout}"
+        );
+    }
+
+    let seg = dir.join("data/orders-1/00000000000000000000.log");
+    flip(&seg, 70);
+    let out = run(&["status", "--dest", &dir_text]);
+    assert!(out.status.success(), "status: {out:?}");
+    let before = snapshot(&dir);
+    let out = run(&["verify", &dir_text]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("kmirror: 1 of 4 logs is damaged"),
+        "{stderr}"
+    );
+    for expected in [
+        seg.display().to_string(),
+        "below the recovery point".into(),
+        "fails its CRC-32C check".into(),
+    ] {
+        assert!(stderr.contains(&expected), "{expected:?} in {stderr}");
+    }
+    let damaged: Vec<&str> = stdout.lines().filter(|l| l.contains("DAMAGED")).collect();
+    assert_eq!(damaged.len(), 1, "{stdout}");
+    assert!(damaged[0].contains("data/orders-1: DAMAGED: "), "{stdout}");
+    assert_eq!(stdout.matches("all good").count(), 3, "{stdout}");
+    assert!(snapshot(&dir) == before, "verify changed a file");
+
+    // In use by another process: not scanned.
+    let _held = kmirror_harness::node::NodeDest::open(&dir).unwrap();
+    let out = run(&["verify", &dir_text]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("in use by another kmirror process"),
+        "{stderr}"
+    );
 }
 
 #[test]

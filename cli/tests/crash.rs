@@ -358,9 +358,15 @@ fn sigkill_at_random_points_loses_nothing_acknowledged() {
         panic!("east did not catch up with west: {e}");
     }
     verify_ok(root, "{}/east");
-    eprintln!(
-        "crash test: {kills} + {stop_kills} + {back_kills} kills, {machine_crashes} machine \
-         crashes ({tails_cut} replica tails cut or torn past the recovery point) in {:.1} s",
-        started.elapsed().as_secs_f64()
+    kmirror_testsupport::crash_counts::report(
+        "crash (one lifecycle)",
+        (kills + stop_kills + back_kills) as u64,
+        0,
+        &format!(
+            "{kills} mirroring + {stop_kills} failover + {back_kills} failback kills, \
+             {machine_crashes} machine crashes ({tails_cut} replica tails cut or torn past the \
+             recovery point) in {:.1} s",
+            started.elapsed().as_secs_f64()
+        ),
     );
 }

@@ -245,9 +245,11 @@ fn every_effect_of_a_failover() {
         // Wherever the stop was killed, it ends at the same leader epoch (bumped once at most).
         assert_eq!(epochs.len(), 1, "{strategy}: final epochs {epochs:?}");
     }
-    eprintln!(
-        "crash_failover, failover: {kills} kill points, {crashes} machine crashes ({cut} \
-         replica tails cut or torn)"
+    kmirror_testsupport::crash_counts::report(
+        "crash_failover, failover",
+        kills as u64,
+        0,
+        &format!("{crashes} machine crashes ({cut} replica tails cut or torn)"),
     );
     assert!(kills >= 16, "only {kills} kill points");
 }
@@ -358,9 +360,11 @@ fn every_effect_of_a_failback() {
         finish(&root, &what);
         fs::remove_dir_all(&root).unwrap();
     }
-    eprintln!(
-        "crash_failover, failback: {kills} kill points, {crashes} machine crashes ({cut} \
-         replica tails cut or torn)"
+    kmirror_testsupport::crash_counts::report(
+        "crash_failover, failback",
+        kills as u64,
+        0,
+        &format!("{crashes} machine crashes ({cut} replica tails cut or torn)"),
     );
     assert!(kills >= 40, "only {kills} kill points");
 }

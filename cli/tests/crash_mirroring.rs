@@ -137,9 +137,11 @@ fn every_effect_of_a_first_mirroring_run() {
             fs::remove_dir_all(&root).unwrap();
         }
     }
-    eprintln!(
-        "crash_mirroring, first run: {kills} kill points, {crashes} machine crashes ({cut} \
-         replica tails cut or torn)"
+    kmirror_testsupport::crash_counts::report(
+        "crash_mirroring, first run",
+        kills as u64,
+        0,
+        &format!("{crashes} machine crashes ({cut} replica tails cut or torn)"),
     );
     assert!(kills >= 40, "only {kills} kill points");
     assert!(cut >= 1, "no machine crash cut a tail");
@@ -179,9 +181,11 @@ fn kill_chains_across_a_whole_mirroring() {
         crashes += c;
         cut += t;
     }
-    eprintln!(
-        "crash_mirroring, chains: {kills} kill points, {crashes} machine crashes ({cut} replica \
-         tails cut or torn)"
+    kmirror_testsupport::crash_counts::report(
+        "crash_mirroring, chains",
+        kills as u64,
+        0,
+        &format!("{crashes} machine crashes ({cut} replica tails cut or torn)"),
     );
     assert!(cut >= 10, "only {cut} machine crashes cut a tail");
 }

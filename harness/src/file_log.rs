@@ -877,6 +877,8 @@ impl FileLog {
             for path in [seg.log_path(), seg.index_path()] {
                 let mut deleted = path.as_os_str().to_owned();
                 deleted.push(segment::DELETED_SUFFIX);
+                crate::fault::gate(Path::new(&deleted))
+                    .map_err(|e| FileLogError::io("delete", PathBuf::from(&deleted), e))?;
                 match fs::remove_file(&deleted) {
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

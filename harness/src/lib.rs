@@ -3,7 +3,9 @@
 //! The on-disk side: [`record_batch`] (Kafka record batch v2 codec), [`segment`] (segment files
 //! and their offset index), [`file_log`] (a partition log on disk implementing the kernel's log
 //! contract), [`log_dir_checkpoints`] (Kafka's log-dir-level offset checkpoints, the node
-//! layout's), [`recovery`] (what opening a log after a crash repaired), [`error`].
+//! layout's), [`recovery`] (what opening a log after a crash repaired), [`error`]; every write
+//! of those files goes through one seam (`fault`, crate-private), where the test build injects
+//! torn writes.
 //!
 //! Running the kernel on those logs: [`driver`] (a partition's kernel driven over a cluster
 //! directory), [`mirror_state_log`] (the `__mirror_state` coordinator's log), [`source`] (what
@@ -12,6 +14,7 @@
 //! the source). The `kmirror` binary lives in the `kmirror` crate (`cli/`).
 
 pub mod error;
+mod fault;
 pub mod file_log;
 pub mod log_dir_checkpoints;
 pub mod record_batch;

@@ -17,7 +17,7 @@
 //! reads from them); the index exists so that Kafka's tools find what they expect.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -25,6 +25,7 @@ use kmirror_kernel::batch::BatchHeader;
 use kmirror_kernel::types::Offset;
 
 use crate::error::FileLogError;
+use crate::fault;
 use crate::record_batch::RawBatch;
 
 /// Suffix of segment data files.
@@ -116,12 +117,16 @@ pub struct Segment {
 }
 
 fn open_rw(path: &Path, create_new: bool) -> Result<File, FileLogError> {
+    let action = if create_new { "create" } else { "open" };
+    if create_new {
+        fault::gate(path).map_err(|e| FileLogError::io(action, path, e))?;
+    }
     OpenOptions::new()
         .read(true)
         .write(true)
         .create_new(create_new)
         .open(path)
-        .map_err(|e| FileLogError::io(if create_new { "create" } else { "open" }, path, e))
+        .map_err(|e| FileLogError::io(action, path, e))
 }
 
 impl Segment {
@@ -257,15 +262,18 @@ impl Segment {
             .iter()
             .flat_map(|e| e.to_bytes())
             .collect();
-        self.index
-            .set_len(0)
-            .and_then(|_| self.index.write_all_at(&bytes, 0))
+        fault::gate(&self.index_path)
+            .and_then(|()| self.index.set_len(0))
+            .and_then(|()| fault::write_at(&self.index, &self.index_path, &bytes, 0))
             .map_err(|e| FileLogError::io("rewrite", &self.index_path, e))
     }
 
     fn set_index_len(&self) -> Result<(), FileLogError> {
-        self.index
-            .set_len((self.index_entries.len() * INDEX_ENTRY_SIZE) as u64)
+        fault::gate(&self.index_path)
+            .and_then(|()| {
+                self.index
+                    .set_len((self.index_entries.len() * INDEX_ENTRY_SIZE) as u64)
+            })
             .map_err(|e| FileLogError::io("truncate", &self.index_path, e))
     }
 
@@ -337,8 +345,7 @@ impl Segment {
             position,
             size: batch.size_in_bytes() as u64,
         };
-        self.log
-            .write_all_at(batch.bytes(), position)
+        fault::write_at(&self.log, &self.log_path, batch.bytes(), position)
             .map_err(|e| FileLogError::io("append to", &self.log_path, e))?;
         if since > self.index_interval_bytes && !self.batches.is_empty() {
             let ie = IndexEntry {
@@ -346,8 +353,7 @@ impl Segment {
                 position: position as u32,
             };
             let at = (self.index_entries.len() * INDEX_ENTRY_SIZE) as u64;
-            self.index
-                .write_all_at(&ie.to_bytes(), at)
+            fault::write_at(&self.index, &self.index_path, &ie.to_bytes(), at)
                 .map_err(|e| FileLogError::io("append to", &self.index_path, e))?;
             self.index_entries.push(ie);
         }
@@ -408,13 +414,13 @@ impl Segment {
             position += size;
             has_batches = true;
         }
-        write_all_vectored_at(&self.log, batches.iter().map(RawBatch::bytes), start)
+        let parts: Vec<&[u8]> = batches.iter().map(RawBatch::bytes).collect();
+        fault::write_vectored_at(&self.log, &self.log_path, &parts, start)
             .map_err(|e| FileLogError::io("append to", &self.log_path, e))?;
         if !index_entries.is_empty() {
             let bytes: Vec<u8> = index_entries.iter().flat_map(|e| e.to_bytes()).collect();
             let at = (self.index_entries.len() * INDEX_ENTRY_SIZE) as u64;
-            self.index
-                .write_all_at(&bytes, at)
+            fault::write_at(&self.index, &self.index_path, &bytes, at)
                 .map_err(|e| FileLogError::io("append to", &self.index_path, e))?;
         }
         self.batches.extend(entries);
@@ -443,6 +449,7 @@ impl Segment {
         if keep >= self.batches.len() {
             return Ok(());
         }
+        fault::gate(&self.log_path).map_err(|e| FileLogError::io("truncate", &self.log_path, e))?;
         self.batches.truncate(keep);
         let end = self.size();
         self.log
@@ -537,6 +544,7 @@ impl Segment {
         for path in [&self.log_path, &self.index_path] {
             let mut target = path.clone().into_os_string();
             target.push(DELETED_SUFFIX);
+            fault::gate(path).map_err(|e| FileLogError::io("rename", path, e))?;
             match fs::rename(path, &target) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound && path == &self.index_path => {}
@@ -549,6 +557,7 @@ impl Segment {
     /// Deletes both files of the segment.
     pub fn delete(self) -> Result<(), FileLogError> {
         for path in [&self.log_path, &self.index_path] {
+            fault::gate(path).map_err(|e| FileLogError::io("delete", path, e))?;
             match fs::remove_file(path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -559,50 +568,18 @@ impl Segment {
     }
 }
 
-/// Writes every slice of `parts`, back to back, at `position` of `file`: `writev` after a seek
-/// (the segment's other I/O is positional, so the file offset is free), resumed after a short
-/// write.
-fn write_all_vectored_at<'a>(
-    file: &File,
-    parts: impl Iterator<Item = &'a [u8]>,
-    position: u64,
-) -> io::Result<()> {
-    use std::io::{IoSlice, Seek, SeekFrom};
-    let parts: Vec<&[u8]> = parts.filter(|p| !p.is_empty()).collect();
-    let mut handle = file;
-    handle.seek(SeekFrom::Start(position))?;
-    let (mut i, mut skip) = (0usize, 0usize);
-    while i < parts.len() {
-        let mut slices = Vec::with_capacity(parts.len() - i);
-        slices.push(IoSlice::new(&parts[i][skip..]));
-        slices.extend(parts[i + 1..].iter().map(|p| IoSlice::new(p)));
-        let mut written = match handle.write_vectored(&slices) {
-            Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero)),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        while i < parts.len() && written >= parts[i].len() - skip {
-            written -= parts[i].len() - skip;
-            i += 1;
-            skip = 0;
-        }
-        skip += written;
-    }
-    Ok(())
-}
-
 /// Writes `contents` to `dir/name` atomically: to `dir/name.tmp`, fsynced, renamed over
 /// `dir/name`, then the directory fsynced (Kafka's `CheckpointFile.write`).
 pub fn write_atomically(dir: &Path, name: &str, contents: &[u8]) -> Result<(), FileLogError> {
     let path = dir.join(name);
     let tmp = dir.join(format!("{name}.tmp"));
+    fault::gate(&tmp).map_err(|e| FileLogError::io("create", &tmp, e))?;
     let mut file = File::create(&tmp).map_err(|e| FileLogError::io("create", &tmp, e))?;
-    file.write_all(contents)
-        .map_err(|e| FileLogError::io("write", &tmp, e))?;
+    fault::write_all(&mut file, &tmp, contents).map_err(|e| FileLogError::io("write", &tmp, e))?;
     file.sync_all()
         .map_err(|e| FileLogError::io("fsync", &tmp, e))?;
     drop(file);
+    fault::gate(&tmp).map_err(|e| FileLogError::io("rename", &tmp, e))?;
     fs::rename(&tmp, &path).map_err(|e| FileLogError::io("rename", &tmp, e))?;
     sync_dir(dir)
 }

@@ -1,6 +1,8 @@
 //! kmirror-testsupport: test infrastructure shared by the tests and benches of kmirror, used
 //! only as a dev-dependency (never part of the `kmirror` binary or the harness library).
 //!
+//! - [`crash_counts`]: the kill points and torn writes a crash test reports, shown in CI's log
+//!   and summed by `.ci/run`.
 //! - [`jvm`]: the Apache Kafka 4.4.0 oracle's JVM side (finding `java` and `mvn`, building
 //!   `oracle/`, starting its programs).
 //! - [`kafka_broker`]: a single-node Apache Kafka broker run from the oracle's jars, the live
@@ -10,6 +12,7 @@
 //!
 //! Being test code, these helpers panic on failures instead of returning errors.
 
+pub mod crash_counts;
 pub mod jvm;
 pub mod kafka_broker;
 pub mod oracle_support;

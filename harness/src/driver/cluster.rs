@@ -551,7 +551,7 @@ impl ClusterDir {
         if !root.is_dir() {
             return Err(DriverError::Missing {
                 path: root.to_path_buf(),
-                hint: "create a cluster with `kmirror produce --dir DIR --topic NAME ...` or \
+                hint: "; create a cluster with `kmirror produce --dir DIR --topic NAME ...` or \
                        `kmirror mirror --source SRC --dest DIR`"
                     .to_owned(),
             });

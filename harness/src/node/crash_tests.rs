@@ -14,29 +14,51 @@
 //!   offset index (never fsynced) cut at a random byte; `__mirror_state` is fsynced before
 //!   every acknowledgement and loses nothing.
 //!
+//! **Torn writes** go further: the crate's write seam ([`crate::fault`], test build only) cuts
+//! the N-th file write short and makes the process die there, for every N of a mirroring (a
+//! few fetch rounds of vectored appends, offset index entries, segment rolls, `__mirror_state`
+//! appends, leader-epoch and log-dir checkpoints, the close) and of a stop (`node.properties`
+//! too), each on a fresh copy. Every test runs on a RAM disk when there is one: the machine
+//! crash is simulated by cutting files past what was fsynced, and a process death needs no
+//! disk.
+//!
 //! After each: the destination reopens; every partition is a byte prefix of its source
 //! partition (plus, once stopped, the one `MIRROR_PID_RESET`); the persisted states are ones
-//! the operation passes through; a partition is writable only once STOPPED is persisted. Then a
-//! restart (re-sending the request, as re-running the command does) converges: every mirrored
-//! partition a byte copy of the source and MIRRORING, every stopped one STOPPED and writable
-//! after exactly its mirrored bytes and one reset, and every log, `__mirror_state` included,
-//! passes a full CRC scan ([`Verify::All`]) with its offsets in the log dir's checkpoint files
-//! (the recovery point at its log end after the close) and none in its own directory.
+//! the operation passes through; a partition is writable only once STOPPED is persisted.
+//! **Nothing acknowledged is lost**: every `__mirror_state` record the killed process had
+//! acknowledged (state and LME, per partition: what its coordinators held) is what the
+//! reopened node replays, exactly; when the kill tore that very write, its slot holds the
+//! record before it (read from an uninterrupted reference run's `__mirror_state`); when a
+//! write was in flight (torn writes), its slot may hold the record after it (the write landed
+//! whole, unacknowledged), and no other slot may differ. A partition whose STOPPED was
+//! acknowledged has its `MIRROR_PID_RESET` below the killed process's high watermark, and in
+//! the reopened log. Then a restart (re-sending the request, as re-running the command does)
+//! converges: every mirrored partition a byte copy of the source and MIRRORING, every stopped
+//! one STOPPED and writable after exactly its mirrored bytes and one reset, and every log,
+//! `__mirror_state` included, passes a full CRC scan ([`Verify::All`]) with its offsets in the
+//! log dir's checkpoint files (the recovery point at its log end after the close) and none in
+//! its own directory. Each test reports its counts on stderr (shown in CI's log, summed by
+//! `.ci/run`: [`kmirror_testsupport::crash_counts`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use kmirror_kernel::batch::ControlType;
 use kmirror_kernel::controller::MirrorRequest;
 use kmirror_kernel::log::LogView;
 use kmirror_kernel::node::PartitionKey;
+use kmirror_kernel::partitioner::mirror_state_partition;
+use kmirror_kernel::records::MirrorStateRecord;
 use kmirror_kernel::state::MirrorState;
-use kmirror_kernel::types::{MirrorName, Offset, TopicId};
+use kmirror_kernel::types::{MirrorName, MirrorPartition, Offset, TopicId};
+use kmirror_testsupport::crash_counts;
 
 use super::*;
 use crate::driver::ManualClock;
+use crate::fault::{self, TornWrite};
 use crate::file_log::{FileLog, FileLogConfig, FlushPolicy, TopicPartition, Verify};
 use crate::log_dir_checkpoints::{CheckpointKind, LogDirCheckpoints};
 use crate::record_batch::batch_size_from_prefix;
@@ -46,6 +68,8 @@ use crate::wire::{SourceCluster, SourceClusterOptions, TopicSelection};
 const ORDERS: TopicId = TopicId([1; 16]);
 const PAY_EU: TopicId = TopicId([2; 16]);
 const TOPICS: [(&str, TopicId, i32); 2] = [("orders", ORDERS, 3), ("pay.eu", PAY_EU, 2)];
+/// Partitions of `__mirror_state`.
+const STATE_PARTITIONS: u32 = 3;
 
 /// xorshift64*: seeded cut points.
 struct Rng(u64);
@@ -61,11 +85,17 @@ impl Rng {
 
 /// Two brokers leading orders (3 partitions) and pay.eu (2), 4 to 7 batches each.
 fn fake() -> FakeCluster {
+    fake_with(|i| 4 + i64::from(i))
+}
+
+/// Two brokers leading orders (3 partitions) and pay.eu (2), partition `i` with `batches(i)`
+/// batches of two records (about 100 bytes each).
+fn fake_with(batches: impl Fn(i32) -> i64) -> FakeCluster {
     let topic = |name: &str, id, n: i32| FakeTopic {
         name: name.into(),
         id,
         partitions: (0..n)
-            .map(|i| FakePartition::with_batches(1 + i % 2, 3, 4 + i64::from(i)))
+            .map(|i| FakePartition::with_batches(1 + i % 2, 3, batches(i)))
             .collect(),
     };
     FakeCluster::start(
@@ -141,7 +171,7 @@ fn mirror(
     let dest = if NodeDest::is_node_dest(root) {
         NodeDest::open(root).unwrap()
     } else {
-        NodeDest::create(root, NodeMeta::new(Some(fake.address(1)), 3)).unwrap()
+        NodeDest::create(root, NodeMeta::new(Some(fake.address(1)), STATE_PARTITIONS)).unwrap()
     };
     let mut driver =
         NodeDriver::from_dest(dest, Some(source(fake)), options_with(halt, flush)).unwrap();
@@ -316,17 +346,205 @@ fn writable(driver: &NodeDriver, name: &str, p: i32) -> bool {
         .is_some_and(|s| s.writable)
 }
 
+/// A `__mirror_state` key: a partition's state record or its LME record.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum Slot {
+    State(MirrorPartition),
+    Lme(MirrorPartition),
+}
+
+impl Slot {
+    fn of(record: &MirrorStateRecord) -> Slot {
+        match record {
+            MirrorStateRecord::PartitionState { partition, .. }
+            | MirrorStateRecord::PartitionStateTombstone(partition) => {
+                Slot::State(partition.clone())
+            }
+            MirrorStateRecord::LastMirroredEpochs { partition, .. }
+            | MirrorStateRecord::LastMirroredEpochsTombstone(partition) => {
+                Slot::Lme(partition.clone())
+            }
+        }
+    }
+
+    /// The `__mirror_state` partition its records go to.
+    fn state_partition(&self) -> u32 {
+        let (Slot::State(p) | Slot::Lme(p)) = self;
+        mirror_state_partition(p, STATE_PARTITIONS).unwrap()
+    }
+}
+
+/// The latest record of every slot.
+type Records = BTreeMap<Slot, MirrorStateRecord>;
+
+/// What the driver's coordinators hold: every `__mirror_state` record it acknowledged (a
+/// record reaches a coordinator only once it is appended and fsynced), the latest per slot.
+fn acknowledged(driver: &NodeDriver) -> Records {
+    driver
+        .mirror_state()
+        .flat_map(|(_, c)| c.records())
+        .map(|r| (Slot::of(&r), r))
+        .collect()
+}
+
+/// Every value each slot took in an uninterrupted run, in order, starting from "absent"
+/// (`None`; a tombstone is `None` too): read from its `__mirror_state` partitions.
+struct History(BTreeMap<Slot, Vec<Option<MirrorStateRecord>>>);
+
+impl History {
+    /// The history of the closed node destination at `root`.
+    fn of(root: &Path) -> History {
+        let data = root.join("data");
+        let store = Arc::new(LogDirCheckpoints::open(&data).unwrap());
+        let mut slots: BTreeMap<Slot, Vec<Option<MirrorStateRecord>>> = BTreeMap::new();
+        for k in 0..STATE_PARTITIONS {
+            let tp = TopicPartition::new("__mirror_state", k as i32).unwrap();
+            let config = FileLogConfig::default();
+            let (log, _) =
+                FileLog::open_in_log_dir(&data, tp, config, Verify::All, store.clone()).unwrap();
+            for (_, record) in super::state_log::read_records(&log).unwrap() {
+                let value = match record {
+                    MirrorStateRecord::PartitionStateTombstone(_)
+                    | MirrorStateRecord::LastMirroredEpochsTombstone(_) => None,
+                    _ => Some(record.clone()),
+                };
+                slots
+                    .entry(Slot::of(&record))
+                    .or_insert_with(|| vec![None])
+                    .push(value);
+            }
+        }
+        History(slots)
+    }
+
+    /// The values `slot` took right before (`step` -1) or right after (`step` 1) `value`.
+    fn next_to(
+        &self,
+        slot: &Slot,
+        value: Option<&MirrorStateRecord>,
+        step: isize,
+    ) -> Vec<Option<&MirrorStateRecord>> {
+        let seq = self.0.get(slot).map_or(&[][..], Vec::as_slice);
+        (0..seq.len())
+            .filter(|&i| seq[i].as_ref() == value)
+            .filter_map(|i| i.checked_add_signed(step))
+            .filter_map(|j| seq.get(j).map(Option::as_ref))
+            .collect()
+    }
+}
+
+/// What a reopened node may hold besides exactly the acknowledged records.
+#[derive(Clone, Copy, Debug)]
+enum Allowance {
+    /// Nothing else: every acknowledged record, nothing more.
+    Exact,
+    /// The last acknowledged write, to `__mirror_state` partition `k`, was torn away (a kill
+    /// inside it): its slot may hold the record before it.
+    LastTorn(u32),
+    /// A write was in flight when the process died: its slot may hold the record after the
+    /// acknowledged one (it landed whole, unacknowledged).
+    InFlight,
+}
+
+/// What the killed process acknowledged, and what a reopen may show instead.
+struct Expected<'a> {
+    acked: &'a Records,
+    history: &'a History,
+    allowance: Allowance,
+}
+
+impl Expected<'_> {
+    /// Nothing acknowledged is lost: `persisted` is `acked`, or differs from it in one slot
+    /// as the allowance says.
+    fn check(&self, persisted: &Records, what: &str) {
+        let slots: BTreeSet<&Slot> = self.acked.keys().chain(persisted.keys()).collect();
+        let differ: Vec<(
+            &Slot,
+            Option<&MirrorStateRecord>,
+            Option<&MirrorStateRecord>,
+        )> = slots
+            .into_iter()
+            .map(|s| (s, self.acked.get(s), persisted.get(s)))
+            .filter(|(_, a, p)| a != p)
+            .collect();
+        let (step, partition) = match self.allowance {
+            Allowance::Exact => {
+                assert!(
+                    differ.is_empty(),
+                    "{what}: the reopened __mirror_state is not what was acknowledged \
+                     (slot, acknowledged, reopened): {differ:#?}"
+                );
+                return;
+            }
+            Allowance::LastTorn(k) => (-1, Some(k)),
+            Allowance::InFlight => (1, None),
+        };
+        assert!(
+            differ.len() <= 1,
+            "{what}: more than one __mirror_state slot differs from what was acknowledged: \
+             {differ:#?}"
+        );
+        for (slot, acked, reopened) in differ {
+            if let Some(k) = partition {
+                assert_eq!(slot.state_partition(), k, "{what}: {slot:?} was not torn");
+            }
+            assert!(
+                self.history.next_to(slot, acked, step).contains(&reopened),
+                "{what}: {slot:?} holds {reopened:#?}, neither the acknowledged {acked:#?} nor \
+                 the record {} it",
+                if step < 0 { "before" } else { "after" }
+            );
+        }
+    }
+}
+
+/// The offset of `key`'s `MIRROR_PID_RESET` batch, if its log holds one.
+fn reset_offset(driver: &NodeDriver, key: &PartitionKey) -> Option<Offset> {
+    let log = driver.log(key)?;
+    log.try_read(log.log_start_offset(), log.log_end_offset())
+        .unwrap()
+        .iter()
+        .map(|b| b.header())
+        .find(|h| h.control == Some(ControlType::MirrorPidReset))
+        .map(|h| h.base_offset)
+}
+
+/// In the killed process: every partition whose STOPPED it acknowledged has its
+/// `MIRROR_PID_RESET` below its high watermark (committed before STOPPED was written).
+fn check_stopped_after_committed_reset(driver: &NodeDriver, acked: &Records, what: &str) {
+    for record in acked.values() {
+        let MirrorStateRecord::PartitionState { partition, value } = record else {
+            continue;
+        };
+        if value.state != MirrorState::Stopped {
+            continue;
+        }
+        let key = PartitionKey::new(partition.topic_id, partition.partition);
+        let reset = reset_offset(driver, &key)
+            .unwrap_or_else(|| panic!("{what}: {key} STOPPED without a MIRROR_PID_RESET"));
+        let hw = driver.log(&key).unwrap().high_watermark();
+        assert!(
+            reset < hw,
+            "{what}: {key} STOPPED with its reset at {reset}, not below the high watermark {hw}"
+        );
+    }
+}
+
 /// What `stopped` (the topics being or having been stopped) allows after a kill: each
 /// partition is a byte prefix of the source, or (stopped) all of it plus one reset; the
-/// persisted states are ones the operation passes through.
+/// persisted states are ones the operation passes through; `expected` says which
+/// `__mirror_state` records the reopened node must replay; a persisted STOPPED has its reset
+/// in the recovered log.
 fn check_after_kill(
     root: &Path,
     sources: &BTreeMap<PartitionKey, Vec<Vec<u8>>>,
     stopping: &[TopicId],
+    expected: &Expected,
     what: &str,
 ) {
     let driver = NodeDriver::open(root, None, options(None))
         .unwrap_or_else(|e| panic!("{what}: the destination does not reopen: {e}"));
+    expected.check(&acknowledged(&driver), what);
     for (name, id, count) in TOPICS {
         for p in 0..count {
             let key = PartitionKey::new(id, p);
@@ -364,6 +582,10 @@ fn check_after_kill(
                 assert!(
                     !writable(&driver, name, p) || state == MirrorState::Stopped,
                     "{what}: {name}-{p} writable before STOPPED"
+                );
+                assert!(
+                    state != MirrorState::Stopped || reset_offset(&driver, &key).is_some(),
+                    "{what}: {name}-{p} STOPPED, its MIRROR_PID_RESET lost"
                 );
             } else {
                 assert!(
@@ -478,50 +700,110 @@ struct Tally {
     tails_cut: usize,
 }
 
+impl Tally {
+    fn report(&self, test: &str) {
+        crash_counts::report(
+            test,
+            self.kills as u64,
+            self.torn_state_writes as u64,
+            &format!(
+                "{} machine crashes ({} partition tails cut or torn)",
+                self.machine_crashes, self.tails_cut
+            ),
+        );
+    }
+}
+
+/// A kill at `root`: the acknowledged records checked against the reopened node, a machine
+/// crash of a copy, then (tearing the last `__mirror_state` write when the halted effect made
+/// one) the kill itself; each restarted with `restart` and checked to converge.
+#[allow(clippy::too_many_arguments)]
+fn check_kill(
+    driver: NodeDriver,
+    root: &Path,
+    sources: &BTreeMap<PartitionKey, Vec<Vec<u8>>>,
+    stopping: &[TopicId],
+    history: &History,
+    restart: &dyn Fn(&Path) -> NodeDriver,
+    rng: &mut Rng,
+    tally: &mut Tally,
+    what: &str,
+) {
+    let torn = driver.last_state_write();
+    let floors = fsynced_floors(&driver);
+    let acked = acknowledged(&driver);
+    check_stopped_after_committed_reset(&driver, &acked, what);
+    drop(driver); // SIGKILL
+    tally.kills += 1;
+
+    let copy = root.with_file_name("machine-crash");
+    copy_dir(root, &copy);
+    tally.tails_cut += machine_crash(&copy, &floors, rng);
+    tally.machine_crashes += 1;
+    let crashed = format!("{what}, machine crash");
+    let exact = Expected {
+        acked: &acked,
+        history,
+        allowance: Allowance::Exact,
+    };
+    check_after_kill(&copy, sources, stopping, &exact, &crashed);
+    check_converged(restart(&copy), &copy, sources, stopping, &crashed);
+    fs::remove_dir_all(&copy).unwrap();
+
+    let allowance = match torn {
+        Some(k) => {
+            tear_last_state_write(root, k);
+            tally.torn_state_writes += 1;
+            Allowance::LastTorn(k)
+        }
+        None => Allowance::Exact,
+    };
+    let expected = Expected {
+        acked: &acked,
+        history,
+        allowance,
+    };
+    check_after_kill(root, sources, stopping, &expected, what);
+    check_converged(restart(root), root, sources, stopping, what);
+    fs::remove_dir_all(root).unwrap();
+}
+
 #[test]
 fn a_kill_after_every_effect_of_mirroring_many_partitions() {
     let fake = fake();
     let sources = source_bytes(&fake);
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = scratch();
     let mut rng = Rng(0x5eed_0100);
     let mut tally = Tally::default();
-    for (n, flush) in (1..).flat_map(|n| [(n, FlushPolicy::Kafka), (n, FlushPolicy::EveryAppend)]) {
-        let root = tmp.path().join(format!("kill-{n}-{flush}"));
-        let (driver, halted) = mirror(&fake, &root, Some(n), flush);
-        if !halted {
-            check_converged(driver, &root, &sources, &[], "no kill");
-            if flush == FlushPolicy::EveryAppend {
+    for flush in [FlushPolicy::Kafka, FlushPolicy::EveryAppend] {
+        // The reference: an uninterrupted run, the records each __mirror_state slot takes.
+        let reference = tmp.path().join(format!("reference-{flush}"));
+        let (driver, halted) = mirror(&fake, &reference, None, flush);
+        assert!(!halted);
+        check_converged(driver, &reference, &sources, &[], "no kill");
+        let history = History::of(&reference);
+        let restart = |root: &Path| mirror(&fake, root, None, flush).0;
+        for n in 1.. {
+            let root = tmp.path().join(format!("kill-{n}-{flush}"));
+            let (driver, halted) = mirror(&fake, &root, Some(n), flush);
+            if !halted {
                 break;
             }
-            fs::remove_dir_all(&root).unwrap();
-            continue;
+            let what = format!("mirroring (--flush {flush}), kill after effect {n}");
+            check_kill(
+                driver,
+                &root,
+                &sources,
+                &[],
+                &history,
+                &restart,
+                &mut rng,
+                &mut tally,
+                &what,
+            );
         }
-        let torn = driver.last_state_write();
-        let floors = fsynced_floors(&driver);
-        drop(driver); // SIGKILL
-        tally.kills += 1;
-        let what = format!("mirroring (--flush {flush}), kill after effect {n}");
-
-        let copy = tmp.path().join("machine-crash");
-        copy_dir(&root, &copy);
-        tally.tails_cut += machine_crash(&copy, &floors, &mut rng);
-        tally.machine_crashes += 1;
-        let crashed = format!("{what}, machine crash");
-        check_after_kill(&copy, &sources, &[], &crashed);
-        let (driver, _) = mirror(&fake, &copy, None, flush);
-        check_converged(driver, &copy, &sources, &[], &crashed);
-        fs::remove_dir_all(&copy).unwrap();
-
-        if let Some(k) = torn {
-            tear_last_state_write(&root, k);
-            tally.torn_state_writes += 1;
-        }
-        check_after_kill(&root, &sources, &[], &what);
-        let (driver, _) = mirror(&fake, &root, None, flush);
-        check_converged(driver, &root, &sources, &[], &what);
-        fs::remove_dir_all(&root).unwrap();
     }
-    eprintln!("node crash test, mirroring: {tally:?}");
+    tally.report("node crash test, mirroring");
     assert!(tally.kills >= 90, "{tally:?}");
     assert!(tally.torn_state_writes >= 10, "{tally:?}");
     assert!(tally.tails_cut >= 10, "{tally:?}");
@@ -531,11 +813,18 @@ fn a_kill_after_every_effect_of_mirroring_many_partitions() {
 fn a_kill_after_every_effect_of_stopping_one_topic() {
     let fake = fake();
     let sources = source_bytes(&fake);
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = scratch();
     let base = tmp.path().join("base");
     let (driver, halted) = mirror(&fake, &base, None, FlushPolicy::Kafka);
     assert!(!halted);
     driver.close().unwrap();
+    let reference = tmp.path().join("reference");
+    copy_dir(&base, &reference);
+    let (driver, halted) = stop(&reference, None);
+    assert!(!halted);
+    check_converged(driver, &reference, &sources, &[ORDERS], "no kill");
+    let history = History::of(&reference);
+    let restart = |root: &Path| stop(root, None).0;
     let mut rng = Rng(0x5eed_0101);
     let mut tally = Tally::default();
     for n in 1.. {
@@ -543,35 +832,320 @@ fn a_kill_after_every_effect_of_stopping_one_topic() {
         copy_dir(&base, &root);
         let (driver, halted) = stop(&root, Some(n));
         if !halted {
-            check_converged(driver, &root, &sources, &[ORDERS], "no kill");
+            fs::remove_dir_all(&root).unwrap();
             break;
         }
-        let torn = driver.last_state_write();
-        let floors = fsynced_floors(&driver);
-        drop(driver); // SIGKILL
-        tally.kills += 1;
         let what = format!("stop, kill after effect {n}");
+        check_kill(
+            driver,
+            &root,
+            &sources,
+            &[ORDERS],
+            &history,
+            &restart,
+            &mut rng,
+            &mut tally,
+            &what,
+        );
+    }
+    tally.report("node crash test, stop");
+    assert!(tally.kills >= 10, "{tally:?}");
+    assert!(tally.torn_state_writes >= 3, "{tally:?}");
+}
 
-        let copy = tmp.path().join("machine-crash");
-        copy_dir(&root, &copy);
-        tally.tails_cut += machine_crash(&copy, &floors, &mut rng);
-        tally.machine_crashes += 1;
-        let crashed = format!("{what}, machine crash");
-        check_after_kill(&copy, &sources, &[ORDERS], &crashed);
-        let (driver, _) = stop(&copy, None);
-        check_converged(driver, &copy, &sources, &[ORDERS], &crashed);
-        fs::remove_dir_all(&copy).unwrap();
+/// A scratch directory on a RAM disk when there is one: a machine crash is simulated
+/// explicitly (files cut past what was fsynced) and a process death needs no disk, so nothing
+/// here needs a real one, and the fsyncs cost nothing there.
+fn scratch() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        tempfile::tempdir_in(shm).unwrap()
+    } else {
+        tempfile::tempdir().unwrap()
+    }
+}
 
-        if let Some(k) = torn {
-            tear_last_state_write(&root, k);
-            tally.torn_state_writes += 1;
-        }
-        check_after_kill(&root, &sources, &[ORDERS], &what);
+/// The torn-write sweeps' source: partitions of 60 to 62 batches (about 6 KB), fetched 16
+/// batches a round (4 rounds, each partition's share one vectored write, two where the segment
+/// rolls) into segments of 5,000 bytes, so that each partition rolls once and writes offset
+/// index entries (one per 4,096 bytes).
+fn torn_fake() -> FakeCluster {
+    fake_with(|i| 60 + i64::from(i))
+}
+
+fn torn_options() -> NodeDriverOptions {
+    NodeDriverOptions {
+        max_fetch_batches: 16,
+        ..options(None)
+    }
+}
+
+/// What an armed run left.
+struct TornRun {
+    /// The `__mirror_state` records the process acknowledged before it died (or finished).
+    acked: Records,
+    /// The torn write (`None`: the run finished first).
+    torn: Option<TornWrite>,
+    /// Writes counted.
+    writes: u64,
+}
+
+/// Runs `work` on `driver` with the fault injection armed on `root` (`tear_at`: the write cut
+/// short), then closes the driver (armed too) or, when the process died, drops it.
+fn armed_run(
+    mut driver: NodeDriver,
+    root: &Path,
+    tear_at: Option<u64>,
+    work: impl FnOnce(&mut NodeDriver) -> Result<(), NodeError>,
+    what: &str,
+) -> TornRun {
+    let armed = fault::arm(root, tear_at, 0x5eed_0200);
+    let mut result = work(&mut driver);
+    let acked = acknowledged(&driver);
+    check_stopped_after_committed_reset(&driver, &acked, what);
+    match result {
+        Ok(()) => result = driver.close(),
+        Err(_) => drop(driver), // the process died
+    }
+    let torn = armed.torn();
+    match &result {
+        Err(e) => assert!(fault::is_halted(e), "{what}: not the injected fault: {e}"),
+        Ok(()) => assert!(torn.is_none(), "{what}: {torn:?} torn, yet the run went on"),
+    }
+    assert_eq!(torn.is_some(), tear_at.is_some_and(|n| n <= armed.writes()));
+    TornRun {
+        acked,
+        torn,
+        writes: armed.writes(),
+    }
+}
+
+/// A fresh node destination at `root` mirroring both topics of `fake`, the topics added (not
+/// armed), then run until caught up and closed, armed.
+fn mirror_torn(fake: &FakeCluster, root: &Path, tear_at: Option<u64>, what: &str) -> TornRun {
+    let mut meta = NodeMeta::new(Some(fake.address(1)), STATE_PARTITIONS);
+    meta.segment_bytes = Some(5_000);
+    let dest = NodeDest::create(root, meta).unwrap();
+    let mut driver = NodeDriver::from_dest(dest, Some(source(fake)), torn_options()).unwrap();
+    let topics: Vec<(String, TopicId, i32)> = TOPICS
+        .iter()
+        .map(|(n, id, c)| ((*n).to_owned(), *id, *c))
+        .collect();
+    let results = driver.add_topics(&east(), &topics, 0).unwrap();
+    assert!(results.values().all(Result::is_ok), "{results:?}");
+    armed_run(
+        driver,
+        root,
+        tear_at,
+        |d| {
+            d.run(
+                &mut ManualClock::default(),
+                NodeUntil::CaughtUp,
+                &mut |_, _| {},
+            )
+            .map(|_| ())
+        },
+        what,
+    )
+}
+
+/// `kmirror stop --topics orders` on `root`, opened (not armed), then the request, the run
+/// until settled and the close, armed.
+fn stop_torn(root: &Path, tear_at: Option<u64>, what: &str) -> TornRun {
+    let driver = NodeDriver::open(root, None, torn_options()).unwrap();
+    let request = MirrorRequest::RemoveTopics {
+        mirror: east().to_string(),
+        topics: vec!["orders".into()],
+    };
+    armed_run(
+        driver,
+        root,
+        tear_at,
+        |d| {
+            let results = d.request(&request, 0)?;
+            assert!(results["orders"].is_ok(), "{results:?}");
+            d.run(
+                &mut ManualClock::default(),
+                NodeUntil::Settled,
+                &mut |_, _| {},
+            )
+            .map(|_| ())
+        },
+        what,
+    )
+}
+
+/// Torn writes of one sweep, by the kind of file written.
+#[derive(Default, Debug)]
+struct TornTally {
+    by_kind: BTreeMap<&'static str, u64>,
+    /// Vectored appends of more than one batch (a fetch round's share) torn.
+    vectored: u64,
+    /// Torn writes that kept nothing / part of the bytes.
+    kept_nothing: u64,
+}
+
+impl TornTally {
+    fn add(&mut self, torn: &TornWrite) {
+        let name = torn.file.file_name().unwrap().to_str().unwrap();
+        let dir = torn
+            .file
+            .parent()
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap();
+        let kind = if name.ends_with(".log") && dir.starts_with("__mirror_state") {
+            "__mirror_state append"
+        } else if name.ends_with(".log") {
+            "segment append"
+        } else if name.ends_with(".index") {
+            "offset index"
+        } else if name == "leader-epoch-checkpoint.tmp" {
+            "leader-epoch checkpoint"
+        } else if name == "node.properties.tmp" {
+            "node.properties"
+        } else {
+            "log-dir checkpoint"
+        };
+        *self.by_kind.entry(kind).or_default() += 1;
+        self.vectored += u64::from(torn.parts > 1);
+        self.kept_nothing += u64::from(torn.kept == 0);
+    }
+
+    fn total(&self) -> u64 {
+        self.by_kind.values().sum()
+    }
+
+    fn report(&self, test: &str, elapsed: Duration) {
+        let kinds: Vec<String> = self
+            .by_kind
+            .iter()
+            .map(|(k, n)| format!("{n} {k}"))
+            .collect();
+        crash_counts::report(
+            test,
+            self.total(),
+            self.total(),
+            &format!(
+                "{} ({} of them vectored appends of a fetch round, {} cut before their first \
+                 byte); every reopen recovered and every restart converged, in {:.1} s",
+                kinds.join(", "),
+                self.vectored,
+                self.kept_nothing,
+                elapsed.as_secs_f64()
+            ),
+        );
+    }
+}
+
+/// Every write of a mirroring of 5 partitions (4 fetch rounds, the close included) cut
+/// short in turn, the process dying there.
+#[test]
+fn a_torn_write_at_every_write_of_mirroring_many_partitions() {
+    let started = std::time::Instant::now();
+    let fake = torn_fake();
+    let sources = source_bytes(&fake);
+    let tmp = scratch();
+    let reference = tmp.path().join("reference");
+    let run = mirror_torn(&fake, &reference, None, "reference");
+    let history = History::of(&reference);
+    let writes = run.writes;
+    let mut tally = TornTally::default();
+    for n in 1..=writes {
+        let root = tmp.path().join(format!("torn-{n}"));
+        let what = format!("mirroring, write {n} of {writes} torn");
+        let run = mirror_torn(&fake, &root, Some(n), &what);
+        let torn = run
+            .torn
+            .unwrap_or_else(|| panic!("{what}: the run ended after {} writes", run.writes));
+        tally.add(&torn);
+        let what = format!(
+            "{what} ({} of {} bytes of {})",
+            torn.kept,
+            torn.len,
+            torn.file.display()
+        );
+        let expected = Expected {
+            acked: &run.acked,
+            history: &history,
+            allowance: Allowance::InFlight,
+        };
+        check_after_kill(&root, &sources, &[], &expected, &what);
+        let (driver, _) = mirror(&fake, &root, None, FlushPolicy::Kafka);
+        check_converged(driver, &root, &sources, &[], &what);
+        fs::remove_dir_all(&root).unwrap();
+    }
+    tally.report("node torn writes, mirroring", started.elapsed());
+    for kind in [
+        "segment append",
+        "offset index",
+        "__mirror_state append",
+        "leader-epoch checkpoint",
+        "log-dir checkpoint",
+    ] {
+        assert!(
+            tally.by_kind.contains_key(kind),
+            "no {kind} torn: {tally:?}"
+        );
+    }
+    assert!(tally.vectored >= 10, "{tally:?}");
+    assert!(writes >= 50, "only {writes} writes");
+}
+
+/// Every write of a stop of one topic (3 of the 5 partitions; its request's `node.properties`
+/// and the close included) cut short in turn, the process dying there.
+#[test]
+fn a_torn_write_at_every_write_of_stopping_one_topic() {
+    let started = std::time::Instant::now();
+    let fake = torn_fake();
+    let sources = source_bytes(&fake);
+    let tmp = scratch();
+    let base = tmp.path().join("base");
+    mirror_torn(&fake, &base, None, "base");
+    let reference = tmp.path().join("reference");
+    copy_dir(&base, &reference);
+    let run = stop_torn(&reference, None, "reference");
+    let history = History::of(&reference);
+    let writes = run.writes;
+    let mut tally = TornTally::default();
+    for n in 1..=writes {
+        let root = tmp.path().join(format!("torn-{n}"));
+        copy_dir(&base, &root);
+        let what = format!("stop, write {n} of {writes} torn");
+        let run = stop_torn(&root, Some(n), &what);
+        let torn = run
+            .torn
+            .unwrap_or_else(|| panic!("{what}: the run ended after {} writes", run.writes));
+        tally.add(&torn);
+        let what = format!(
+            "{what} ({} of {} bytes of {})",
+            torn.kept,
+            torn.len,
+            torn.file.display()
+        );
+        let expected = Expected {
+            acked: &run.acked,
+            history: &history,
+            allowance: Allowance::InFlight,
+        };
+        check_after_kill(&root, &sources, &[ORDERS], &expected, &what);
         let (driver, _) = stop(&root, None);
         check_converged(driver, &root, &sources, &[ORDERS], &what);
         fs::remove_dir_all(&root).unwrap();
     }
-    eprintln!("node crash test, stop: {tally:?}");
-    assert!(tally.kills >= 10, "{tally:?}");
-    assert!(tally.torn_state_writes >= 3, "{tally:?}");
+    tally.report("node torn writes, stop", started.elapsed());
+    for kind in [
+        "node.properties",
+        "__mirror_state append",
+        "segment append",
+        "log-dir checkpoint",
+    ] {
+        assert!(
+            tally.by_kind.contains_key(kind),
+            "no {kind} torn: {tally:?}"
+        );
+    }
+    assert!(writes >= 20, "only {writes} writes");
 }

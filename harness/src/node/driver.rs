@@ -59,7 +59,8 @@
 //! (plus this node's own markers), nothing a `__mirror_state` record acknowledges is lost, and
 //! a restart fetches the rest. `harness/src/node/crash_tests.rs` checks this after a kill at
 //! every effect, a torn `__mirror_state` write and a machine crash that cuts every unflushed
-//! tail and tears offset indexes.
+//! tail and tears offset indexes, and after a process death inside every file write of a
+//! mirroring and of a stop (each write cut short in turn by the test build's write seam).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
@@ -71,6 +72,7 @@ use kmirror_kernel::controller::{
     apply_config_record, handle_mirror_request, ControllerConfig, MirrorErrorCode, MirrorRequest,
     MirrorRequestError,
 };
+use kmirror_kernel::coordinator::Coordinator;
 use kmirror_kernel::desired::DesiredState;
 use kmirror_kernel::effect::{Effect, LogEffect, RequestId};
 use kmirror_kernel::input::{FetchOutcome, Input};
@@ -447,6 +449,12 @@ impl NodeDriver {
     /// when it wrote none): where a crash inside that effect would have torn a write.
     pub fn last_state_write(&self) -> Option<u32> {
         self.last_state_write
+    }
+
+    /// Each `__mirror_state` partition with its coordinator: the records acknowledged so far
+    /// (a record reaches the coordinator only once it is appended and fsynced).
+    pub fn mirror_state(&self) -> impl Iterator<Item = (u32, &Coordinator)> {
+        self.states.iter().map(|(k, s)| (*k, s.coordinator()))
     }
 
     /// The persisted mirror state of `key` (from its `__mirror_state` partition).

@@ -11,6 +11,7 @@
 //!   mirroring process between fetch rounds, behind the kernel's gate.
 //! - [`status`]: per-partition progress and the per-topic rollup.
 //! - [`control`]: the control channel, `stop`, `pause` and `resume` handed to a running mirror.
+//! - [`verify`]: the full CRC scan of every log (`kmirror verify DIR`).
 //! - [`error`]: what fails, as [`NodeError`].
 //!
 //! The single-partition cluster directory ([`driver`](crate::driver)) stays as it is; the two
@@ -23,6 +24,7 @@ pub mod error;
 pub mod metadata_sync;
 pub mod state_log;
 pub mod status;
+pub mod verify;
 
 #[cfg(test)]
 mod crash_tests;

@@ -171,7 +171,7 @@ impl StatePartition {
 }
 
 /// Decodes every record of `log`, oldest first.
-fn read_records(log: &FileLog) -> Result<Vec<(Offset, MirrorStateRecord)>, NodeError> {
+pub(super) fn read_records(log: &FileLog) -> Result<Vec<(Offset, MirrorStateRecord)>, NodeError> {
     let dir = log.dir().to_path_buf();
     let batches = log
         .try_read(log.log_start_offset(), log.log_end_offset())

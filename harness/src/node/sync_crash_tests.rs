@@ -387,12 +387,16 @@ fn kills_after_every_sync_write_lose_nothing_and_converge() {
             "kill point {n}: the restart did not converge"
         );
     }
-    println!(
-        "node sync crash test: {kills} kill points after sync writes ({} config, {} offsets, \
-         {} acl), {after_stop} of them after a stop; {torn} torn writes; every restart \
-         converged",
-        by_kind.get("config").unwrap_or(&0),
-        by_kind.get("offsets").unwrap_or(&0),
-        by_kind.get("acl").unwrap_or(&0),
+    kmirror_testsupport::crash_counts::report(
+        "node sync crash test",
+        kills,
+        torn,
+        &format!(
+            "kill points after sync writes ({} config, {} offsets, {} acl), {after_stop} of them \
+             after a stop; every restart converged",
+            by_kind.get("config").unwrap_or(&0),
+            by_kind.get("offsets").unwrap_or(&0),
+            by_kind.get("acl").unwrap_or(&0),
+        ),
     );
 }
