@@ -1,5 +1,6 @@
 //! The stateright [`Model`] of mirroring: the world, its actions and its properties.
 
+use kmirror_kernel::state::Design;
 use stateright::{Model, Property};
 
 use crate::actions::Action;
@@ -50,6 +51,9 @@ impl Model for MirrorModel {
         let mut all = crate::properties::all();
         if self.config.sync_steps > 0 {
             all.extend(crate::properties::sync());
+        }
+        if self.config.kernel.design == Design::Prototype {
+            all.extend(crate::properties::prototype(&self.config));
         }
         if let Some(name) = self.only {
             all.retain(|p| p.name == name);

@@ -7,12 +7,14 @@
 //! fault can happen any more.
 
 use kmirror_kernel::batch::{BatchHeader, ControlType};
+use kmirror_kernel::config::TruncationQuorum;
 use kmirror_kernel::input::{FetchOutcome, Input};
 use kmirror_kernel::log::LogView;
 use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::Offset;
 use stateright::Property;
 
+use crate::config::ModelConfig;
 use crate::model::MirrorModel;
 use crate::world::{ClusterId, Message, Violation, World};
 
@@ -34,7 +36,11 @@ pub fn all() -> Vec<Property<MirrorModel>> {
                     || ClusterId::BOTH.into_iter().all(|c| {
                         !matches!(
                             w.stored_state(c),
-                            MirrorState::Mirroring | MirrorState::Paused
+                            MirrorState::Mirroring
+                                | MirrorState::Paused
+                                | MirrorState::Pausing
+                                | MirrorState::EpochFencing
+                                | MirrorState::UleRecovery
                         ) || w.mirror_is_prefix_of_source(c)
                     })
             },
@@ -199,6 +205,29 @@ pub fn all() -> Vec<Property<MirrorModel>> {
                 && w.stored_state(ClusterId::B) == MirrorState::Stopped
         }),
     ]
+}
+
+/// The prototype design's states, each reached at least once where the configuration can reach
+/// it: EPOCH_FENCING always (the clusters' epochs differ), PAUSING with pause and resume,
+/// ULE_RECOVERY with an unclean source and `mirror.support.unclean.leader.election`.
+pub fn prototype(config: &ModelConfig) -> Vec<Property<MirrorModel>> {
+    let mut sometimes = vec![Property::sometimes(
+        "reaches_epoch_fencing",
+        |_: &MirrorModel, w: &World| reached(w, MirrorState::EpochFencing),
+    )];
+    if config.pause_resume {
+        sometimes.push(Property::sometimes(
+            "reaches_pausing",
+            |_: &MirrorModel, w: &World| reached(w, MirrorState::Pausing),
+        ));
+    }
+    if config.unclean_source && config.kernel.truncation_quorum == TruncationQuorum::AllReplicas {
+        sometimes.push(Property::sometimes(
+            "reaches_ule_recovery",
+            |_: &MirrorModel, w: &World| reached(w, MirrorState::UleRecovery),
+        ));
+    }
+    sometimes
 }
 
 /// The metadata-sync properties, checked when the model includes the sync
