@@ -24,8 +24,10 @@
 //! [`mem_log::MemLog`], the KIP-320 fetch rules in [`fetch`], the `leader-epoch-checkpoint`
 //! format in [`checkpoint`]. Around the state machine: the desired state from `mirror.name`
 //! ([`desired`]), the controller's requests and produce gate ([`controller`]), the
-//! `__mirror_state` records and partitioner ([`records`], [`partitioner`]). Kafka's replication
-//! inside a cluster (fetch crediting, HW, ISR expansion) is [`replication`].
+//! `__mirror_state` records and partitioner ([`records`], [`partitioner`]); the KIP authors'
+//! prototype's message formats, encoded as Kafka's message generator does ([`proto_wire`]).
+//! Kafka's replication inside a cluster (fetch crediting, HW, ISR expansion) is
+//! [`replication`].
 //!
 //! # States
 //!
@@ -194,6 +196,7 @@ pub mod node;
 pub mod partition;
 pub mod partitioner;
 pub mod producer_state;
+pub mod proto_wire;
 pub mod records;
 pub mod replication;
 pub mod state;
