@@ -9,8 +9,8 @@ use clap::{Args, ValueEnum};
 use kmirror_kernel::config::{
     FailedRetry, FetchIsolation, StopOrder, StopStrategy, TruncationQuorum,
 };
-use kmirror_kernel::state::Design;
 use kmirror_kernel::mutant::Mutant;
+use kmirror_kernel::state::Design;
 use kmirror_model::config::EpochLead;
 use kmirror_model::node::trace::NodeTrace;
 use kmirror_model::runner::{self, CheckReport, RunOptions};

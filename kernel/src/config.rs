@@ -7,8 +7,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::mutant::Mutant;
-use crate::types::LeaderEpoch;
 use crate::state::{Design, TransitionTable};
+use crate::types::LeaderEpoch;
 
 /// How STOPPING removes half-finished transactions before the partition becomes writable.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
@@ -605,7 +605,10 @@ mod tests {
     fn the_prototype_preset_differs_where_the_prototype_does() {
         let p = MirrorConfig::prototype();
         assert_eq!(MirrorConfig::for_design(Design::Prototype), p);
-        assert_eq!(MirrorConfig::for_design(Design::Seed), MirrorConfig::default());
+        assert_eq!(
+            MirrorConfig::for_design(Design::Seed),
+            MirrorConfig::default()
+        );
         assert_eq!(p.stop_order.to_string(), "lme,bump,truncate,reset");
         assert_eq!(p.fetch_isolation, FetchIsolation::ReadUncommitted);
         assert!(!p.lme_write_fenced && MirrorConfig::default().lme_write_fenced);

@@ -267,8 +267,7 @@ impl Coordinator {
     ) -> Result<Option<LastMirroredEpochsValue>, WriteRefused> {
         let stored = self.states.get(key).map(|s| s.state_epoch);
         if let Some(expected) = expected_state_epoch {
-            if stored != Some(expected) && !mutant::active(self.mutant, Mutant::AcceptFencedWrite)
-            {
+            if stored != Some(expected) && !mutant::active(self.mutant, Mutant::AcceptFencedWrite) {
                 return Err(WriteRefused::FencedStateEpoch {
                     expected: Some(expected),
                     stored,
@@ -764,7 +763,8 @@ mod tests {
         // The old leader wrote STOPPING (state epoch 2); its successor re-asserted it (3).
         c.write_state(&key(0), value(Stopping, 5), Some(1)).unwrap();
         c.write_state(&key(0), value(Stopping, 6), Some(2)).unwrap();
-        c.write_last_mirrored_epoch(&key(0), lme(2), Some(3)).unwrap();
+        c.write_last_mirrored_epoch(&key(0), lme(2), Some(3))
+            .unwrap();
         // The old leader's LME, computed from its own log, arrives late: refused.
         assert_eq!(
             c.write_last_mirrored_epoch(&key(0), lme(1), Some(2)),

@@ -39,7 +39,11 @@ fn render(table: &TransitionTable, names: Design) -> String {
     let mut out = String::from("stateDiagram-v2\n");
     let _ = writeln!(out, "    [*] --> {}", name(MirrorState::Unknown));
     for (from, to) in table.edges() {
-        let label = if from == MirrorState::Failed { ": retry" } else { "" };
+        let label = if from == MirrorState::Failed {
+            ": retry"
+        } else {
+            ""
+        };
         let _ = writeln!(out, "    {} --> {}{label}", name(from), name(to));
     }
     let states = table.states();

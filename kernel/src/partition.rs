@@ -1203,9 +1203,7 @@ impl PartitionMirror {
                             last_mirrored_epoch,
                             last_mirrored_offset,
                         },
-                        expected_state_epoch: config
-                            .lme_write_fenced
-                            .then_some(stored.state_epoch),
+                        expected_state_epoch: config.lme_write_fenced.then_some(stored.state_epoch),
                     });
                     return;
                 }

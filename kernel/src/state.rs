@@ -345,7 +345,10 @@ mod tests {
         assert_eq!(MirrorState::from_code(-1), None);
         let prototype: Vec<i8> = MirrorState::ALL.map(MirrorState::prototype_code).to_vec();
         for s in MirrorState::ALL {
-            assert_eq!(MirrorState::from_prototype_code(s.prototype_code()), Some(s));
+            assert_eq!(
+                MirrorState::from_prototype_code(s.prototype_code()),
+                Some(s)
+            );
         }
         let mut sorted = prototype.clone();
         sorted.sort_unstable();
@@ -361,14 +364,23 @@ mod tests {
         for d in Design::ALL {
             assert_eq!(d.to_string().parse::<Design>(), Ok(d));
         }
-        assert!("kip".parse::<Design>().unwrap_err().contains("seed or prototype"));
+        assert!("kip"
+            .parse::<Design>()
+            .unwrap_err()
+            .contains("seed or prototype"));
         assert_eq!(Design::default(), Design::Seed);
     }
 
     #[test]
     fn the_seed_table_knows_seven_states_and_the_prototype_ten() {
-        assert_eq!(TransitionTable::default().states(), MirrorState::ALL[..7].to_vec());
-        assert_eq!(TransitionTable::prototype(true).states(), MirrorState::ALL.to_vec());
+        assert_eq!(
+            TransitionTable::default().states(),
+            MirrorState::ALL[..7].to_vec()
+        );
+        assert_eq!(
+            TransitionTable::prototype(true).states(),
+            MirrorState::ALL.to_vec()
+        );
     }
 
     /// The prototype's matrix, row by row (`docs/prototype.md` section 2.2): the states each

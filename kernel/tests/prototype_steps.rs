@@ -181,7 +181,8 @@ fn a_divergence_without_unclean_support_fails_for_good() {
     d.log
         .append_as_follower(&[data(0, 2, 1), data(3, 9, 2)])
         .unwrap();
-    let error = "log truncation while mirroring implies an unclean leader election in the source cluster";
+    let error =
+        "log truncation while mirroring implies an unclean leader election in the source cluster";
     let fail = failed(1, Mirroring, NON_RETRYABLE_ATTEMPT, error);
     assert_eq!(
         d.step(Input::FetchCompleted {
@@ -200,11 +201,7 @@ fn a_divergence_without_unclean_support_fails_for_good() {
             write(5, fail.clone(), Some(1))
         ]
     );
-    assert_eq!(
-        d.ack_write(&[write(5, fail, Some(1))]),
-        vec![],
-        "no retry"
-    );
+    assert_eq!(d.ack_write(&[write(5, fail, Some(1))]), vec![], "no retry");
     assert_eq!(d.mirror.state(), Failed);
     assert_eq!(d.mirror.activity(), &Activity::Settled);
 }
@@ -251,15 +248,14 @@ fn a_divergence_with_unclean_support_recovers_once_the_replicas_converge() {
         ]
     );
     assert_eq!(d.log.log_end_offset(), 3, "truncated");
-    assert_eq!(
-        d.ack_write(&[write(5, recovery, Some(1))]),
-        vec![],
-        "waits"
-    );
+    assert_eq!(d.ack_write(&[write(5, recovery, Some(1))]), vec![], "waits");
     assert!(
         matches!(
             d.mirror.activity(),
-            Activity::AwaitingReplicas { truncated_to: 3, .. }
+            Activity::AwaitingReplicas {
+                truncated_to: 3,
+                ..
+            }
         ),
         "{:?} {:?}",
         d.mirror.activity(),
@@ -372,7 +368,11 @@ fn the_javadoc_reading_retries_every_failure_from_log_alignment() {
     });
     assert_eq!(
         d.step(Input::RetryDue { attempt: 1 }),
-        vec![write(8, with_attempt(value(Preparing, 1, 0, Failed), 1), Some(3))]
+        vec![write(
+            8,
+            with_attempt(value(Preparing, 1, 0, Failed), 1),
+            Some(3)
+        )]
     );
 }
 

@@ -180,4 +180,3 @@ pub fn mirroring(config: MirrorConfig) -> Driver {
     assert_eq!(d.mirror.state(), MirrorState::Mirroring);
     d
 }
-
