@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, ValueEnum};
 use kmirror_kernel::config::{
-    FailedRetry, FetchIsolation, StopOrder, StopStrategy, TruncationQuorum,
+    FailedRetry, FetchIsolation, LmeCapture, StopOrder, StopStrategy, TruncationQuorum,
 };
 use kmirror_kernel::mutant::Mutant;
 use kmirror_kernel::state::Design;
@@ -106,6 +106,11 @@ pub struct ModelArgs {
     /// the design's: seed true, prototype false].
     #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
     bump_at_equal_epoch: Option<bool>,
+    /// What the stop records as the LME: the end of the mirrored data (`before-stop-writes`, the
+    /// seed) or the log's end whenever the step runs (`log-end`, the prototype) [default: the
+    /// design's].
+    #[arg(long, value_enum)]
+    lme_capture: Option<LmeCaptureArg>,
     /// Whether the LME write is fenced by the STOPPING record's state epoch [default: the
     /// design's: seed true, prototype false].
     #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
@@ -208,6 +213,14 @@ enum DesignArg {
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
+enum LmeCaptureArg {
+    /// Where the stop's own writes begin, or the log end (the seed).
+    BeforeStopWrites,
+    /// The log's latest epoch and end offset when the step runs (the prototype).
+    LogEnd,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
 enum FailedRetryArg {
     /// The state recorded with the failure (the seed; the prototype's code).
     Previous,
@@ -296,6 +309,12 @@ impl ModelArgs {
         }
         if let Some(at_equal) = self.bump_at_equal_epoch {
             kernel.epoch_bump.reactive_at_equal = at_equal;
+        }
+        if let Some(capture) = self.lme_capture {
+            kernel.lme_capture = match capture {
+                LmeCaptureArg::BeforeStopWrites => LmeCapture::BeforeStopWrites,
+                LmeCaptureArg::LogEnd => LmeCapture::LogEnd,
+            };
         }
         if let Some(fenced) = self.lme_fence {
             kernel.lme_write_fenced = fenced;

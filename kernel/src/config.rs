@@ -461,6 +461,20 @@ impl Default for EpochBumpRule {
     }
 }
 
+/// What STOPPING records as the last mirrored epoch and offset.
+#[derive(
+    Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize,
+)]
+pub enum LmeCapture {
+    /// The end of the mirrored data: where the first batch at the stop epoch (the stop's own
+    /// writes) begins, or the log end (the seed, `docs/design.md` section 5.4).
+    #[default]
+    BeforeStopWrites,
+    /// The log's latest epoch and end offset whenever the step runs (the prototype: a stop
+    /// re-run after its own markers or reset records them as mirrored).
+    LogEnd,
+}
+
 /// Which state a FAILED partition's retry writes.
 #[derive(
     Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize,
@@ -504,6 +518,9 @@ pub struct MirrorConfig {
     /// Which state a FAILED retry writes.
     #[serde(default)]
     pub failed_retry: FailedRetry,
+    /// What the stop records as the LME.
+    #[serde(default)]
+    pub lme_capture: LmeCapture,
     /// A deliberate bug, effective only with feature `mutants`.
     pub mutant: Option<Mutant>,
 }
@@ -534,6 +551,7 @@ impl MirrorConfig {
             epoch_bump: EpochBumpRule::PROTOTYPE,
             lme_write_fenced: false,
             failed_retry: FailedRetry::PreviousState,
+            lme_capture: LmeCapture::LogEnd,
             mutant: None,
         }
     }
@@ -562,6 +580,7 @@ impl Default for MirrorConfig {
             epoch_bump: EpochBumpRule::SEED,
             lme_write_fenced: true,
             failed_retry: FailedRetry::PreviousState,
+            lme_capture: LmeCapture::BeforeStopWrites,
             mutant: None,
         }
     }

@@ -18,7 +18,9 @@
 use im::OrdSet;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{FailedRetry, MirrorConfig, StopStep, StopStrategy, TruncationQuorum};
+use crate::config::{
+    FailedRetry, LmeCapture, MirrorConfig, StopStep, StopStrategy, TruncationQuorum,
+};
 use crate::desired::DesiredState;
 use crate::effect::{Effect, LogEffect, RequestId, TruncationCause};
 use crate::fetch::{divergence_truncation_offset, resolve_out_of_range, OutOfRangeResolution};
@@ -1186,7 +1188,7 @@ impl PartitionMirror {
                     // begins, or at the log end. The prototype records the log's latest epoch
                     // and its end, whatever the stop wrote before.
                     let (last_mirrored_epoch, last_mirrored_offset) =
-                        if config.design == Design::Prototype {
+                        if config.lme_capture == LmeCapture::LogEnd {
                             (view.latest_epoch, view.log_end_offset)
                         } else {
                             let offset = view

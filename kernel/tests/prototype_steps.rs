@@ -5,7 +5,9 @@
 mod common;
 
 use common::*;
-use kmirror_kernel::config::{FailedRetry, FetchIsolation, MirrorConfig, TruncationQuorum};
+use kmirror_kernel::config::{
+    FailedRetry, FetchIsolation, LmeCapture, MirrorConfig, TruncationQuorum,
+};
 use kmirror_kernel::desired::DesiredState;
 use kmirror_kernel::effect::{Effect, LogEffect, RequestId, TruncationCause};
 use kmirror_kernel::input::{FetchOutcome, Input};
@@ -420,5 +422,61 @@ fn the_stop_records_the_lme_first_unfenced_at_the_log_end() {
         }),
         vec![write(7, value(Stopping, 1, 0, Stopping), Some(2))],
         "then the bump (the leader's epoch 1 is above the log's 0: recorded, no request)"
+    );
+}
+
+/// Runs a prototype stop (LME first) on a log holding `data(0, 2, 0)` up to the
+/// `MIRROR_PID_RESET` at offset 3, then makes the partition leader again at epoch 2: the
+/// re-entered stop records the LME again. Returns that write's value.
+fn lme_recorded_after_a_leader_change(config: MirrorConfig) -> LastMirroredEpochsValue {
+    let mut d = mirroring(config);
+    d.log.append_as_follower(&[data(0, 2, 0)]).unwrap();
+    let w = d.step(Input::DesiredStateChanged(DesiredState::Stop(mirror())));
+    d.ack_write(&w);
+    let w = d.step(Input::LastMirroredEpochWritten {
+        request: RequestId(6),
+    });
+    let lme = d.ack_write(&w);
+    let [Effect::WriteLastMirroredEpoch { request, .. }] = lme[..] else {
+        panic!("the re-entered stop records the LME again: {lme:?}");
+    };
+    let after = d.step(Input::LastMirroredEpochWritten { request });
+    assert!(
+        after.contains(&Effect::Log(LogEffect::AppendPidReset { leader_epoch: 1 })),
+        "{after:?}"
+    );
+    assert_eq!(d.log.log_end_offset(), 4);
+    let read = d.lead(2, &[ME]);
+    let [Effect::ReadState { request, .. }] = read[..] else {
+        panic!("a new leader reads its state: {read:?}");
+    };
+    let w = d.read(request.0);
+    let effects = d.ack_write(&w);
+    match &effects[..] {
+        [Effect::WriteLastMirroredEpoch { value, .. }] => *value,
+        other => panic!("expected the LME write, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_resumed_stop_records_its_own_reset_as_mirrored_when_it_captures_the_log_end() {
+    assert_eq!(
+        lme_recorded_after_a_leader_change(MirrorConfig::prototype()),
+        LastMirroredEpochsValue {
+            last_mirrored_epoch: Some(1),
+            last_mirrored_offset: 4,
+        },
+        "the prototype's capture names the stop's own MIRROR_PID_RESET"
+    );
+    assert_eq!(
+        lme_recorded_after_a_leader_change(MirrorConfig {
+            lme_capture: LmeCapture::BeforeStopWrites,
+            ..MirrorConfig::prototype()
+        }),
+        LastMirroredEpochsValue {
+            last_mirrored_epoch: Some(0),
+            last_mirrored_offset: 3,
+        },
+        "the seed's capture stops where the stop's writes begin"
     );
 }
