@@ -55,7 +55,10 @@ fn tiny_prototype_state_count_is_pinned_and_every_property_holds() {
         .map(|p| p.name.as_str())
         .collect();
     assert!(failed.is_empty(), "{failed:?}");
-    assert_eq!(report.unique, 9_152, "the tiny prototype state space changed");
+    assert_eq!(
+        report.unique, 9_152,
+        "the tiny prototype state space changed"
+    );
     let fencing = report
         .properties
         .iter()
@@ -71,7 +74,10 @@ fn tiny_prototype_state_count_is_pinned_and_every_property_holds() {
 #[cfg_attr(debug_assertions, ignore = "an exhaustive search: run with --release")]
 fn p1_a_resumed_stop_records_its_own_reset_as_mirrored() {
     let config = with_crash();
-    assert_eq!(shortest(&config, "failback_keeps_only_source_data"), Some(44));
+    assert_eq!(
+        shortest(&config, "failback_keeps_only_source_data"),
+        Some(44)
+    );
     let mut fixed = config;
     fixed.kernel.lme_capture = LmeCapture::BeforeStopWrites;
     assert_eq!(shortest(&fixed, "failback_keeps_only_source_data"), None);
