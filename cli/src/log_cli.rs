@@ -56,6 +56,11 @@ pub enum LogCommand {
     /// fetcher, bumps the leader epoch, truncates the log to its LSO, records the LME, appends
     /// MIRROR_PID_RESET and makes the partition writable. Re-running it after a crash finishes
     /// the same stop.
+    ///
+    /// On a node destination (--topics) held by a running `kmirror mirror --topics`, the
+    /// request is handed to that mirror through DIR/control/ and applied by it between fetch
+    /// rounds; its per-topic answer is printed once the partitions are STOPPED (no mirror
+    /// claiming it within 10 s: the request is withdrawn and nothing changes).
     Stop(StopArgs),
     /// Add a topic to a mirror (first time, or failback), then mirror.
     ///
@@ -66,11 +71,14 @@ pub enum LogCommand {
     /// Pause mirroring and drive the partition to PAUSED.
     ///
     /// PauseMirrorTopics sets mirror.name=MIRROR.paused; the fetcher is removed and the
-    /// partition stays read-only.
+    /// partition stays read-only. On a node destination held by a running `kmirror mirror
+    /// --topics`, the request goes to that mirror through DIR/control/ (see `stop`).
     Pause(PauseArgs),
     /// Resume a paused mirror, then mirror.
     ///
-    /// ResumeMirrorTopics sets mirror.name=MIRROR again; then runs like `kmirror mirror`.
+    /// ResumeMirrorTopics sets mirror.name=MIRROR again; then runs like `kmirror mirror`. On a
+    /// node destination held by a running `kmirror mirror --topics`, the request goes to that
+    /// mirror through DIR/control/ (see `stop`), which fetches the resumed topics itself.
     Resume(ResumeArgs),
     /// Show a cluster directory: state, LEO, HW, LSO, epochs, coordinator records.
     ///
@@ -547,9 +555,18 @@ fn is_empty_or_missing(path: &Path) -> bool {
 pub fn source_security(path: Option<&Path>) -> Result<Arc<SecurityConfig>, String> {
     match path {
         None => Ok(Arc::default()),
-        Some(path) => SecurityConfig::from_file(path)
-            .map(Arc::new)
-            .map_err(|e| format!("--source-config: {e}")),
+        Some(path) => {
+            let config =
+                SecurityConfig::from_file(path).map_err(|e| format!("--source-config: {e}"))?;
+            if !config.ignored_keys.is_empty() {
+                eprintln!(
+                    "kmirror: warning: --source-config {}: ignoring {} (not read by kmirror)",
+                    path.display(),
+                    config.ignored_keys.join(", ")
+                );
+            }
+            Ok(Arc::new(config))
+        }
     }
 }
 

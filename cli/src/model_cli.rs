@@ -472,6 +472,7 @@ pub fn check(args: CheckArgs) -> Result<ExitCode, String> {
         shorten: true,
         symmetry: args.symmetry,
         dfs: !args.bfs,
+        prune_examples: true,
     };
     let report = runner::check(&config, &options);
     finish(&report, &args.save_dir, args.json)
@@ -501,6 +502,7 @@ fn check_node(args: &CheckArgs) -> Result<ExitCode, String> {
         shorten: true,
         symmetry: false,
         dfs: !args.bfs,
+        prune_examples: true,
     };
     node_model_cli::check(&config, &options, &args.save_dir, args.json)
 }

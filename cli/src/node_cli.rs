@@ -8,13 +8,15 @@
 //!   source broker per round).
 //! - `kmirror stop|pause|resume --dest DIR --topics LIST`: RemoveTopicsFromMirror /
 //!   PauseMirrorTopics / ResumeMirrorTopics, answered per topic with Kafka's error codes, then
-//!   the node is driven until it settles (no source needed).
+//!   the node is driven until it settles (no source needed). While a `kmirror mirror` holds
+//!   the destination, the request is handed to it through the control channel
+//!   ([`kmirror_harness::node::control`]) and its answer printed the same way.
 //! - `kmirror status --dest DIR [--json]`: per partition state, LEO, HW, LSO, lag; per topic a
 //!   rollup.
 //!
 //! A refused topic (unknown, a glob matching nothing, in another mirror, re-created, fewer
-//! partitions at the source) is a `kmirror: TOPIC: ERROR: message` line; the accepted ones go
-//! on; the exit code is then 2.
+//! partitions at the source) is a `kmirror: TOPIC: ERROR_CODE: message` line; the accepted
+//! ones go on; a summary line ends the output; the exit code is then 2.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -22,14 +24,15 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use kmirror_harness::driver::Clock;
+use kmirror_harness::node::control::SETTLE_MS;
 use kmirror_harness::node::dest::STATUS_FILE;
 use kmirror_harness::node::{
-    NodeDest, NodeDriver, NodeDriverOptions, NodeError, NodeIdle, NodeMeta, NodeStatus, NodeUntil,
-    TopicResults,
+    ControlClient, ControlRequest, ControlResponse, NodeDest, NodeDriver, NodeDriverOptions,
+    NodeError, NodeIdle, NodeMeta, NodeStatus, NodeUntil, PartitionStatus, RequestStatus,
+    TopicResults, TopicsVerb,
 };
 use kmirror_harness::wire::{SecurityConfig, SourceCluster, SourceClusterOptions, TopicSelection};
 use kmirror_kernel::config::{MirrorConfig, RetryPolicy, StopStrategy};
-use kmirror_kernel::controller::{MirrorErrorCode, MirrorRequest, MirrorRequestError};
 use kmirror_kernel::types::MirrorName;
 
 use crate::log_cli::{
@@ -364,6 +367,11 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
     if !described.values().any(Result::is_ok) {
         // Every selected topic refused: nothing runs, nothing changes.
         driver.close().map_err(|e| e.to_string())?;
+        eprintln!(
+            "kmirror: mirror: {} of {} refused; nothing changed",
+            described.len(),
+            count_topics(described.len())
+        );
         return Ok(ExitCode::from(2));
     }
     let names: Vec<String> = driver.dest().meta().topics.keys().cloned().collect();
@@ -374,6 +382,8 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
         .set_source_bootstrap(bootstrap)
         .map_err(|e| e.to_string())?;
     driver.set_source(Some(source_cluster(bootstrap, &names, &security)?));
+    // `kmirror stop|pause|resume --topics` reach this run through the control channel.
+    driver.serve_control().map_err(|e| e.to_string())?;
     let until = if args.run.until_caught_up {
         NodeUntil::CaughtUp
     } else {
@@ -434,35 +444,189 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
     })
 }
 
-/// Which request `stop`, `pause` and `resume` send.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Verb {
-    Stop,
-    Pause,
-    Resume,
+/// How long `stop`, `pause` and `resume` wait for a running mirror to claim a request handed
+/// over the control channel before withdrawing it (ms).
+const CLAIM_WAIT_MS: i64 = 10_000;
+
+/// The environment variable overriding [`CLAIM_WAIT_MS`] (tests of the timeout).
+const CLAIM_WAIT_ENV: &str = "KMIRROR_CONTROL_CLAIM_MS";
+
+/// How long they wait for the answer to a claimed request (ms): the mirror answers once the
+/// partitions settled, at the latest after [`SETTLE_MS`].
+const ANSWER_WAIT_MS: i64 = SETTLE_MS + 10_000;
+
+/// A node destination opened by this process, or a running mirror's answer.
+enum Held {
+    /// The lock was free (or freed): this process runs the request.
+    Driver(Box<NodeDriver>),
+    /// A running `kmirror mirror` ran it (the control channel).
+    Answered(ControlResponse),
 }
 
-/// The selected topics of the node (names and globs), and one error per entry selecting none.
-fn resolve_topics(meta: &NodeMeta, topics: &str) -> Result<(Vec<String>, TopicResults), String> {
-    let selection = TopicSelection::parse(topics).map_err(|e| e.to_string())?;
-    let (selected, misses) = selection.resolve(meta.topics.keys().map(|n| (n.as_str(), false)));
-    let mut errors = TopicResults::new();
-    for miss in misses {
-        let entry = miss.to_string();
-        errors.insert(
-            entry.clone(),
-            Err(MirrorRequestError::new(
-                MirrorErrorCode::UnknownTopicOrPartition,
-                format!("{entry} on this node destination"),
-            )),
-        );
+/// Opens `dest`; while another process holds it, hands `request` to it through the control
+/// channel ([`kmirror_harness::node::control`]) and waits for the answer, taking the lock
+/// instead if it frees before a mirror claims the request.
+fn open_or_hand_over(
+    clock: &mut SystemClock,
+    dest: &Path,
+    options: &NodeDriverOptions,
+    request: &ControlRequest,
+) -> Result<Held, String> {
+    match NodeDriver::open(dest, None, options.clone()) {
+        Err(NodeError::Busy { .. }) => {}
+        other => {
+            return other
+                .map(|d| Held::Driver(Box::new(d)))
+                .map_err(|e| e.to_string())
+        }
     }
-    Ok((selected.into_iter().collect(), errors))
+    let client = ControlClient::submit(dest, request).map_err(|e| e.to_string())?;
+    let claim_wait_ms = std::env::var(CLAIM_WAIT_ENV)
+        .ok()
+        .and_then(|v| v.parse::<i64>().ok())
+        .unwrap_or(CLAIM_WAIT_MS);
+    let start = clock.now_ms();
+    let mut claimed_at: Option<i64> = None;
+    loop {
+        let now = clock.now_ms();
+        match client.status().map_err(|e| e.to_string())? {
+            RequestStatus::Answered(response) => return Ok(Held::Answered(response)),
+            RequestStatus::Claimed => {
+                let since = *claimed_at.get_or_insert(now);
+                if now - since > ANSWER_WAIT_MS {
+                    return Err(format!(
+                        "the kmirror mirror running on {} took request {} but has not answered \
+                         in {} s; see `kmirror status --dest {}`",
+                        dest.display(),
+                        client.id(),
+                        ANSWER_WAIT_MS / 1_000,
+                        dest.display()
+                    ));
+                }
+            }
+            RequestStatus::Waiting => match NodeDriver::open(dest, None, options.clone()) {
+                // The holder was not a mirror and has finished: run the request here, unless a
+                // mirror claimed it in the meantime (its answer then follows).
+                Ok(driver) => {
+                    if client.withdraw().map_err(|e| e.to_string())? {
+                        return Ok(Held::Driver(Box::new(driver)));
+                    }
+                }
+                Err(NodeError::Busy { .. }) => {
+                    if now - start > claim_wait_ms
+                        && client.withdraw().map_err(|e| e.to_string())?
+                    {
+                        return Err(format!(
+                            "{} is held by another kmirror process that took no control request \
+                             in {} (a running `kmirror mirror --topics` takes one within a \
+                             second; another command or `kmirror sync` does not); nothing was \
+                             changed: try again once it is done",
+                            dest.display(),
+                            if claim_wait_ms % 1_000 == 0 {
+                                format!("{} s", claim_wait_ms / 1_000)
+                            } else {
+                                format!("{claim_wait_ms} ms")
+                            }
+                        ));
+                    }
+                }
+                Err(e) => {
+                    let _ = client.withdraw();
+                    return Err(e.to_string());
+                }
+            },
+        }
+        clock.sleep_until(now + 20);
+    }
+}
+
+/// `orders: removed from its mirror (failing over)` on stdout for each accepted topic, and
+/// `kmirror: nope: UNKNOWN_TOPIC_OR_PARTITION: the destination has no such topic` on stderr
+/// for each refused one (or selection entry selecting none).
+fn print_topic_results(verb: TopicsVerb, results: &TopicResults) {
+    let action = match verb {
+        TopicsVerb::Stop => "removed from its mirror (failing over)",
+        TopicsVerb::Pause => "pausing",
+        TopicsVerb::Resume => "resuming",
+    };
+    for (topic, result) in results {
+        match result {
+            Ok(()) => println!("{topic}: {action}"),
+            Err(e) => eprintln!("kmirror: {topic}: {}: {}", e.code, e.message),
+        }
+    }
+}
+
+fn count_topics(n: usize) -> String {
+    if n == 1 {
+        "1 topic".to_owned()
+    } else {
+        format!("{n} topics")
+    }
+}
+
+/// The end of `stop`, `pause` or `resume`: one line per partition of the accepted topics,
+/// then a summary. Exit code 2 when a topic was refused; an error when a partition did not
+/// reach the request's state.
+fn finish(
+    verb: TopicsVerb,
+    dest: &Path,
+    results: &TopicResults,
+    partitions: &[PartitionStatus],
+) -> Result<ExitCode, String> {
+    let target = verb.target().to_string();
+    let mut unsettled = Vec::new();
+    for p in partitions {
+        println!(
+            "{}-{}: {}  LEO {}  HW {}  LSO {}  {}",
+            p.topic,
+            p.partition,
+            p.state,
+            p.log_end_offset,
+            p.high_watermark,
+            p.last_stable_offset,
+            if p.writable { "writable" } else { "read-only" }
+        );
+        if p.state != target {
+            unsettled.push(format!("{}-{} is {}", p.topic, p.partition, p.state));
+        }
+    }
+    if !unsettled.is_empty() {
+        return Err(format!(
+            "{}; see `kmirror status --dest {}`",
+            unsettled.join(", "),
+            dest.display()
+        ));
+    }
+    let refused = results.values().filter(|r| r.is_err()).count();
+    let accepted = results.len() - refused;
+    let done = match verb {
+        TopicsVerb::Stop => "stopped (failed over, writable)",
+        TopicsVerb::Pause => "paused",
+        TopicsVerb::Resume => "mirroring again",
+    };
+    if refused == 0 {
+        println!("{}: {} {done}", verb.name(), count_topics(accepted));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rest = if accepted == 0 {
+        String::new()
+    } else {
+        format!("; {} {done}", count_topics(accepted))
+    };
+    eprintln!(
+        "kmirror: {}: {} of {} refused, nothing changed for {}{rest}",
+        verb.name(),
+        refused,
+        count_topics(results.len()),
+        if refused == 1 { "it" } else { "them" }
+    );
+    Ok(ExitCode::from(2))
 }
 
 /// A `stop`, `pause` or `resume` of some topics of a node destination.
 struct TopicsRequest<'a> {
-    verb: Verb,
+    verb: TopicsVerb,
     dest: &'a Path,
     topics: Option<&'a str>,
     mirror: Option<&'a str>,
@@ -494,51 +658,36 @@ fn request_topics(
             dest.display()
         ));
     };
-    let mut driver = open(&mut clock, dest, options)?;
-    let (selected, mut results) = resolve_topics(driver.dest().meta(), topics)?;
-    // One request per mirror, each topic under the mirror its mirror.name names.
-    let mut by_mirror: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for name in selected {
-        let named = driver.dest().meta().topics[&name]
-            .desired(&name)
-            .ok()
-            .and_then(|d| d.mirror().map(ToString::to_string));
-        let m = mirror.map(str::to_owned).or(named).unwrap_or_default();
-        by_mirror.entry(m).or_default().push(name);
+    // A bad selection is refused before anything is asked or written.
+    TopicSelection::parse(topics).map_err(|e| e.to_string())?;
+    let mut handed = ControlRequest::new(verb, topics, mirror);
+    if verb == TopicsVerb::Stop {
+        handed.stop_strategy = Some(options.mirror.stop_strategy);
     }
+    let mut driver = match open_or_hand_over(&mut clock, dest, &options, &handed)? {
+        Held::Driver(driver) => *driver,
+        Held::Answered(response) => {
+            if let Some(error) = response.error {
+                return Err(error);
+            }
+            print_topic_results(verb, &response.results);
+            return finish(verb, dest, &response.results, &response.partitions);
+        }
+    };
     let now = clock.now_ms();
-    for (m, names) in by_mirror {
-        let request = match verb {
-            Verb::Stop => MirrorRequest::RemoveTopics {
-                mirror: m,
-                topics: names,
-            },
-            Verb::Pause => MirrorRequest::PauseTopics {
-                mirror: m,
-                topics: names,
-            },
-            Verb::Resume => MirrorRequest::ResumeTopics {
-                mirror: m,
-                topics: names,
-            },
-        };
-        results.extend(driver.request(&request, now).map_err(|e| e.to_string())?);
-    }
-    let accepted: Vec<String> = results
+    let results = driver
+        .request_topics(verb, topics, mirror, now)
+        .map_err(|e| e.to_string())?;
+    print_topic_results(verb, &results);
+    let accepted: Vec<&String> = results
         .iter()
         .filter(|(_, r)| r.is_ok())
-        .map(|(t, _)| t.clone())
+        .map(|(t, _)| t)
         .collect();
-    let action = match verb {
-        Verb::Stop => "removed from its mirror (failing over)",
-        Verb::Pause => "pausing",
-        Verb::Resume => "resuming",
-    };
-    let all_ok = print_results(action, &results);
     if accepted.is_empty() {
         // Nothing accepted: the node is not even started, so nothing is written.
         driver.close().map_err(|e| e.to_string())?;
-        return Ok(ExitCode::from(2));
+        return finish(verb, dest, &results, &[]);
     }
     driver.start(now).map_err(|e| e.to_string())?;
     if let Some(source) = source {
@@ -546,46 +695,15 @@ fn request_topics(
     }
     drive(&mut driver, &mut clock, until, quiet, None)?;
     print_events(&mut driver, quiet);
-    let status = driver.status();
-    let mut unsettled = Vec::new();
-    for p in status
+    let partitions: Vec<PartitionStatus> = driver
+        .status()
         .partitions
-        .iter()
-        .filter(|p| accepted.contains(&p.topic))
-    {
-        println!(
-            "{}-{}: {}  LEO {}  HW {}  LSO {}  {}",
-            p.topic,
-            p.partition,
-            p.state,
-            p.log_end_offset,
-            p.high_watermark,
-            p.last_stable_offset,
-            if p.writable { "writable" } else { "read-only" }
-        );
-        let target = match verb {
-            Verb::Stop => "STOPPED",
-            Verb::Pause => "PAUSED",
-            Verb::Resume => "MIRRORING",
-        };
-        if p.state != target {
-            unsettled.push(format!("{}-{} is {}", p.topic, p.partition, p.state));
-        }
-    }
+        .into_iter()
+        .filter(|p| accepted.contains(&&p.topic))
+        .collect();
     write_status(&driver);
     driver.close().map_err(|e| e.to_string())?;
-    if !unsettled.is_empty() {
-        return Err(format!(
-            "{}; see `kmirror status --dest {}`",
-            unsettled.join(", "),
-            dest.display()
-        ));
-    }
-    Ok(if all_ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(2)
-    })
+    finish(verb, dest, &results, &partitions)
 }
 
 /// `kmirror stop --dest DIR --topics LIST`.
@@ -596,7 +714,7 @@ pub fn stop(args: StopArgs) -> Result<ExitCode, String> {
     };
     request_topics(
         TopicsRequest {
-            verb: Verb::Stop,
+            verb: TopicsVerb::Stop,
             dest: &args.dest,
             topics: args.topics.as_deref(),
             mirror: args.mirror.as_deref(),
@@ -612,7 +730,7 @@ pub fn stop(args: StopArgs) -> Result<ExitCode, String> {
 pub fn pause(args: PauseArgs) -> Result<ExitCode, String> {
     request_topics(
         TopicsRequest {
-            verb: Verb::Pause,
+            verb: TopicsVerb::Pause,
             dest: &args.dest,
             topics: args.topics.as_deref(),
             mirror: None,
@@ -645,7 +763,7 @@ pub fn resume(args: ResumeArgs) -> Result<ExitCode, String> {
     };
     request_topics(
         TopicsRequest {
-            verb: Verb::Resume,
+            verb: TopicsVerb::Resume,
             dest: &args.dest,
             topics: args.topics.as_deref(),
             mirror: None,
@@ -657,16 +775,17 @@ pub fn resume(args: ResumeArgs) -> Result<ExitCode, String> {
     )
 }
 
-/// `kmirror status --dest DIR [--json]` of a node destination. While another process holds
-/// the directory, its last `status.json` is shown.
+/// `kmirror status --dest DIR [--json]` of a node destination, read changing nothing
+/// ([`NodeStatus::inspect`]: no lock taken for writing, no repair, nothing created; a
+/// destination missing a directory is an error naming it). While another process holds the
+/// directory, its last `status.json` is shown.
 pub fn status(args: StatusArgs) -> Result<ExitCode, String> {
     let snapshot: Option<NodeStatus> = std::fs::read(args.dest.join(STATUS_FILE))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok());
-    let status = match NodeDriver::open(&args.dest, None, NodeDriverOptions::default()) {
-        Ok(driver) => {
-            let status = driver.status();
-            driver.close().map_err(|e| e.to_string())?;
+    let status = match NodeDest::read_lock(&args.dest) {
+        Ok(_held) => {
+            let status = NodeStatus::inspect(&args.dest).map_err(|e| e.to_string())?;
             match &snapshot {
                 Some(old) => status.with_source_positions_from(old),
                 None => status,

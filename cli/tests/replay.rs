@@ -30,7 +30,14 @@ fn tiny_examples() -> Vec<(String, Trace)> {
     static EXAMPLES: OnceLock<Vec<(String, Trace)>> = OnceLock::new();
     EXAMPLES
         .get_or_init(|| {
-            let report = check(&ModelConfig::tiny(), &RunOptions::default());
+            // Stateright's own examples (the last state found in the whole search), not the
+            // first found: `mirrored_batches_keep_the_source_bytes` needs a failback after B
+            // mirrored A's batches, which the shortest failback does not have.
+            let options = RunOptions {
+                prune_examples: false,
+                ..RunOptions::default()
+            };
+            let report = check(&ModelConfig::tiny(), &options);
             [
                 "failback_completes",
                 "divergence_truncation",
@@ -245,8 +252,8 @@ fn seeded_random_walks_through_failover_and_failback_replay_on_disk() {
 fn quiet_step(trace: &Trace, c: ClusterId, b: i32) -> Option<usize> {
     let steps = trace.journal().unwrap();
     (1..steps.len().saturating_sub(1)).find(|&n| {
-        let now = &steps[n].world.cluster(c).replicas[b as usize].log;
-        let next = &steps[n + 1].world.cluster(c).replicas[b as usize].log;
+        let now = &*steps[n].world.cluster(c).replicas[b as usize].log;
+        let next = &*steps[n + 1].world.cluster(c).replicas[b as usize].log;
         !LogView::epoch_cache(now).is_empty()
             && LogView::epoch_cache(now) == LogView::epoch_cache(next)
     })
@@ -302,7 +309,7 @@ fn a_corrupted_segment_is_reported_naming_the_replica() {
     // The first step after which A/0 holds a batch.
     let n = steps
         .iter()
-        .position(|s| LogView::log_end_offset(&s.world.cluster(c).replicas[b as usize].log) > 0)
+        .position(|s| LogView::log_end_offset(&*s.world.cluster(c).replicas[b as usize].log) > 0)
         .expect("A/0 gets a batch");
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_path_buf();

@@ -407,6 +407,25 @@ impl FileLog {
         Ok((log, recovered.report))
     }
 
+    /// Reads the log of `tp` under `log_dir` (the node layout, offsets in `checkpoints`) as
+    /// [`FileLog::open_in_log_dir`] would recover it, **changing nothing**: the same checks and
+    /// refusals, but no leftover removed, no torn tail cut (the result stops where recovery
+    /// would cut), no index rebuilt, nothing written or fsynced. For readers such as `kmirror
+    /// status`.
+    pub fn inspect_in_log_dir(
+        log_dir: &Path,
+        tp: TopicPartition,
+        checkpoints: Arc<LogDirCheckpoints>,
+    ) -> Result<LogInspection, FileLogError> {
+        let dir = log_dir.join(tp.dir_name());
+        let inspected = recovery::inspect(&dir, &tp, &Checkpoints::LogDir(checkpoints))?;
+        Ok(LogInspection {
+            mem: inspected.mem,
+            batches: inspected.batches,
+            bytes: inspected.bytes,
+        })
+    }
+
     /// Opens the partition directory `dir` itself (named `<topic>-<partition>`).
     pub fn open_dir(
         dir: &Path,
@@ -963,6 +982,60 @@ impl PartitionLog for FileLog {
         }
         self.mem = next;
         Ok(())
+    }
+}
+
+/// What [`FileLog::inspect_in_log_dir`] read of a partition: the in-memory log recovery would
+/// rebuild, and where its batches are.
+#[derive(Debug)]
+pub struct LogInspection {
+    mem: MemLog,
+    batches: Vec<(PathBuf, crate::segment::BatchEntry)>,
+    bytes: u64,
+}
+
+impl LogInspection {
+    /// The log's offsets, epoch cache and producer state.
+    pub fn mem_log(&self) -> &MemLog {
+        &self.mem
+    }
+
+    /// The bytes of its batches.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Reads every batch from its segment file (CRC-checked).
+    pub fn read_batches(&self) -> Result<Vec<RawBatch>, FileLogError> {
+        use std::os::unix::fs::FileExt;
+        let mut out = Vec::with_capacity(self.batches.len());
+        let mut open: Option<(&Path, std::fs::File)> = None;
+        for (path, entry) in &self.batches {
+            if open.as_ref().is_none_or(|(p, _)| *p != path.as_path()) {
+                let file = std::fs::File::open(path)
+                    .map_err(|e| FileLogError::io("open", path.clone(), e))?;
+                open = Some((path.as_path(), file));
+            }
+            let Some((_, file)) = open.as_ref() else {
+                continue;
+            };
+            let size = usize::try_from(entry.size).map_err(|_| FileLogError::Inconsistent {
+                dir: path.clone(),
+                reason: format!("a batch of {} bytes", entry.size),
+            })?;
+            let mut buf = vec![0u8; size];
+            file.read_exact_at(&mut buf, entry.position)
+                .map_err(|e| FileLogError::io("read", path.clone(), e))?;
+            out.push(
+                RawBatch::parse(buf).map_err(|source| FileLogError::CorruptSegment {
+                    file: path.clone(),
+                    position: entry.position,
+                    recovery_point: self.mem.log_end_offset(),
+                    source,
+                })?,
+            );
+        }
+        Ok(out)
     }
 }
 

@@ -98,15 +98,28 @@ impl LogDirCheckpoints {
     /// `.tmp` files of an interrupted write. A file that does not parse is
     /// [`FileLogError::Checkpoint`] naming it and the line.
     pub fn open(log_dir: &Path) -> Result<Self, FileLogError> {
+        Self::load(log_dir, true)
+    }
+
+    /// Reads the checkpoints of `log_dir` as [`LogDirCheckpoints::open`] does, changing
+    /// nothing (a leftover `.tmp` stays). For readers only: never [`LogDirCheckpoints::write`]
+    /// through it.
+    pub fn open_read_only(log_dir: &Path) -> Result<Self, FileLogError> {
+        Self::load(log_dir, false)
+    }
+
+    fn load(log_dir: &Path, remove_leftovers: bool) -> Result<Self, FileLogError> {
         let mut files = Files::default();
         let mut removed = false;
         for kind in CheckpointKind::ALL {
             let path = log_dir.join(kind.file_name());
             let tmp = log_dir.join(format!("{}.tmp", kind.file_name()));
-            match fs::remove_file(&tmp) {
-                Ok(()) => removed = true,
-                Err(e) if e.kind() == ErrorKind::NotFound => {}
-                Err(e) => return Err(FileLogError::io("delete", tmp, e)),
+            if remove_leftovers {
+                match fs::remove_file(&tmp) {
+                    Ok(()) => removed = true,
+                    Err(e) if e.kind() == ErrorKind::NotFound => {}
+                    Err(e) => return Err(FileLogError::io("delete", tmp, e)),
+                }
             }
             let text = match fs::read(&path) {
                 Ok(bytes) => String::from_utf8(bytes).map_err(|e| {

@@ -591,6 +591,130 @@ fn check_epochs_below(
     })
 }
 
+/// What [`inspect`] reads of a partition directory, changing nothing.
+pub(crate) struct Inspected {
+    /// The log as recovery would rebuild it (batch headers replayed), up to the first bad batch
+    /// at or after the recovery point, which recovery would cut.
+    pub(crate) mem: MemLog,
+    /// Every batch kept, with the segment file holding it.
+    pub(crate) batches: Vec<(PathBuf, BatchEntry)>,
+    /// The bytes of those batches.
+    pub(crate) bytes: u64,
+}
+
+/// Reads `dir` as the log of `tp` the way [`recover`] does (the same checks, the same
+/// refusals below the recovery point) **without changing anything**: no leftover removed, no
+/// tail cut (the scan stops where recovery would cut), no index rebuilt, no checkpoint written,
+/// no fsync. A missing directory is [`FileLogError::Inconsistent`].
+pub(crate) fn inspect(
+    dir: &Path,
+    tp: &TopicPartition,
+    checkpoints: &Checkpoints,
+) -> Result<Inspected, FileLogError> {
+    if !dir.is_dir() {
+        return Err(FileLogError::Inconsistent {
+            dir: dir.to_path_buf(),
+            reason: "the partition directory is missing".into(),
+        });
+    }
+    let mut bases = BTreeSet::new();
+    for entry in fs::read_dir(dir).map_err(io_err("list", dir))? {
+        let entry = entry.map_err(io_err("list", dir))?;
+        if let Some(base) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| parse_file_name(n, LOG_SUFFIX))
+        {
+            bases.insert(base);
+        }
+    }
+    let mut report = RecoveryReport::default();
+    let mut read = |kind| read_offset_checkpoint(dir, kind, tp, checkpoints, &mut report);
+    let ckpt_log_start = read(CheckpointKind::LogStartOffset)?;
+    let ckpt_hw = read(CheckpointKind::HighWatermark)?;
+    let ckpt_rp = read(CheckpointKind::RecoveryPoint)?;
+    let log_start = ckpt_log_start.or(bases.first().copied()).unwrap_or(0);
+    if let Some(&first) = bases.first() {
+        if first != log_start {
+            return Err(FileLogError::Inconsistent {
+                dir: dir.to_path_buf(),
+                reason: format!(
+                    "the first segment {} starts at offset {first} but {} says the log starts \
+                     at {log_start}",
+                    log_file_name(first),
+                    CheckpointKind::LogStartOffset.file_name()
+                ),
+            });
+        }
+    }
+    let recovery_point = ckpt_rp.unwrap_or(log_start).max(log_start);
+    let mut batches = Vec::new();
+    let mut expected = log_start;
+    for &base in &bases {
+        let path = dir.join(log_file_name(base));
+        if base != expected {
+            if expected < recovery_point {
+                return Err(FileLogError::OffsetOrder {
+                    file: path,
+                    position: 0,
+                    expected,
+                    found: base,
+                    below_recovery_point: true,
+                });
+            }
+            break;
+        }
+        let scan = scan_segment(&path, expected, recovery_point)?;
+        for entry in &scan.batches {
+            batches.push((path.clone(), *entry));
+        }
+        if let Some(bad) = scan.bad {
+            if bad.expected < recovery_point {
+                return Err(match bad.problem {
+                    Problem::Batch(source) => FileLogError::CorruptSegment {
+                        file: path,
+                        position: bad.position,
+                        recovery_point,
+                        source,
+                    },
+                    Problem::Order { found } => FileLogError::OffsetOrder {
+                        file: path,
+                        position: bad.position,
+                        expected: bad.expected,
+                        found,
+                        below_recovery_point: true,
+                    },
+                });
+            }
+            break;
+        }
+        expected = scan.batches.last().map_or(base, |b| b.header.next_offset());
+    }
+    let mut mem = MemLog::starting_at(log_start).ok_or_else(|| FileLogError::Inconsistent {
+        dir: dir.to_path_buf(),
+        reason: format!("log start offset {log_start} is negative"),
+    })?;
+    for (file, entry) in &batches {
+        mem.append_as_follower(std::slice::from_ref(&entry.header))
+            .map_err(|source| FileLogError::Replay {
+                file: file.clone(),
+                position: entry.position,
+                offset: entry.header.base_offset,
+                source,
+            })?;
+    }
+    let hw = ckpt_hw
+        .unwrap_or(log_start)
+        .clamp(log_start, mem.log_end_offset());
+    mem.advance_high_watermark(hw)?;
+    let bytes = batches.iter().map(|(_, e)| e.size).sum();
+    Ok(Inspected {
+        mem,
+        batches,
+        bytes,
+    })
+}
+
 /// Opens `dir` as the log of `tp`: see the [module documentation](self).
 pub(crate) fn recover(
     dir: &Path,

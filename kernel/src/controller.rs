@@ -1275,7 +1275,11 @@ mod tests {
         assert_eq!(code(&o, "a"), Some(InvalidClusterMirrorState));
         put_one(&mut st, &cat, "east", "a", 2, Mirroring);
         let o = resume_mirror_topics(&cat, &st, &prototype, "east", &["a"]);
-        assert_eq!(code(&o, "a"), Some(InvalidClusterMirrorState), "a pause in flight");
+        assert_eq!(
+            code(&o, "a"),
+            Some(InvalidClusterMirrorState),
+            "a pause in flight"
+        );
         put_one(&mut st, &cat, "east", "a", 2, Paused);
         let o = resume_mirror_topics(&cat, &st, &prototype, "east", &["a"]);
         assert!(o.all_ok());

@@ -15,6 +15,8 @@
 //! While a state write is in flight the partition does nothing else: fetch responses are
 //! dropped (they are stale once the write lands) and desired-state changes wait for the answer.
 
+use std::hash::{Hash, Hasher};
+
 use im::OrdSet;
 use serde::{Deserialize, Serialize};
 
@@ -111,7 +113,7 @@ pub enum Activity {
 }
 
 /// The leadership this broker holds for the partition.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Debug, Serialize, Deserialize)]
 pub struct Leadership {
     /// The current leader epoch.
     pub leader_epoch: LeaderEpoch,
@@ -119,6 +121,37 @@ pub struct Leadership {
     pub replicas: OrdSet<BrokerId>,
     /// The in-sync replicas.
     pub isr: OrdSet<BrokerId>,
+}
+
+/// Hashes the epoch and both sets with [`hash_broker_set`] (a model checker fingerprints
+/// every state it visits, and iterating an `im` set allocates its path).
+impl Hash for Leadership {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let Leadership {
+            leader_epoch,
+            replicas,
+            isr,
+        } = self;
+        leader_epoch.hash(state);
+        hash_broker_set(replicas, state);
+        hash_broker_set(isr, state);
+    }
+}
+
+/// Feeds `set` to `state` as a function of its members only (so equal sets hash equally),
+/// without iterating it when it has at most two members: its size, smallest and largest
+/// member then determine it. Iterating an `im` set allocates the iterator's path, which made
+/// hashing replica sets a large part of a model checker's fingerprinting.
+pub fn hash_broker_set<H: Hasher>(set: &OrdSet<BrokerId>, state: &mut H) {
+    state.write_usize(set.len());
+    if set.len() <= 2 {
+        set.get_min().hash(state);
+        set.get_max().hash(state);
+    } else {
+        for b in set {
+            b.hash(state);
+        }
+    }
 }
 
 /// `(replicas, isr)` with `isr` sharing `replicas`' nodes when the two sets are equal (the usual

@@ -47,7 +47,7 @@ impl World {
         let Some(mut mirror) = replica.mirror.take() else {
             return;
         };
-        let result = mirror.handle(&config.kernel, input.clone(), &replica.log);
+        let result = mirror.handle(&config.kernel, input.clone(), &*replica.log);
         replica.mirror = Some(mirror);
         journal::record(|| Event::Kernel {
             cluster: c,
@@ -136,7 +136,7 @@ impl World {
                     },
                 });
                 let log = &mut self.cluster_mut(c).replicas[b as usize].log;
-                if apply_log_effect(log, &log_effect, fetched).is_err() {
+                if apply_log_effect(&mut **log, &log_effect, fetched).is_err() {
                     self.violate(Violation::LogEffectRefused);
                 }
                 self.update_high_watermarks(config, c);
@@ -220,11 +220,13 @@ impl World {
         if !self.take(&message) {
             return;
         }
-        match Arc::unwrap_or_clone(message) {
+        // The message is shared with the world before the step: copy only what the step
+        // consumes (not a fetch response's batches).
+        match &*message {
             Message::Reply { to, input, batches } => {
                 let replica = &self.cluster(to.cluster).replicas[to.broker as usize];
                 if replica.alive && replica.incarnation == to.incarnation {
-                    self.feed(config, to.cluster, to.broker, input, &batches);
+                    self.feed(config, to.cluster, to.broker, input.clone(), batches);
                 }
             }
             Message::Request {
@@ -233,9 +235,9 @@ impl World {
                 request,
                 body,
             } => {
-                if let Some(input) = self.serve(config, from, to, request, body) {
+                if let Some(input) = self.serve(config, *from, *to, *request, body.clone()) {
                     self.send(Message::Reply {
-                        to: from,
+                        to: *from,
                         input: input.0,
                         batches: input.1,
                     });
@@ -305,7 +307,7 @@ impl World {
             } => {
                 let leader = self.leader(to)?;
                 let response = serve_fetch(
-                    &leader.log,
+                    &*leader.log,
                     fetch_offset,
                     last_fetched_epoch,
                     isolation,

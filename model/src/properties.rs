@@ -8,6 +8,7 @@
 
 use kmirror_kernel::batch::{BatchHeader, ControlType};
 use kmirror_kernel::config::TruncationQuorum;
+use kmirror_kernel::desired::DesiredState;
 use kmirror_kernel::input::{FetchOutcome, Input};
 use kmirror_kernel::log::LogView;
 use kmirror_kernel::state::MirrorState;
@@ -16,15 +17,24 @@ use stateright::Property;
 
 use crate::config::ModelConfig;
 use crate::model::MirrorModel;
-use crate::world::{ClusterId, Message, Violation, World};
+use crate::world::{Cluster, ClusterId, Message, Replica, Violation, World};
+
+/// A `sometimes` property whose condition tells the model when it holds, so that an
+/// exhaustive search can stop evaluating it once found ([`MirrorModel::pruning_examples`]).
+macro_rules! sometimes {
+    ($name:literal, $condition:expr $(,)?) => {
+        Property::sometimes($name, |m: &MirrorModel, w: &World| {
+            let condition: fn(&World) -> bool = $condition;
+            m.example($name, condition(w))
+        })
+    };
+}
 
 /// Every property, safety first.
 pub fn all() -> Vec<Property<MirrorModel>> {
     vec![
         Property::always("read_only_unless_stopped", |_: &MirrorModel, w: &World| {
-            ClusterId::BOTH
-                .into_iter()
-                .all(|c| read_only_unless_stopped(w, c))
+            both_pass(w, ClusterCheck::ReadOnlyUnlessStopped)
         }),
         Property::always(
             "mirror_is_prefix_of_source",
@@ -47,29 +57,17 @@ pub fn all() -> Vec<Property<MirrorModel>> {
         ),
         Property::always(
             "isr_agrees_below_high_watermark",
-            |_: &MirrorModel, w: &World| ClusterId::BOTH.into_iter().all(|c| isr_agrees(w, c)),
+            |_: &MirrorModel, w: &World| both_pass(w, ClusterCheck::IsrAgrees),
         ),
         Property::always(
             "epoch_cache_strictly_increasing",
-            |_: &MirrorModel, w: &World| {
-                replicas(w).all(|r| {
-                    let cache = r.log.epoch_cache();
-                    cache
-                        .entries()
-                        .zip(cache.entries().skip(1))
-                        .all(|(a, b)| a.epoch < b.epoch && a.start_offset < b.start_offset)
-                })
-            },
+            |_: &MirrorModel, w: &World| both_pass(w, ClusterCheck::EpochCacheIncreasing),
         ),
         Property::always(
             "batch_epochs_never_decrease",
             |_: &MirrorModel, w: &World| {
-                replicas(w).all(|r| {
-                    let b = r.log.batches();
-                    b.iter()
-                        .zip(b.iter().skip(1))
-                        .all(|(x, y)| x.partition_leader_epoch <= y.partition_leader_epoch)
-                }) && no_violation(w, Violation::LocalWriteBelowMirroredEpoch)
+                both_pass(w, ClusterCheck::BatchEpochsNondecreasing)
+                    && no_violation(w, Violation::LocalWriteBelowMirroredEpoch)
             },
         ),
         Property::always(
@@ -82,15 +80,11 @@ pub fn all() -> Vec<Property<MirrorModel>> {
         ),
         Property::always(
             "local_writes_after_stop_above_lme",
-            |_: &MirrorModel, w: &World| {
-                ClusterId::BOTH
-                    .into_iter()
-                    .all(|c| local_writes_above_lme(w, c))
-            },
+            |_: &MirrorModel, w: &World| both_pass(w, ClusterCheck::LocalWritesAboveLme),
         ),
         Property::always(
             "no_half_transaction_survives_stop",
-            |_: &MirrorModel, w: &World| replicas(w).all(no_transaction_open_at_pid_reset),
+            |_: &MirrorModel, w: &World| both_pass(w, ClusterCheck::NoTransactionOpenAtPidReset),
         ),
         Property::always(
             "no_producer_id_collision_after_failover",
@@ -112,10 +106,7 @@ pub fn all() -> Vec<Property<MirrorModel>> {
             "fetcher_only_while_mirroring",
             |_: &MirrorModel, w: &World| {
                 no_violation(w, Violation::FetchedOutsideMirroring)
-                    && ClusterId::BOTH.into_iter().all(|c| {
-                        w.stored_state(c) == MirrorState::Mirroring
-                            || w.cluster(c).replicas.iter().all(|r| !r.fetcher)
-                    })
+                    && both_pass(w, ClusterCheck::FetcherOnlyWhileMirroring)
             },
         ),
         Property::always(
@@ -138,41 +129,38 @@ pub fn all() -> Vec<Property<MirrorModel>> {
             "failed_partition_retries_once_faults_stop",
             |m: &MirrorModel, w: &World| crate::liveness::failed_retries(m, w),
         ),
-        Property::sometimes("reaches_preparing", |_: &MirrorModel, w: &World| {
+        sometimes!("reaches_preparing", |w: &World| {
             reached(w, MirrorState::Preparing)
         }),
-        Property::sometimes("reaches_mirroring", |_: &MirrorModel, w: &World| {
+        sometimes!("reaches_mirroring", |w: &World| {
             reached(w, MirrorState::Mirroring)
         }),
-        Property::sometimes("reaches_stopping", |_: &MirrorModel, w: &World| {
+        sometimes!("reaches_stopping", |w: &World| {
             reached(w, MirrorState::Stopping)
         }),
-        Property::sometimes("reaches_stopped", |_: &MirrorModel, w: &World| {
+        sometimes!("reaches_stopped", |w: &World| {
             reached(w, MirrorState::Stopped)
         }),
-        Property::sometimes("reaches_failed", |_: &MirrorModel, w: &World| {
+        sometimes!("reaches_failed", |w: &World| {
             reached(w, MirrorState::Failed)
         }),
-        Property::sometimes(
-            "failover_with_open_transaction",
-            |_: &MirrorModel, w: &World| {
-                ClusterId::BOTH.into_iter().any(|c| {
-                    w.stored_state(c) == MirrorState::Stopping
-                        && w.leader(c).is_some_and(|l| {
-                            l.log
-                                .producer_state()
-                                .first_open_transaction_offset()
-                                .is_some()
-                        })
-                })
-            },
-        ),
-        Property::sometimes("failback_truncates", |_: &MirrorModel, w: &World| {
+        sometimes!("failover_with_open_transaction", |w: &World| {
+            ClusterId::BOTH.into_iter().any(|c| {
+                w.stored_state(c) == MirrorState::Stopping
+                    && w.leader(c).is_some_and(|l| {
+                        l.log
+                            .producer_state()
+                            .first_open_transaction_offset()
+                            .is_some()
+                    })
+            })
+        },),
+        sometimes!("failback_truncates", |w: &World| {
             // A is mirroring back from B with data B never had: LME truncation must cut it.
             w.stored_state(ClusterId::A) == MirrorState::Preparing
                 && !w.mirror_is_prefix_of_source(ClusterId::A)
         }),
-        Property::sometimes("divergence_truncation", |_: &MirrorModel, w: &World| {
+        sometimes!("divergence_truncation", |w: &World| {
             w.net.keys().any(|m| {
                 matches!(
                     m.as_ref(),
@@ -186,7 +174,7 @@ pub fn all() -> Vec<Property<MirrorModel>> {
                 )
             })
         }),
-        Property::sometimes("fenced_stale_write", |_: &MirrorModel, w: &World| {
+        sometimes!("fenced_stale_write", |w: &World| {
             w.net.keys().any(|m| {
                 matches!(
                     m.as_ref(),
@@ -197,10 +185,8 @@ pub fn all() -> Vec<Property<MirrorModel>> {
                 )
             })
         }),
-        Property::sometimes("refused_produce", |_: &MirrorModel, w: &World| {
-            w.ghosts.refused_produce
-        }),
-        Property::sometimes("failback_completes", |_: &MirrorModel, w: &World| {
+        sometimes!("refused_produce", |w: &World| { w.ghosts.refused_produce }),
+        sometimes!("failback_completes", |w: &World| {
             w.stored_state(ClusterId::A) == MirrorState::Mirroring
                 && w.stored_state(ClusterId::B) == MirrorState::Stopped
         }),
@@ -211,21 +197,18 @@ pub fn all() -> Vec<Property<MirrorModel>> {
 /// it: EPOCH_FENCING always (the clusters' epochs differ), PAUSING with pause and resume,
 /// ULE_RECOVERY with an unclean source and `mirror.support.unclean.leader.election`.
 pub fn prototype(config: &ModelConfig) -> Vec<Property<MirrorModel>> {
-    let mut sometimes = vec![Property::sometimes(
-        "reaches_epoch_fencing",
-        |_: &MirrorModel, w: &World| reached(w, MirrorState::EpochFencing),
-    )];
+    let mut sometimes = vec![sometimes!("reaches_epoch_fencing", |w: &World| {
+        reached(w, MirrorState::EpochFencing)
+    })];
     if config.pause_resume {
-        sometimes.push(Property::sometimes(
-            "reaches_pausing",
-            |_: &MirrorModel, w: &World| reached(w, MirrorState::Pausing),
-        ));
+        sometimes.push(sometimes!("reaches_pausing", |w: &World| {
+            reached(w, MirrorState::Pausing)
+        }));
     }
     if config.unclean_source && config.kernel.truncation_quorum == TruncationQuorum::AllReplicas {
-        sometimes.push(Property::sometimes(
-            "reaches_ule_recovery",
-            |_: &MirrorModel, w: &World| reached(w, MirrorState::UleRecovery),
-        ));
+        sometimes.push(sometimes!("reaches_ule_recovery", |w: &World| {
+            reached(w, MirrorState::UleRecovery)
+        }));
     }
     sometimes
 }
@@ -237,10 +220,8 @@ pub fn sync() -> Vec<Property<MirrorModel>> {
         Property::always("no_sync_write_after_stop", |_: &MirrorModel, w: &World| {
             no_violation(w, Violation::SyncWriteAfterStop)
         }),
-        Property::sometimes("sync_write_lands", |_: &MirrorModel, w: &World| {
-            w.ghosts.sync_landed
-        }),
-        Property::sometimes("stale_sync_write_fenced", |_: &MirrorModel, w: &World| {
+        sometimes!("sync_write_lands", |w: &World| { w.ghosts.sync_landed }),
+        sometimes!("stale_sync_write_fenced", |w: &World| {
             w.ghosts.sync_fenced
         }),
     ]
@@ -250,8 +231,84 @@ fn no_violation(w: &World, v: Violation) -> bool {
     w.ghosts.violation != Some(v)
 }
 
-fn replicas(w: &World) -> impl Iterator<Item = &crate::world::Replica> {
-    w.clusters.iter().flat_map(|c| c.replicas.iter())
+/// The checks of the properties that read one cluster alone, evaluated together once per
+/// version of a cluster ([`World::cluster_passes`]): a step changes one cluster, so the
+/// other's outcomes carry over from the state before.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ClusterCheck {
+    /// `read_only_unless_stopped`.
+    ReadOnlyUnlessStopped,
+    /// `isr_agrees_below_high_watermark`.
+    IsrAgrees,
+    /// `epoch_cache_strictly_increasing`.
+    EpochCacheIncreasing,
+    /// `batch_epochs_never_decrease` (the log's part).
+    BatchEpochsNondecreasing,
+    /// `local_writes_after_stop_above_lme`.
+    LocalWritesAboveLme,
+    /// `no_half_transaction_survives_stop`.
+    NoTransactionOpenAtPidReset,
+    /// `fetcher_only_while_mirroring` (the fetchers' part).
+    FetcherOnlyWhileMirroring,
+}
+
+/// Every [`ClusterCheck`] of `cluster`, whose stored mirror state is `stored`: bit
+/// `1 << check` is set when the check passes.
+pub(crate) fn cluster_checks(cluster: &Cluster, stored: MirrorState) -> u8 {
+    let epoch_cache_increasing = |r: &Replica| {
+        let cache = r.log.epoch_cache();
+        cache
+            .entries()
+            .zip(cache.entries().skip(1))
+            .all(|(a, b)| a.epoch < b.epoch && a.start_offset < b.start_offset)
+    };
+    let batch_epochs_nondecreasing = |r: &Replica| {
+        let b = r.log.batches();
+        b.iter()
+            .zip(b.iter().skip(1))
+            .all(|(x, y)| x.partition_leader_epoch <= y.partition_leader_epoch)
+    };
+    [
+        (
+            ClusterCheck::ReadOnlyUnlessStopped,
+            read_only_unless_stopped(cluster, stored),
+        ),
+        (ClusterCheck::IsrAgrees, isr_agrees(cluster, stored)),
+        (
+            ClusterCheck::EpochCacheIncreasing,
+            cluster.replicas.iter().all(epoch_cache_increasing),
+        ),
+        (
+            ClusterCheck::BatchEpochsNondecreasing,
+            cluster.replicas.iter().all(batch_epochs_nondecreasing),
+        ),
+        (
+            ClusterCheck::LocalWritesAboveLme,
+            local_writes_above_lme(cluster, stored),
+        ),
+        (
+            ClusterCheck::NoTransactionOpenAtPidReset,
+            cluster
+                .replicas
+                .iter()
+                .all(no_transaction_open_at_pid_reset),
+        ),
+        (
+            ClusterCheck::FetcherOnlyWhileMirroring,
+            stored == MirrorState::Mirroring || cluster.replicas.iter().all(|r| !r.fetcher),
+        ),
+    ]
+    .into_iter()
+    .fold(0, |bits, (check, passes)| {
+        bits | (u8::from(passes) << check as u8)
+    })
+}
+
+/// Whether both clusters pass `check`.
+fn both_pass(w: &World, check: ClusterCheck) -> bool {
+    ClusterId::BOTH
+        .into_iter()
+        .all(|c| w.cluster_passes(c, check))
 }
 
 fn reached(w: &World, state: MirrorState) -> bool {
@@ -261,22 +318,21 @@ fn reached(w: &World, state: MirrorState) -> bool {
 }
 
 /// A broker of a mirrored topic accepts writes only while the stored state is STOPPED.
-fn read_only_unless_stopped(w: &World, c: ClusterId) -> bool {
-    !w.is_mirrored(c)
-        || w.stored_state(c) == MirrorState::Stopped
-        || w.cluster(c).replicas.iter().all(|r| !r.writable)
+fn read_only_unless_stopped(cluster: &Cluster, stored: MirrorState) -> bool {
+    *cluster.catalogue.desired() == DesiredState::NotMirrored
+        || stored == MirrorState::Stopped
+        || cluster.replicas.iter().all(|r| !r.writable)
 }
 
 /// Every ISR member holds the leader's batches below the leader's HW, except while the
 /// cluster is PREPARING: LME truncation deliberately rewrites history and may cut below the HW
 /// (a failback or a re-mirror discards what the other side does not have); the ISR wait
 /// restores agreement before MIRRORING, which is what `SkipIsrWait` breaks.
-fn isr_agrees(w: &World, c: ClusterId) -> bool {
-    if w.stored_state(c) == MirrorState::Preparing {
+fn isr_agrees(cluster: &Cluster, stored: MirrorState) -> bool {
+    if stored == MirrorState::Preparing {
         return true;
     }
-    let cluster = w.cluster(c);
-    let Some(leader) = w.leader(c) else {
+    let Some(leader) = cluster.leader_replica() else {
         return true;
     };
     let hw = leader.log.high_watermark();
@@ -289,20 +345,20 @@ fn isr_agrees(w: &World, c: ClusterId) -> bool {
 }
 
 /// The batches of replica `r` below high watermark `hw`.
-fn committed(r: &crate::world::Replica, hw: Offset) -> impl Iterator<Item = &BatchHeader> {
+fn committed(r: &Replica, hw: Offset) -> impl Iterator<Item = &BatchHeader> {
     r.log.batches().iter().filter(move |b| b.last_offset < hw)
 }
 
 /// In a STOPPED cluster, every batch after the recorded LME offset carries an epoch above the
 /// LME.
-fn local_writes_above_lme(w: &World, c: ClusterId) -> bool {
-    if w.stored_state(c) != MirrorState::Stopped {
+fn local_writes_above_lme(cluster: &Cluster, stored: MirrorState) -> bool {
+    if stored != MirrorState::Stopped {
         return true;
     }
-    let (Some(key), Some(leader)) = (w.key(c), w.leader(c)) else {
+    let (Some(key), Some(leader)) = (cluster.catalogue.key(), cluster.leader_replica()) else {
         return true;
     };
-    let Some(lme) = w.cluster(c).coordinator.read_last_mirrored_epoch(&key) else {
+    let Some(lme) = cluster.coordinator.read_last_mirrored_epoch(key) else {
         return true;
     };
     let Some(epoch) = lme.last_mirrored_epoch else {
@@ -318,7 +374,7 @@ fn local_writes_above_lme(w: &World, c: ClusterId) -> bool {
 
 /// Scanning the log, no transaction is open when a `MIRROR_PID_RESET` batch is reached: a
 /// transaction cut in half by a failover would otherwise be exposed as committed.
-fn no_transaction_open_at_pid_reset(r: &crate::world::Replica) -> bool {
+fn no_transaction_open_at_pid_reset(r: &Replica) -> bool {
     let mut open = std::collections::BTreeSet::new();
     for b in r.log.batches() {
         match b.control {

@@ -135,7 +135,7 @@ impl World {
         let follower = &self.cluster(c).replicas[b as usize];
         let fetch_offset = follower.log.log_end_offset();
         let response = serve_fetch(
-            &leader.log,
+            &*leader.log,
             fetch_offset,
             follower.log.epoch_cache().latest_epoch(),
             FetchIsolation::Follower,
@@ -204,7 +204,7 @@ impl World {
         let Some(leader) = cluster.leader else { return };
         let input = Input::IsrChanged {
             replicas: (0..cluster.replicas.len() as BrokerId).collect(),
-            isr: cluster.isr.clone(),
+            isr: cluster.isr.0.clone(),
         };
         self.feed(config, c, leader, input, &[]);
     }
@@ -236,7 +236,7 @@ impl World {
         let input = Input::BecameLeader {
             leader_epoch: cluster.leader_epoch,
             replicas: (0..cluster.replicas.len() as BrokerId).collect(),
-            isr: cluster.isr.clone(),
+            isr: cluster.isr.0.clone(),
         };
         self.update_high_watermarks(config, c);
         self.feed(config, c, b, input, &[]);

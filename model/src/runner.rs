@@ -166,6 +166,10 @@ pub struct RunOptions {
     /// Search depth-first: memory for the visited fingerprints and the path only, not a
     /// frontier of full states (see the module doc).
     pub dfs: bool,
+    /// Stop evaluating a `sometimes` property once found
+    /// ([`MirrorModel::pruning_examples`]): faster, and the example kept is one of the first
+    /// found; `false` keeps stateright's own choice (the last state found in the whole search).
+    pub prune_examples: bool,
 }
 
 impl Default for RunOptions {
@@ -177,13 +181,17 @@ impl Default for RunOptions {
             shorten: true,
             symmetry: false,
             dfs: false,
+            prune_examples: true,
         }
     }
 }
 
 /// Exhaustive search of `config`: BFS, or DFS with `options.dfs` or `options.symmetry`.
 pub fn check(config: &ModelConfig, options: &RunOptions) -> CheckReport {
-    let model = MirrorModel::new(config.clone());
+    let mut model = MirrorModel::new(config.clone());
+    if options.prune_examples {
+        model = model.pruning_examples();
+    }
     let start = Instant::now();
     let mut builder = model.clone().checker().threads(options.threads.max(1));
     if let Some(limit) = options.state_limit {
@@ -286,7 +294,7 @@ pub(crate) fn property_reports(
     shorten: Option<usize>,
 ) -> Vec<PropertyReport> {
     model
-        .properties()
+        .all_properties()
         .into_iter()
         .map(|p| {
             let always = p.expectation.discovery_is_failure();

@@ -4,7 +4,6 @@
 //! first, then by log and flags), which `kmirror check --symmetry` uses to explore one world
 //! per equivalence class.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kmirror_kernel::log::LogView;
@@ -93,9 +92,9 @@ impl Representative for World {
                         batches,
                     },
                 };
-                (Arc::new(m), *n)
+                (Arc::new(m), n)
             })
-            .collect::<BTreeMap<_, _>>();
+            .collect();
         world
     }
 }

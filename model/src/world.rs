@@ -7,9 +7,10 @@
 //! and [`TopicCatalogue`]. The world only routes inputs to them and applies their effects
 //! (see [`crate::executor`]).
 
-use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
+use std::hash::{Hash, Hasher};
+use std::ops::{Deref, DerefMut};
+use std::sync::{Arc, OnceLock};
 
 use im::OrdSet;
 use kmirror_kernel::batch::BatchHeader;
@@ -20,7 +21,7 @@ use kmirror_kernel::desired::DesiredState;
 use kmirror_kernel::effect::RequestId;
 use kmirror_kernel::input::Input;
 use kmirror_kernel::mem_log::MemLog;
-use kmirror_kernel::partition::PartitionMirror;
+use kmirror_kernel::partition::{hash_broker_set, PartitionMirror};
 use kmirror_kernel::records::{LastMirroredEpochsValue, MirrorPartitionStateValue};
 use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::sync::gate::SyncFence;
@@ -30,6 +31,7 @@ use kmirror_kernel::types::{
 use serde::{Deserialize, Serialize};
 
 use crate::config::ModelConfig;
+use crate::properties::ClusterCheck;
 use crate::shared::Shared;
 
 /// The mirrored topic.
@@ -179,8 +181,9 @@ pub enum Message {
 /// One replica of a cluster's partition on one broker.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub struct Replica {
-    /// The log (durable: survives crashes).
-    pub log: MemLog,
+    /// The log (durable: survives crashes; shared until written, with its hash cached: most
+    /// steps change a replica's kernel state, not its log).
+    pub log: Shared<MemLog>,
     /// Whether the broker runs.
     pub alive: bool,
     /// How many times the broker crashed.
@@ -198,6 +201,37 @@ pub struct Replica {
     /// waits for the next fetch. The HW counts this, not the follower's current LEO, so data a
     /// follower holds past a divergence never counts as replicated.
     pub fetched_up_to: Offset,
+}
+
+/// A cluster's in-sync replicas: an `im` set hashed with the kernel's
+/// [`hash_broker_set`] (iterating an `im` set to hash it allocates).
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct Isr(pub OrdSet<BrokerId>);
+
+impl Hash for Isr {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        hash_broker_set(&self.0, state);
+    }
+}
+
+impl Deref for Isr {
+    type Target = OrdSet<BrokerId>;
+
+    fn deref(&self) -> &OrdSet<BrokerId> {
+        &self.0
+    }
+}
+
+impl DerefMut for Isr {
+    fn deref_mut(&mut self) -> &mut OrdSet<BrokerId> {
+        &mut self.0
+    }
+}
+
+impl FromIterator<BrokerId> for Isr {
+    fn from_iter<I: IntoIterator<Item = BrokerId>>(iter: I) -> Self {
+        Isr(iter.into_iter().collect())
+    }
 }
 
 /// The producers writing to one cluster (one idempotent producer, one transactional one).
@@ -228,7 +262,7 @@ pub struct Cluster {
     /// The partition's leader epoch (the controller's counter).
     pub leader_epoch: LeaderEpoch,
     /// The in-sync replicas.
-    pub isr: OrdSet<BrokerId>,
+    pub isr: Isr,
     /// The `__mirror_state` coordinator (durable; shared until written).
     pub coordinator: Shared<Coordinator>,
     /// The controller's topic catalogue (`mirror.name` lives here; durable; shared until an
@@ -239,6 +273,35 @@ pub struct Cluster {
     /// A metadata sync round its partition leader started and whose write has not landed yet:
     /// the fence it read (see `kmirror_kernel::sync::gate`).
     pub sync_in_flight: Option<SyncFence>,
+}
+
+/// What the properties and the executor read of a cluster on nearly every step, derived at
+/// most once per version of the cluster and shared by every world holding that version (see
+/// [`Shared::view`]): a step changes one cluster, so the other's view carries over.
+#[derive(Clone, Debug, Default)]
+pub struct ClusterView {
+    /// The mirror state the coordinator stores for the topic.
+    stored: OnceLock<MirrorState>,
+    /// The outcome of each per-cluster property check (bit `1 << check`), see
+    /// [`crate::properties::ClusterCheck`].
+    checks: OnceLock<u8>,
+}
+
+impl Cluster {
+    /// The mirror state the coordinator stores for the topic (UNKNOWN if none), computed.
+    fn compute_stored_state(&self) -> MirrorState {
+        self.catalogue
+            .key()
+            .and_then(|key| self.coordinator.read_state(key))
+            .map_or(MirrorState::Unknown, |v| v.state)
+    }
+
+    /// The leader replica, if elected and alive.
+    pub fn leader_replica(&self) -> Option<&Replica> {
+        self.leader
+            .and_then(|b| self.replicas.get(b as usize))
+            .filter(|r| r.alive)
+    }
 }
 
 /// The controller's topic catalogue with what the model reads of it on every step, derived
@@ -368,16 +431,86 @@ pub struct Ghosts {
     pub source_lost_data: bool,
 }
 
+/// The messages in flight with their multiplicities, ordered by message: a sorted `Vec`, which
+/// a world's clone copies in one allocation and its drop frees in one (a `BTreeMap` walked its
+/// nodes for both, and an `im::OrdMap` node is sized for 64 entries). The net changes on
+/// almost every step and holds a handful of messages. Messages are shared (ordered, compared
+/// and hashed by content), so cloning a world or an action copies no message.
+#[derive(Clone, PartialEq, Eq, Hash, Debug, Default)]
+pub struct Net(Vec<(Arc<Message>, u8)>);
+
+impl Net {
+    /// The messages and their multiplicities, in message order.
+    pub fn iter(&self) -> impl Iterator<Item = (&Arc<Message>, u8)> {
+        self.0.iter().map(|(m, n)| (m, *n))
+    }
+
+    /// The distinct messages, in order.
+    pub fn keys(&self) -> impl Iterator<Item = &Arc<Message>> {
+        self.0.iter().map(|(m, _)| m)
+    }
+
+    /// The number of distinct messages.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether nothing is in flight.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Adds `n` copies of `message`.
+    pub fn add(&mut self, message: Arc<Message>, n: u8) {
+        match self.0.binary_search_by(|(m, _)| m.cmp(&message)) {
+            Ok(i) => self.0[i].1 += n,
+            Err(i) => self.0.insert(i, (message, n)),
+        }
+    }
+
+    /// Removes one copy of `message`; false if there was none.
+    pub fn take(&mut self, message: &Message) -> bool {
+        // A delivered message is usually the very one in flight: find it by address before
+        // comparing contents.
+        let found = match self
+            .0
+            .iter()
+            .position(|(m, _)| std::ptr::eq(m.as_ref(), message))
+        {
+            Some(i) => Ok(i),
+            None => self.0.binary_search_by(|(m, _)| m.as_ref().cmp(message)),
+        };
+        match found {
+            Ok(i) if self.0[i].1 > 1 => {
+                self.0[i].1 -= 1;
+                true
+            }
+            Ok(i) => {
+                self.0.remove(i);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+impl FromIterator<(Arc<Message>, u8)> for Net {
+    fn from_iter<I: IntoIterator<Item = (Arc<Message>, u8)>>(iter: I) -> Self {
+        let mut net = Net::default();
+        for (message, n) in iter {
+            net.add(message, n);
+        }
+        net
+    }
+}
+
 /// The whole world.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub struct World {
-    /// Cluster A, then B.
-    pub clusters: [Shared<Cluster>; 2],
-    /// Messages in flight, with their multiplicity. A `BTreeMap`, not an `im::OrdMap`: it
-    /// changes on almost every step and an `im` node is sized for 64 entries, which made it
-    /// the bulk of the checker's memory. Messages are shared (ordered, compared and hashed by
-    /// content), so cloning a world or an action copies no message.
-    pub net: BTreeMap<Arc<Message>, u8>,
+    /// Cluster A, then B, each with its stored mirror state derived once per version.
+    pub clusters: [Shared<Cluster, ClusterView>; 2],
+    /// Messages in flight, with their multiplicity (see [`Net`]).
+    pub net: Net,
     /// Remaining nondeterminism.
     pub budget: Budget,
     /// History kept for the properties.
@@ -402,7 +535,7 @@ impl World {
             Shared::new(Cluster {
                 replicas: (0..config.replicas)
                     .map(|b| Replica {
-                        log: MemLog::new(),
+                        log: Shared::new(MemLog::new()),
                         alive: true,
                         incarnation: 0,
                         mirror: Some(PartitionMirror::new(
@@ -431,7 +564,7 @@ impl World {
         };
         let mut world = World {
             clusters: [cluster(ClusterId::A), cluster(ClusterId::B)],
-            net: BTreeMap::new(),
+            net: Net::default(),
             budget: Budget {
                 records: config.records,
                 transactions: config.transactions,
@@ -490,21 +623,28 @@ impl World {
 
     /// The mirror state cluster `c`'s coordinator stores for its topic (UNKNOWN if none).
     pub fn stored_state(&self, c: ClusterId) -> MirrorState {
-        let cluster = self.cluster(c);
-        cluster
-            .catalogue
-            .key()
-            .and_then(|key| cluster.coordinator.read_state(key))
-            .map_or(MirrorState::Unknown, |v| v.state)
+        let cluster = &self.clusters[c.index()];
+        *cluster
+            .view()
+            .stored
+            .get_or_init(|| cluster.compute_stored_state())
+    }
+
+    /// Whether cluster `c` passes the per-cluster property check `check` (computed for all
+    /// checks at once, at most once per version of the cluster).
+    pub fn cluster_passes(&self, c: ClusterId, check: ClusterCheck) -> bool {
+        let stored = self.stored_state(c);
+        let cluster = &self.clusters[c.index()];
+        let passed = *cluster
+            .view()
+            .checks
+            .get_or_init(|| crate::properties::cluster_checks(cluster, stored));
+        passed & (1 << check as u8) != 0
     }
 
     /// The leader replica of cluster `c`, if elected and alive.
     pub fn leader(&self, c: ClusterId) -> Option<&Replica> {
-        let cluster = self.cluster(c);
-        cluster
-            .leader
-            .and_then(|b| cluster.replicas.get(b as usize))
-            .filter(|r| r.alive)
+        self.cluster(c).leader_replica()
     }
 
     /// Adds one copy of `message` to the network.
@@ -514,22 +654,12 @@ impl World {
 
     /// Adds one copy of a shared `message` to the network.
     pub fn send_shared(&mut self, message: Arc<Message>) {
-        *self.net.entry(message).or_insert(0) += 1;
+        self.net.add(message, 1);
     }
 
     /// Removes one copy of `message` from the network; false if there was none.
     pub fn take(&mut self, message: &Message) -> bool {
-        match self.net.get_mut(message) {
-            Some(n) if *n > 1 => {
-                *n -= 1;
-                true
-            }
-            Some(_) => {
-                self.net.remove(message);
-                true
-            }
-            None => false,
-        }
+        self.net.take(message)
     }
 
     /// Records the first violation.

@@ -38,6 +38,31 @@ fn node_configuration_state_count_is_pinned() {
 
 const NODE_UNIQUE: usize = 28_867;
 
+/// Topics `[2, 1]`: two partitions of one topic coalesced beside a partition of another. About
+/// 70 s of CPU in release mode (docs/model-checking.md, "Why CI checks topics `[1,1]`"), so not
+/// in CI: `cargo test --release -p kmirror-model --test node -- --ignored`.
+#[test]
+#[ignore = "about 70 s of CPU in release mode; run with -- --ignored"]
+fn node_two_partitions_of_one_topic_exhaustively() {
+    let config = NodeModelConfig {
+        topics: vec![2, 1],
+        ..NodeModelConfig::default_check()
+    };
+    let report = exhaust(&config).report;
+    assert!(report.exhaustive);
+    let bad: Vec<_> = report
+        .properties
+        .iter()
+        .filter(|p| matches!(p.verdict, Verdict::Counterexample | Verdict::NotReached))
+        .map(|p| (p.name.as_str(), p.verdict))
+        .collect();
+    assert!(bad.is_empty(), "{bad:?}\n{}", report.table());
+    assert_eq!(
+        report.unique, 1_094_550,
+        "the [2,1] node state space changed"
+    );
+}
+
 /// The property node mutant `mutant` breaks in the node configuration.
 fn case(mutant: Mutant) -> &'static str {
     match mutant {

@@ -10,6 +10,9 @@
 //!   .lock                       held (flock) by the kmirror process using the directory
 //!   status.json                 the last per-partition status a `kmirror mirror --topics` run
 //!                               wrote (source positions, for the lag `kmirror status` shows)
+//!   control/                    the control channel of a running mirror
+//!                               (`<id>.request`, `<id>.taken`, `<id>.response`: JSON, each
+//!                               written atomically; see `super::control`)
 //!   data/                       the node's log dir (Kafka's `log.dirs`)
 //!     recovery-point-offset-checkpoint   one line per partition of the log dir: its
 //!     replication-offset-checkpoint      recovery point, high watermark and log start
@@ -80,6 +83,7 @@ use kmirror_kernel::types::{LeaderEpoch, MirrorName, PartitionIndex, TopicId};
 use crate::driver::cluster::{check_topic, parse_topic_id, topic_id_hex};
 use crate::file_log::{FileLogConfig, TopicPartition};
 use crate::log_dir_checkpoints::CheckpointKind;
+use crate::mirror_state_log::MIRROR_STATE_TOPIC;
 use crate::segment;
 
 use super::NodeError;
@@ -472,6 +476,63 @@ impl NodeDest {
         self.save()?;
         self.per_partition_checkpoints = false;
         Ok(())
+    }
+
+    /// A shared hold on `root`'s `.lock` for a reader (`kmirror status`): a writer cannot
+    /// start while it is held. `Ok(None)` when there is no `.lock` (nothing was ever opened
+    /// there: nothing to hold, and nothing is created); [`NodeError::Busy`] while a process
+    /// holds the directory.
+    pub fn read_lock(root: &Path) -> Result<Option<File>, NodeError> {
+        let path = root.join(LOCK_FILE);
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io("open", &path, e)),
+        };
+        match file.try_lock_shared() {
+            Ok(()) => Ok(Some(file)),
+            Err(TryLockError::WouldBlock) => Err(NodeError::Busy {
+                dir: root.to_path_buf(),
+            }),
+            Err(TryLockError::Error(e)) => Err(io("lock", &path, e)),
+        }
+    }
+
+    /// Checks, reading only, that every directory `node.properties` of `root` names is there:
+    /// the log dir, each partition's `<topic>-<partition>/` and each `__mirror_state-<k>/`.
+    /// Opening creates a missing `__mirror_state` partition (a new destination's), so a reader
+    /// that must change nothing (`kmirror status`) checks this first.
+    pub fn check_complete(root: &Path) -> Result<NodeMeta, NodeError> {
+        let meta = Self::read_meta(root)?;
+        let log_dir = root.join(LOG_DIR);
+        let missing = |dir: &Path, what: String| NodeError::Invalid {
+            message: format!(
+                "{} is missing: {what} has lost its log directory (restore it from a backup); \
+                 nothing was changed",
+                dir.display()
+            ),
+        };
+        if !log_dir.is_dir() {
+            return Err(missing(&log_dir, "the node destination".to_owned()));
+        }
+        for (name, topic) in &meta.topics {
+            for p in 0..topic.partitions {
+                let tp = TopicPartition::new(name, p).map_err(|e| NodeError::Invalid {
+                    message: e.to_string(),
+                })?;
+                let dir = log_dir.join(tp.dir_name());
+                if !dir.is_dir() {
+                    return Err(missing(&dir, format!("partition {p} of {name}")));
+                }
+            }
+        }
+        for k in 0..meta.mirror_state_partitions {
+            let dir = log_dir.join(format!("{MIRROR_STATE_TOPIC}-{k}"));
+            if !dir.is_dir() {
+                return Err(missing(&dir, format!("__mirror_state partition {k}")));
+            }
+        }
+        Ok(meta)
     }
 
     /// Reads `node.properties` of `root` without locking (for a status while another process

@@ -94,7 +94,10 @@ use crate::wire::client::EARLIEST_TIMESTAMP;
 use crate::wire::source_cluster::{
     CurrentLeaderEpoch, PartitionFetchRequest, PartitionFetched, SourceCluster,
 };
+use crate::wire::topic_selection::SelectionMiss;
+use crate::wire::TopicSelection;
 
+use super::control::{ControlServer, TopicsVerb};
 use super::dest::{NodeDest, NodeMeta};
 use super::state_log::StatePartition;
 use super::status::{NodeStatus, PartitionStatus};
@@ -218,6 +221,8 @@ pub struct NodeDriver {
     effects: u64,
     /// The `__mirror_state` partition the last executed effect appended to, if it did.
     last_state_write: Option<u32>,
+    /// The control channel, when this driver serves one ([`NodeDriver::serve_control`]).
+    control: Option<ControlServer>,
 }
 
 impl std::fmt::Debug for NodeDriver {
@@ -294,6 +299,7 @@ impl NodeDriver {
             started: false,
             effects: 0,
             last_state_write: None,
+            control: None,
         };
         for (name, topic) in &meta.topics {
             driver.open_logs(name, topic.topic_id, 0..topic.partitions)?;
@@ -363,6 +369,26 @@ impl NodeDriver {
     /// The destination.
     pub fn dest(&self) -> &NodeDest {
         &self.dest
+    }
+
+    /// How this driver runs the kernel.
+    pub fn options(&self) -> &NodeDriverOptions {
+        &self.options
+    }
+
+    /// Serves the destination's control channel ([`super::control`]): from now on the driver
+    /// loop applies the `stop`, `pause` and `resume` requests other kmirror processes hand it,
+    /// between fetch rounds, and answers each once its partitions settled.
+    pub fn serve_control(&mut self) -> Result<(), NodeError> {
+        if self.control.is_none() {
+            self.control = Some(ControlServer::new(self.dest.root())?);
+        }
+        Ok(())
+    }
+
+    /// Adds a line to the events ([`NodeDriver::take_events`]).
+    pub(super) fn note(&mut self, line: String) {
+        self.events.push(line);
     }
 
     /// The node manager (read only).
@@ -546,6 +572,13 @@ impl NodeDriver {
             return Ok(None);
         }
         self.now_ms = now_ms;
+        if let Some(mut control) = self.control.take() {
+            let polled = control.poll(self, now_ms);
+            self.control = Some(control);
+            if polled? {
+                return Ok(None);
+            }
+        }
         if let Some(q) = self.queue.pop_front() {
             self.feed(q)?;
             return Ok(None);
@@ -619,6 +652,14 @@ impl NodeDriver {
     /// is pending.
     pub fn all_caught_up(&self) -> bool {
         if !self.started || !self.queue.is_empty() || !self.pending_lme.is_empty() {
+            return false;
+        }
+        if self
+            .control
+            .as_ref()
+            .is_some_and(ControlServer::has_pending)
+        {
+            // A control request waits for its partitions: keep running until it is answered.
             return false;
         }
         self.node.partitions().all(|(key, pm)| {
@@ -1114,6 +1155,73 @@ impl NodeDriver {
         Ok(outcome.results)
     }
 
+    /// `kmirror stop|pause|resume --topics`: resolves `topics` (names and globs, separated by
+    /// commas) on this node's topics and sends one RemoveTopicsFromMirror, PauseMirrorTopics
+    /// or ResumeMirrorTopics per mirror (each topic under the mirror its `mirror.name` names,
+    /// or `mirror`) through [`NodeDriver::request`]. An entry selecting no topic is answered
+    /// `UNKNOWN_TOPIC_OR_PARTITION` under its own text; a selection that does not parse is
+    /// [`NodeError::Invalid`], changing nothing.
+    pub fn request_topics(
+        &mut self,
+        verb: TopicsVerb,
+        topics: &str,
+        mirror: Option<&str>,
+        now_ms: i64,
+    ) -> Result<TopicResults, NodeError> {
+        let selection = TopicSelection::parse(topics).map_err(|e| NodeError::Invalid {
+            message: e.to_string(),
+        })?;
+        let meta = self.dest.meta().clone();
+        let (selected, misses) = selection.resolve(meta.topics.keys().map(|n| (n.as_str(), false)));
+        let mut results = TopicResults::new();
+        for miss in misses {
+            let (entry, message) = match miss {
+                SelectionMiss::UnknownTopic { topic } => {
+                    (topic, "the destination has no such topic".to_owned())
+                }
+                SelectionMiss::NoMatch { glob } => (
+                    glob,
+                    "the glob matches no topic of the destination".to_owned(),
+                ),
+            };
+            results.insert(
+                entry,
+                Err(MirrorRequestError::new(
+                    MirrorErrorCode::UnknownTopicOrPartition,
+                    message,
+                )),
+            );
+        }
+        // One request per mirror, each topic under the mirror its mirror.name names.
+        let mut by_mirror: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for name in selected {
+            let named = meta.topics[&name]
+                .desired(&name)
+                .ok()
+                .and_then(|d| d.mirror().map(ToString::to_string));
+            let m = mirror.map(str::to_owned).or(named).unwrap_or_default();
+            by_mirror.entry(m).or_default().push(name);
+        }
+        for (m, names) in by_mirror {
+            let request = match verb {
+                TopicsVerb::Stop => MirrorRequest::RemoveTopics {
+                    mirror: m,
+                    topics: names,
+                },
+                TopicsVerb::Pause => MirrorRequest::PauseTopics {
+                    mirror: m,
+                    topics: names,
+                },
+                TopicsVerb::Resume => MirrorRequest::ResumeTopics {
+                    mirror: m,
+                    topics: names,
+                },
+            };
+            results.extend(self.request(&request, now_ms)?);
+        }
+        Ok(results)
+    }
+
     /// `AddTopicsToMirror(mirror, topics)` for topics of the source (`(name, id, partition
     /// count)`): a topic new to this node is created (same id and partition count) and put in
     /// `mirror`; one it holds must have the same id and no more partitions than the source. The
@@ -1247,10 +1355,11 @@ impl NodeDriver {
                 let log = self.logs.get(&key)?;
                 let mut s = PartitionStatus::of(
                     self.dest.meta(),
-                    &self.states,
+                    persisted_state(self.dest.meta(), &self.states, &key),
                     name,
                     key,
                     log,
+                    log.segments().iter().map(|s| s.size()).sum(),
                     self.positions.get(&key).map(|p| p.last_stable_offset),
                 );
                 s.error = self.last_errors.get(&key).cloned();
@@ -1265,7 +1374,11 @@ impl NodeDriver {
     /// dir's logs on a pool: each log's fsyncs keep their order, different logs' overlap (a
     /// node of 1,000 partitions fsyncs thousands of files at close). The first error in
     /// partition order is returned.
-    pub fn close(self) -> Result<(), NodeError> {
+    pub fn close(mut self) -> Result<(), NodeError> {
+        // Requests still waiting for their partitions are answered with what they are now.
+        if let Some(mut control) = self.control.take() {
+            control.answer_settled(&self, self.now_ms, true)?;
+        }
         let logs: Vec<FileLog> = self.logs.into_values().collect();
         let per_thread = logs.len().div_ceil(CLOSE_THREADS).max(1);
         let mut chunks: Vec<Vec<FileLog>> = Vec::new();
@@ -1335,6 +1448,19 @@ pub(super) fn persisted_state(
     states: &BTreeMap<u32, StatePartition>,
     key: &PartitionKey,
 ) -> MirrorState {
+    persisted_state_in(
+        meta,
+        &|k| states.get(&k).map(StatePartition::coordinator),
+        key,
+    )
+}
+
+/// [`persisted_state`] with the coordinator of each `__mirror_state` partition from `coordinator`.
+pub(super) fn persisted_state_in<'a>(
+    meta: &NodeMeta,
+    coordinator: &dyn Fn(u32) -> Option<&'a kmirror_kernel::coordinator::Coordinator>,
+    key: &PartitionKey,
+) -> MirrorState {
     let Some(name) = meta.topic_name(key.topic_id) else {
         return MirrorState::Unknown;
     };
@@ -1348,7 +1474,7 @@ pub(super) fn persisted_state(
     let mk = key.in_mirror(mirror);
     mirror_state_partition(&mk, meta.mirror_state_partitions)
         .ok()
-        .and_then(|p| states.get(&p))
-        .and_then(|s| s.coordinator().read_state(&mk))
+        .and_then(coordinator)
+        .and_then(|c| c.read_state(&mk))
         .map_or(MirrorState::Unknown, |v| v.state)
 }

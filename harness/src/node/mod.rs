@@ -10,11 +10,13 @@
 //! - [`metadata_sync`]: [`NodeSync`], topic configs, group offsets and ACLs synced inside the
 //!   mirroring process between fetch rounds, behind the kernel's gate.
 //! - [`status`]: per-partition progress and the per-topic rollup.
+//! - [`control`]: the control channel, `stop`, `pause` and `resume` handed to a running mirror.
 //! - [`error`]: what fails, as [`NodeError`].
 //!
 //! The single-partition cluster directory ([`driver`](crate::driver)) stays as it is; the two
 //! formats refuse each other with a message naming the right commands.
 
+pub mod control;
 pub mod dest;
 pub mod driver;
 pub mod error;
@@ -33,6 +35,7 @@ mod sync_tests;
 #[cfg(test)]
 mod tests;
 
+pub use control::{ControlClient, ControlRequest, ControlResponse, RequestStatus, TopicsVerb};
 pub use dest::{NodeDest, NodeMeta, NodeTopic};
 pub use driver::{NodeDriver, NodeDriverOptions, NodeIdle, NodeStats, NodeUntil, TopicResults};
 pub use error::NodeError;

@@ -179,6 +179,41 @@ fn read_records(log: &FileLog) -> Result<Vec<(Offset, MirrorStateRecord)>, NodeE
             dir: dir.clone(),
             source: Box::new(source),
         })?;
+    decode_records(&dir, batches)
+}
+
+/// The coordinator of `__mirror_state` partition `partition` under `log_dir`, read changing
+/// nothing ([`FileLog::inspect_in_log_dir`]): for `kmirror status`.
+pub fn inspect_coordinator(
+    log_dir: &Path,
+    partition: u32,
+    table: TransitionTable,
+    checkpoints: Arc<LogDirCheckpoints>,
+) -> Result<Coordinator, NodeError> {
+    let index = i32::try_from(partition).map_err(|_| NodeError::Invalid {
+        message: format!("__mirror_state partition {partition} is out of range"),
+    })?;
+    let tp = TopicPartition {
+        topic: MIRROR_STATE_TOPIC.to_owned(),
+        partition: index,
+    };
+    let dir = log_dir.join(tp.dir_name());
+    let log_error = |source| NodeError::Log {
+        dir: dir.clone(),
+        source: Box::new(source),
+    };
+    let inspection = FileLog::inspect_in_log_dir(log_dir, tp, checkpoints).map_err(log_error)?;
+    let batches = inspection.read_batches().map_err(log_error)?;
+    let records = decode_records(&dir, batches)?;
+    Ok(Coordinator::new(table).replay(records.iter().map(|(_, r)| r)))
+}
+
+/// Decodes every record of `batches` (of `__mirror_state` partition directory `dir`).
+fn decode_records(
+    dir: &Path,
+    batches: Vec<crate::record_batch::RawBatch>,
+) -> Result<Vec<(Offset, MirrorStateRecord)>, NodeError> {
+    let dir = dir.to_path_buf();
     let mut out = Vec::new();
     for batch in batches {
         let header = batch.header();

@@ -1,9 +1,17 @@
 //! [`NodeStatus`]: what `kmirror status` shows of a node destination: one row per partition
-//! (state, LEO, HW, LSO, lag in records) and a rollup per topic.
+//! (state, LEO, HW, LSO, lag in records and in bytes) and a rollup per topic.
 //!
 //! The lag is the source's last stable offset (as of the last fetch of the run that wrote
 //! `status.json`, or of the running driver) minus the partition's log end offset: the records
 //! (offsets) the destination still has to copy. It is unknown (`-`) before any fetch.
+//!
+//! **The lag in bytes** is exact when nothing is left to copy (`0 B`). Otherwise the source's
+//! batch sizes are not known here (a live source tells a consumer its offsets, not the bytes
+//! between them), so it is an **estimate**, shown as `~12.3 MiB` and flagged
+//! `lag_bytes_estimated` in the JSON: the lag in offsets times the partition's mean bytes per
+//! offset mirrored so far (its segment bytes over the offsets it holds), or, for a partition
+//! that holds nothing yet, the mean over every partition of the destination. With nothing
+//! mirrored anywhere it is unknown (`-`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -13,12 +21,19 @@ use kmirror_kernel::node::PartitionKey;
 use kmirror_kernel::types::{LeaderEpoch, Offset, PartitionIndex};
 use serde::{Deserialize, Serialize};
 
-use crate::driver::cluster::topic_id_hex;
-use crate::file_log::FileLog;
+use std::sync::Arc;
 
-use super::dest::NodeMeta;
-use super::driver::persisted_state;
-use super::state_log::StatePartition;
+use kmirror_kernel::config::MirrorConfig;
+use kmirror_kernel::state::MirrorState;
+
+use crate::driver::cluster::topic_id_hex;
+use crate::file_log::{FileLog, TopicPartition};
+use crate::log_dir_checkpoints::LogDirCheckpoints;
+
+use super::dest::{NodeDest, NodeMeta, LOG_DIR};
+use super::driver::persisted_state_in;
+use super::state_log::inspect_coordinator;
+use super::NodeError;
 
 /// One partition of a node destination.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,18 +60,29 @@ pub struct PartitionStatus {
     pub source_last_stable_offset: Option<Offset>,
     /// Records still to copy: source LSO minus LEO (never negative), when known.
     pub lag: Option<i64>,
+    /// The bytes of the partition's segments.
+    #[serde(default)]
+    pub log_bytes: u64,
+    /// Bytes still to copy, when the lag is known (see the [module documentation](self)).
+    #[serde(default)]
+    pub lag_bytes: Option<u64>,
+    /// Whether `lag_bytes` is an estimate (from the mean bytes per offset mirrored so far).
+    #[serde(default)]
+    pub lag_bytes_estimated: bool,
     /// The last fetch or LME error of the running driver, if the partition has one now.
     pub error: Option<String>,
 }
 
 impl PartitionStatus {
-    /// The status of `key` (topic `topic`) from its log and the `__mirror_state` partitions.
+    /// The status of `key` (topic `topic`) in persisted mirror state `state`, from its log
+    /// (`log_bytes` of batches) and the source's last stable offset if known.
     pub fn of(
         meta: &NodeMeta,
-        states: &BTreeMap<u32, StatePartition>,
+        state: MirrorState,
         topic: &str,
         key: PartitionKey,
-        log: &FileLog,
+        log: &impl LogView,
+        log_bytes: u64,
         source_lso: Option<Offset>,
     ) -> Self {
         let controller = meta
@@ -68,7 +94,7 @@ impl PartitionStatus {
         PartitionStatus {
             topic: topic.to_owned(),
             partition: key.partition,
-            state: persisted_state(meta, states, &key).to_string(),
+            state: state.to_string(),
             leader_epoch: controller.leader_epoch,
             writable: controller.writable,
             log_start_offset: log.log_start_offset(),
@@ -77,6 +103,9 @@ impl PartitionStatus {
             last_stable_offset: log.last_stable_offset(),
             source_last_stable_offset: source_lso,
             lag: source_lso.map(|s| (s - leo).max(0)),
+            log_bytes,
+            lag_bytes: None,
+            lag_bytes_estimated: false,
             error: None,
         }
     }
@@ -99,6 +128,12 @@ pub struct TopicStatus {
     pub log_end_offset_total: i64,
     /// The sum of the known lags.
     pub lag_total: Option<i64>,
+    /// The sum of the known lags in bytes.
+    #[serde(default)]
+    pub lag_bytes_total: Option<u64>,
+    /// Whether `lag_bytes_total` includes an estimate.
+    #[serde(default)]
+    pub lag_bytes_estimated: bool,
 }
 
 /// A node destination's status. See the [module documentation](self).
@@ -116,7 +151,8 @@ pub struct NodeStatus {
 
 impl NodeStatus {
     /// The status of `partitions`, with the topic rollup from `meta`.
-    pub fn new(root: &Path, meta: &NodeMeta, partitions: Vec<PartitionStatus>) -> Self {
+    pub fn new(root: &Path, meta: &NodeMeta, mut partitions: Vec<PartitionStatus>) -> Self {
+        fill_lag_bytes(&mut partitions);
         let topics = meta
             .topics
             .iter()
@@ -127,7 +163,6 @@ impl NodeStatus {
                 for p in &mine {
                     *states.entry(p.state.clone()).or_insert(0) += 1;
                 }
-                let lags: Vec<i64> = mine.iter().filter_map(|p| p.lag).collect();
                 TopicStatus {
                     topic: name.clone(),
                     topic_id: topic_id_hex(t.topic_id),
@@ -135,16 +170,88 @@ impl NodeStatus {
                     partitions: t.partitions,
                     states,
                     log_end_offset_total: mine.iter().map(|p| p.log_end_offset).sum(),
-                    lag_total: (!lags.is_empty()).then(|| lags.iter().sum()),
+                    lag_total: None,
+                    lag_bytes_total: None,
+                    lag_bytes_estimated: false,
                 }
             })
             .collect();
-        NodeStatus {
+        let mut status = NodeStatus {
             dest: root.display().to_string(),
             source_bootstrap: meta.source_bootstrap.clone(),
             partitions,
             topics,
+        };
+        status.roll_up_lags();
+        status
+    }
+
+    /// Each topic's lag totals from its partitions.
+    fn roll_up_lags(&mut self) {
+        for t in &mut self.topics {
+            let mine: Vec<&PartitionStatus> = self
+                .partitions
+                .iter()
+                .filter(|p| p.topic == t.topic)
+                .collect();
+            let lags: Vec<i64> = mine.iter().filter_map(|p| p.lag).collect();
+            t.lag_total = (!lags.is_empty()).then(|| lags.iter().sum());
+            let bytes: Vec<u64> = mine.iter().filter_map(|p| p.lag_bytes).collect();
+            t.lag_bytes_total = (!bytes.is_empty()).then(|| bytes.iter().sum());
+            t.lag_bytes_estimated = mine
+                .iter()
+                .any(|p| p.lag_bytes.is_some() && p.lag_bytes_estimated);
         }
+    }
+
+    /// The status of the node destination at `root` read **changing nothing**: its
+    /// directories checked ([`NodeDest::check_complete`]), the log dir's checkpoints, every
+    /// `__mirror_state` partition and every partition log read as opening would recover them
+    /// ([`FileLog::inspect_in_log_dir`]) but with no repair, no lock taken and nothing written.
+    /// The source positions are unknown (fill them from `status.json` with
+    /// [`NodeStatus::with_source_positions_from`]).
+    pub fn inspect(root: &Path) -> Result<NodeStatus, NodeError> {
+        let meta = NodeDest::check_complete(root)?;
+        let log_dir = root.join(LOG_DIR);
+        let log_error = |dir: &Path| {
+            let dir = dir.to_path_buf();
+            move |source| NodeError::Log {
+                dir,
+                source: Box::new(source),
+            }
+        };
+        let checkpoints =
+            Arc::new(LogDirCheckpoints::open_read_only(&log_dir).map_err(log_error(&log_dir))?);
+        let table = MirrorConfig::default().transitions;
+        let mut coordinators = BTreeMap::new();
+        for k in 0..meta.mirror_state_partitions {
+            let c = inspect_coordinator(&log_dir, k, table.clone(), Arc::clone(&checkpoints))?;
+            coordinators.insert(k, c);
+        }
+        let mut partitions = Vec::new();
+        for (name, p) in meta.partitions.keys() {
+            let Some(topic) = meta.topics.get(name) else {
+                continue;
+            };
+            let key = PartitionKey::new(topic.topic_id, *p);
+            let tp = TopicPartition::new(name, *p).map_err(|e| NodeError::Invalid {
+                message: e.to_string(),
+            })?;
+            let dir = log_dir.join(tp.dir_name());
+            let log = FileLog::inspect_in_log_dir(&log_dir, tp, Arc::clone(&checkpoints))
+                .map_err(log_error(&dir))?;
+            let state = persisted_state_in(&meta, &|k| coordinators.get(&k), &key);
+            partitions.push(PartitionStatus::of(
+                &meta,
+                state,
+                name,
+                key,
+                log.mem_log(),
+                log.bytes(),
+                None,
+            ));
+        }
+        Ok(NodeStatus::new(root, &meta, partitions))
     }
 
     /// Fills the unknown source positions (and lags) from an older status (`status.json`).
@@ -164,15 +271,8 @@ impl NodeStatus {
                     .map(|s| (s - p.log_end_offset).max(0));
             }
         }
-        for t in &mut self.topics {
-            let lags: Vec<i64> = self
-                .partitions
-                .iter()
-                .filter(|p| p.topic == t.topic)
-                .filter_map(|p| p.lag)
-                .collect();
-            t.lag_total = (!lags.is_empty()).then(|| lags.iter().sum());
-        }
+        fill_lag_bytes(&mut self.partitions);
+        self.roll_up_lags();
         self
     }
 
@@ -192,12 +292,21 @@ impl NodeStatus {
             .unwrap_or(9)
             .max(9);
         out.push_str(&format!(
-            "{:<width$}  {:<10} {:>5} {:>9} {:>10} {:>10} {:>10} {:>10} {:>8}\n",
-            "PARTITION", "STATE", "EPOCH", "WRITABLE", "LEO", "HW", "LSO", "SOURCE LSO", "LAG"
+            "{:<width$}  {:<10} {:>5} {:>9} {:>10} {:>10} {:>10} {:>10} {:>8} {:>11}\n",
+            "PARTITION",
+            "STATE",
+            "EPOCH",
+            "WRITABLE",
+            "LEO",
+            "HW",
+            "LSO",
+            "SOURCE LSO",
+            "LAG",
+            "LAG BYTES"
         ));
         for p in &self.partitions {
             out.push_str(&format!(
-                "{:<width$}  {:<10} {:>5} {:>9} {:>10} {:>10} {:>10} {:>10} {:>8}\n",
+                "{:<width$}  {:<10} {:>5} {:>9} {:>10} {:>10} {:>10} {:>10} {:>8} {:>11}\n",
                 format!("{}-{}", p.topic, p.partition),
                 p.state,
                 p.leader_epoch,
@@ -207,6 +316,7 @@ impl NodeStatus {
                 p.last_stable_offset,
                 opt(p.source_last_stable_offset),
                 opt(p.lag),
+                lag_bytes(p.lag_bytes, p.lag_bytes_estimated),
             ));
             if let Some(e) = &p.error {
                 out.push_str(&format!("    error: {e}\n"));
@@ -221,13 +331,13 @@ impl NodeStatus {
             .unwrap_or(5)
             .max(5);
         out.push_str(&format!(
-            "{:<twidth$}  {:>10}  {:<24} {:>12} {:>8}  {}\n",
-            "TOPIC", "PARTITIONS", "MIRROR.NAME", "LEO TOTAL", "LAG", "STATES"
+            "{:<twidth$}  {:>10}  {:<24} {:>12} {:>8} {:>11}  {}\n",
+            "TOPIC", "PARTITIONS", "MIRROR.NAME", "LEO TOTAL", "LAG", "LAG BYTES", "STATES"
         ));
         for t in &self.topics {
             let states: Vec<String> = t.states.iter().map(|(s, n)| format!("{s} x{n}")).collect();
             out.push_str(&format!(
-                "{:<twidth$}  {:>10}  {:<24} {:>12} {:>8}  {}\n",
+                "{:<twidth$}  {:>10}  {:<24} {:>12} {:>8} {:>11}  {}\n",
                 t.topic,
                 t.partitions,
                 if t.mirror_name.is_empty() {
@@ -237,9 +347,124 @@ impl NodeStatus {
                 },
                 t.log_end_offset_total,
                 opt(t.lag_total),
+                lag_bytes(t.lag_bytes_total, t.lag_bytes_estimated),
                 states.join(", ")
             ));
         }
         out
+    }
+}
+
+/// Fills every partition's lag in bytes from its lag in offsets: exact (0) when nothing is
+/// left, otherwise estimated from its own mean bytes per offset, or the destination's when it
+/// holds nothing (see the [module documentation](self)).
+pub fn fill_lag_bytes(partitions: &mut [PartitionStatus]) {
+    let held = |p: &PartitionStatus| (p.log_end_offset - p.log_start_offset).max(0);
+    let (bytes, offsets) = partitions
+        .iter()
+        .filter(|p| p.log_bytes > 0 && held(p) > 0)
+        .fold((0u64, 0i64), |(b, o), p| (b + p.log_bytes, o + held(p)));
+    let node_mean = (offsets > 0).then(|| bytes as f64 / offsets as f64);
+    for p in partitions.iter_mut() {
+        let (value, estimated) = match p.lag {
+            None => (None, false),
+            Some(0) => (Some(0), false),
+            Some(lag) => {
+                let own =
+                    (p.log_bytes > 0 && held(p) > 0).then(|| p.log_bytes as f64 / held(p) as f64);
+                let mean = own.or(node_mean);
+                (mean.map(|m| (lag.max(0) as f64 * m).round() as u64), true)
+            }
+        };
+        p.lag_bytes = value;
+        p.lag_bytes_estimated = estimated && value.is_some();
+    }
+}
+
+/// `1.5 KiB`, `12.3 MiB`, `512 B` (binary units, one decimal).
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
+/// The LAG BYTES cell: `-` unknown, `0 B` exact, `~12.3 MiB` an estimate.
+fn lag_bytes(bytes: Option<u64>, estimated: bool) -> String {
+    match bytes {
+        None => "-".to_owned(),
+        Some(b) if estimated => format!("~{}", human_bytes(b)),
+        Some(b) => human_bytes(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn partition(topic: &str, leo: i64, bytes: u64, lag: Option<i64>) -> PartitionStatus {
+        PartitionStatus {
+            topic: topic.into(),
+            partition: 0,
+            state: "MIRRORING".into(),
+            leader_epoch: 0,
+            writable: false,
+            log_start_offset: 0,
+            log_end_offset: leo,
+            high_watermark: leo,
+            last_stable_offset: leo,
+            source_last_stable_offset: lag.map(|l| leo + l),
+            lag,
+            log_bytes: bytes,
+            lag_bytes: None,
+            lag_bytes_estimated: false,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn lag_bytes_are_exact_at_zero_and_estimated_from_the_mean_bytes_per_offset() {
+        let mut ps = vec![
+            // 100 bytes an offset: 10 offsets behind is about 1,000 bytes.
+            partition("a", 20, 2_000, Some(10)),
+            // Caught up: exactly nothing.
+            partition("b", 10, 3_000, Some(0)),
+            // Holds nothing yet: the destination's mean, 6,000 bytes over 40 offsets: 150.
+            partition("c", 0, 0, Some(6)),
+            // No fetch yet: unknown (its bytes count in the mean).
+            partition("d", 10, 1_000, None),
+        ];
+        fill_lag_bytes(&mut ps);
+        let got: Vec<(Option<u64>, bool)> = ps
+            .iter()
+            .map(|p| (p.lag_bytes, p.lag_bytes_estimated))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (Some(1_000), true),
+                (Some(0), false),
+                (Some(900), true),
+                (None, false)
+            ]
+        );
+        assert_eq!(lag_bytes(Some(12_897_485), true), "~12.3 MiB");
+        assert_eq!(lag_bytes(Some(0), false), "0 B");
+        assert_eq!(lag_bytes(None, false), "-");
+        assert_eq!(human_bytes(1_536), "1.5 KiB");
+    }
+
+    #[test]
+    fn with_nothing_mirrored_anywhere_the_lag_in_bytes_is_unknown() {
+        let mut ps = vec![partition("a", 0, 0, Some(4))];
+        fill_lag_bytes(&mut ps);
+        assert_eq!((ps[0].lag_bytes, ps[0].lag_bytes_estimated), (None, false));
     }
 }

@@ -413,3 +413,279 @@ fn a_destination_in_the_older_per_partition_checkpoint_layout_is_migrated_on_ope
         "the recovery point read from the partition's own file"
     );
 }
+
+#[test]
+fn a_diverging_epoch_after_an_unclean_source_election_truncates_and_converges() {
+    use kmirror_kernel::batch::BatchHeader;
+    let fake = fake();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut driver, mut clock) = mirrored(&fake, &dir.path().join("west"));
+    let key = PartitionKey::new(ORDERS, 0);
+    assert_eq!(driver.log(&key).unwrap().log_end_offset(), 8);
+    // An unclean election on the source: the new leader (epoch 6) had only the first two
+    // batches of epoch 5 (offsets 0..=3) and appended three batches of its own from offset 4.
+    // The destination's epoch-5 batches at 4..=7 exist nowhere any more.
+    {
+        let mut state = fake.state();
+        state.kip320 = true;
+        let p = &mut state.topics[0].partitions[0];
+        p.batches.truncate(2);
+        p.epoch = 6;
+        for base in [4, 6, 8] {
+            let header = BatchHeader::plain(base, base + 1, 6);
+            p.batches
+                .push(crate::record_batch::RawBatch::synthesize(&header, 3_000).unwrap());
+        }
+        // What the leader answers a fetch at 8 with last fetched epoch 5 (KIP-320).
+        assert_eq!(p.end_offset_for_epoch(5), (5, 4));
+    }
+    run_until_caught_up(&mut driver, &mut clock);
+    // Truncated to the diverging epoch's end (4), then the new leader's batches fetched: the
+    // log is the source's byte for byte, epoch 5 up to offset 4 and epoch 6 after.
+    let log = driver.log(&key).unwrap();
+    assert_eq!(log.log_end_offset(), 10);
+    let expected: Vec<u8> = fake.state().topics[0].partitions[0]
+        .batches
+        .iter()
+        .flat_map(|b| b.bytes().to_vec())
+        .collect();
+    let got: Vec<u8> = log
+        .try_read(0, 10)
+        .unwrap()
+        .iter()
+        .flat_map(|b| b.bytes().to_vec())
+        .collect();
+    assert_eq!(got, expected, "orders-0 converged to the source");
+    let epochs: Vec<(i32, i64)> = log
+        .epoch_cache()
+        .entries()
+        .map(|e| (e.epoch, e.start_offset))
+        .collect();
+    assert_eq!(epochs, vec![(5, 0), (6, 4)]);
+    assert_eq!(driver.persisted_state(&key), MirrorState::Mirroring);
+    // The other partitions were not touched by it.
+    for p in 1..3 {
+        assert_same_bytes(&fake, &driver, ORDERS, p);
+    }
+}
+
+mod control {
+    use super::*;
+    use crate::node::control::{ControlClient, ControlRequest, RequestStatus, TopicsVerb};
+
+    /// Steps `driver` (10 ms a step) until `client` is answered, at most 2,000 steps.
+    fn answered(
+        driver: &mut NodeDriver,
+        clock: &mut ManualClock,
+        client: &ControlClient,
+    ) -> crate::node::ControlResponse {
+        for _ in 0..2_000 {
+            clock.now_ms += 10;
+            driver.run_once(clock.now_ms).unwrap();
+            if let RequestStatus::Answered(r) = client.status().unwrap() {
+                return r;
+            }
+        }
+        panic!("no answer: {:#?}", driver.take_events());
+    }
+
+    #[test]
+    fn a_following_driver_applies_a_handed_over_stop_and_answers_once_settled() {
+        let fake = fake();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("west");
+        let (mut driver, mut clock) = mirrored(&fake, &root);
+        driver.serve_control().unwrap();
+        let request = ControlRequest::new(TopicsVerb::Stop, "orders,nope,zz*", None);
+        let client = ControlClient::submit(&root, &request).unwrap();
+        assert_eq!(client.status().unwrap(), RequestStatus::Waiting);
+        let response = answered(&mut driver, &mut clock, &client);
+        assert_eq!(response.id, request.id);
+        assert_eq!(response.error, None);
+        assert!(response.results["orders"].is_ok());
+        for entry in ["nope", "zz*"] {
+            let e = response.results[entry].as_ref().unwrap_err();
+            assert_eq!(e.code, MirrorErrorCode::UnknownTopicOrPartition);
+        }
+        let states: Vec<(String, i32, String, bool)> = response
+            .partitions
+            .iter()
+            .map(|p| (p.topic.clone(), p.partition, p.state.clone(), p.writable))
+            .collect();
+        let stopped = |p: i32| ("orders".to_owned(), p, "STOPPED".to_owned(), true);
+        assert_eq!(states, vec![stopped(0), stopped(1), stopped(2)]);
+        // The answer is consumed, nothing is left in control/.
+        assert_eq!(
+            std::fs::read_dir(root.join("control")).unwrap().count(),
+            0,
+            "control/ is empty"
+        );
+        // pay.eu keeps mirroring: a new batch at the source arrives.
+        {
+            let mut state = fake.state();
+            let p = &mut state.topics[1].partitions[0];
+            let header = kmirror_kernel::batch::BatchHeader::plain(4, 5, 3);
+            p.batches
+                .push(crate::record_batch::RawBatch::synthesize(&header, 4_000).unwrap());
+        }
+        let pay0 = PartitionKey::new(PAY_EU, 0);
+        for _ in 0..1_000 {
+            if driver.log(&pay0).unwrap().log_end_offset() == 6 {
+                break;
+            }
+            clock.now_ms += 10;
+            driver.run_once(clock.now_ms).unwrap();
+        }
+        assert_eq!(driver.log(&pay0).unwrap().log_end_offset(), 6);
+        assert_same_bytes(&fake, &driver, PAY_EU, 0);
+        for p in 0..3 {
+            let key = PartitionKey::new(ORDERS, p);
+            assert_eq!(driver.persisted_state(&key), MirrorState::Stopped);
+        }
+    }
+
+    #[test]
+    fn a_withdrawn_request_is_never_applied_and_a_claimed_one_survives_its_mirror() {
+        let fake = fake();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("west");
+        let (mut driver, mut clock) = mirrored(&fake, &root);
+        driver.serve_control().unwrap();
+        // Withdrawn before the driver looked: nothing happens.
+        let client = ControlClient::submit(
+            &root,
+            &ControlRequest::new(TopicsVerb::Pause, "orders", None),
+        )
+        .unwrap();
+        assert!(client.withdraw().unwrap());
+        for _ in 0..50 {
+            clock.now_ms += 10;
+            driver.run_once(clock.now_ms).unwrap();
+        }
+        assert_eq!(
+            driver.persisted_state(&PartitionKey::new(ORDERS, 0)),
+            MirrorState::Mirroring
+        );
+        // A request claimed by a mirror that then died (`.taken` left behind) is served by
+        // the next driver on the directory.
+        driver.close().unwrap();
+        let request = ControlRequest::new(TopicsVerb::Pause, "pay.eu", None);
+        let client = ControlClient::submit(&root, &request).unwrap();
+        let control = root.join("control");
+        std::fs::rename(
+            control.join(format!("{}.request", request.id)),
+            control.join(format!("{}.taken", request.id)),
+        )
+        .unwrap();
+        assert!(!client.withdraw().unwrap(), "claimed: too late to withdraw");
+        assert_eq!(client.status().unwrap(), RequestStatus::Claimed);
+        let mut driver =
+            NodeDriver::open(&root, Some(source(&fake, &["orders", "pay.eu"])), options()).unwrap();
+        driver.serve_control().unwrap();
+        let response = answered(&mut driver, &mut clock, &client);
+        assert!(response.results["pay.eu"].is_ok(), "{response:?}");
+        assert!(response.partitions.iter().all(|p| p.state == "PAUSED"));
+        assert!(!client.withdraw().unwrap());
+    }
+
+    #[test]
+    fn a_request_for_another_stop_strategy_is_refused_whole() {
+        let fake = fake();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("west");
+        let (mut driver, mut clock) = mirrored(&fake, &root);
+        driver.serve_control().unwrap();
+        let mut request = ControlRequest::new(TopicsVerb::Stop, "orders", None);
+        request.stop_strategy = Some(kmirror_kernel::config::StopStrategy::AbortOpenTransactions);
+        let client = ControlClient::submit(&root, &request).unwrap();
+        let response = answered(&mut driver, &mut clock, &client);
+        let error = response.error.unwrap();
+        assert!(error.contains("stop that mirror first"), "{error}");
+        assert!(response.results.is_empty());
+        assert_eq!(
+            driver.persisted_state(&PartitionKey::new(ORDERS, 0)),
+            MirrorState::Mirroring
+        );
+    }
+}
+
+/// Every file under `root` with its bytes (directories as empty entries ending in `/`).
+fn snapshot(root: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                out.insert(format!("{}/", path.display()), Vec::new());
+                stack.push(path);
+            } else {
+                out.insert(path.display().to_string(), std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_read_only_status_is_what_opening_would_show_and_changes_nothing() {
+    let fake = fake();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("west");
+    let (mut driver, _) = mirrored(&fake, &root);
+    // One topic STOPPED, the other MIRRORING.
+    let results = driver
+        .request(
+            &MirrorRequest::RemoveTopics {
+                mirror: east().to_string(),
+                topics: vec!["pay.eu".into()],
+            },
+            0,
+        )
+        .unwrap();
+    assert!(results["pay.eu"].is_ok());
+    driver.set_source(None);
+    let mut clock = ManualClock::default();
+    driver
+        .run(&mut clock, NodeUntil::Settled, &mut |_, _| {})
+        .unwrap();
+    driver.close().unwrap();
+    // What a crash leaves: a torn batch at the end of orders-1 (past its recovery point: opening
+    // cuts it) and the temporary file of an interrupted checkpoint write (opening deletes it).
+    let segment = root.join("data/orders-1/00000000000000000000.log");
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0, 80, 0, 0]);
+    std::fs::write(&segment, bytes).unwrap();
+    std::fs::write(
+        root.join("data/recovery-point-offset-checkpoint.tmp"),
+        b"0\n",
+    )
+    .unwrap();
+    let before = snapshot(&root);
+
+    let inspected = NodeStatus::inspect(&root).unwrap();
+    assert_eq!(snapshot(&root), before, "inspecting changed nothing");
+    let states: Vec<(&str, &str)> = inspected
+        .partitions
+        .iter()
+        .map(|p| (p.topic.as_str(), p.state.as_str()))
+        .collect();
+    assert_eq!(
+        states,
+        vec![
+            ("orders", "MIRRORING"),
+            ("orders", "MIRRORING"),
+            ("orders", "MIRRORING"),
+            ("pay.eu", "STOPPED"),
+            ("pay.eu", "STOPPED")
+        ]
+    );
+    // Opening recovers (cuts the torn batch, deletes the .tmp) and shows the same.
+    let opened = NodeDriver::open(&root, None, options()).unwrap();
+    assert_ne!(snapshot(&root), before, "opening repaired the destination");
+    assert_eq!(inspected, opened.status());
+    assert_eq!(
+        inspected.partitions[1].log_end_offset, 10,
+        "orders-1 up to its last whole batch"
+    );
+}

@@ -1,4 +1,5 @@
-//! A fake multi-broker Kafka cluster for the wire layer's unit tests: each broker a loopback
+//! A fake multi-broker Kafka cluster for tests (the wire layer's own, and other crates' with the
+//! harness feature `testkit`): each broker a loopback
 //! listener answering ApiVersions, Metadata, Fetch and ListOffsets from one shared, mutable
 //! [`FakeState`] (leaders, epochs, batches, injected errors, brokers taken down). Every
 //! request is recorded.
@@ -68,6 +69,27 @@ impl FakePartition {
         }
     }
 
+    /// Kafka's `endOffsetForEpoch`: the largest epoch of the batches at or below `wanted`, and
+    /// the offset where it ends (the next epoch's first offset, or the log end); `(-1, -1)`
+    /// when every batch has a larger epoch.
+    pub fn end_offset_for_epoch(&self, wanted: i32) -> (i32, i64) {
+        let Some(epoch) = self
+            .batches
+            .iter()
+            .map(|b| b.header().partition_leader_epoch)
+            .filter(|e| *e <= wanted)
+            .max()
+        else {
+            return (-1, -1);
+        };
+        let end = self
+            .batches
+            .iter()
+            .find(|b| b.header().partition_leader_epoch > epoch)
+            .map_or(self.log_end(), |b| b.header().base_offset);
+        (epoch, end)
+    }
+
     fn log_end(&self) -> i64 {
         self.batches
             .last()
@@ -101,6 +123,14 @@ pub struct FakeState {
     pub fetch_sessions: bool,
     /// The open fetch sessions, by id.
     pub sessions: HashMap<i32, FakeSession>,
+    /// Whether the leaders apply KIP-320's check to a Fetch carrying a last fetched epoch, from
+    /// their batches' epochs as Kafka does: the largest epoch at or below the one asked and
+    /// where it ends; diverging when that epoch is smaller or ends below the fetch offset (off:
+    /// only [`FakePartition::diverging`] is answered).
+    pub kip320: bool,
+    /// Whether a Fetch with nothing new waits up to its `max_wait_ms` (at most 500 ms) before
+    /// it is answered, as Kafka's long poll does (off: answered at once).
+    pub long_poll: bool,
     /// The one SASL PLAIN user `(name, password)` the brokers accept (SASL_PLAINTEXT, only
     /// the `PLAIN` mechanism enabled).
     pub plain_user: Option<(String, String)>,
@@ -180,7 +210,8 @@ fn lock(state: &Mutex<FakeState>) -> MutexGuard<'_, FakeState> {
     state.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn serve(id: i32, mut stream: TcpStream, state: &Mutex<FakeState>) {
+fn serve(id: i32, mut stream: TcpStream, state_mutex: &Mutex<FakeState>) {
+    let state = state_mutex;
     loop {
         let mut size = [0u8; 4];
         if stream.read_exact(&mut size).is_err() {
@@ -227,6 +258,17 @@ fn serve(id: i32, mut stream: TcpStream, state: &Mutex<FakeState>) {
                 let request = FetchRequest::decode(&mut buf, version).expect("request");
                 let n = request.topics.iter().map(|t| t.partitions.len()).sum();
                 state.requests.push((id, key, n));
+                if state.long_poll
+                    && request.max_wait_ms > 0
+                    && !has_news(&fetch(id, &state, &request))
+                {
+                    // Kafka holds an empty fetch up to max_wait_ms: so does a long-polling fake
+                    // (capped at half a second), then answers what it has then.
+                    drop(state);
+                    let wait = u64::try_from(request.max_wait_ms.min(500)).unwrap_or(0);
+                    std::thread::sleep(std::time::Duration::from_millis(wait));
+                    state = lock(state_mutex);
+                }
                 fetch_in_session(id, &mut state, &request)
                     .encode(&mut body, version)
                     .expect("encode");
@@ -413,6 +455,16 @@ fn fetch(id: i32, state: &FakeState, request: &FetchRequest) -> FetchResponse {
                                         .with_end_offset(end),
                                 );
                             }
+                            if state.kip320 && asked.last_fetched_epoch >= 0 {
+                                let (epoch, end) = p.end_offset_for_epoch(asked.last_fetched_epoch);
+                                if epoch < asked.last_fetched_epoch || end < asked.fetch_offset {
+                                    return data.with_diverging_epoch(
+                                        EpochEndOffset::default()
+                                            .with_epoch(epoch)
+                                            .with_end_offset(end),
+                                    );
+                                }
+                            }
                             let mut records = Vec::new();
                             for b in &p.batches {
                                 if b.header().last_offset >= asked.fetch_offset {
@@ -426,6 +478,17 @@ fn fetch(id: i32, state: &FakeState, request: &FetchRequest) -> FetchResponse {
         })
         .collect();
     FetchResponse::default().with_responses(responses)
+}
+
+/// Whether a fetch answer carries anything: records, an error or a diverging epoch.
+fn has_news(response: &FetchResponse) -> bool {
+    response.responses.iter().any(|t| {
+        t.partitions.iter().any(|d| {
+            d.error_code != 0
+                || d.diverging_epoch.epoch != -1
+                || d.records.as_ref().is_some_and(|r| !r.is_empty())
+        })
+    })
 }
 
 /// A Fetch in a session when the state allows sessions and the request asks for one: a full

@@ -30,8 +30,8 @@ pub mod admin;
 pub mod authorization;
 pub mod client;
 pub mod connection;
-#[cfg(test)]
-pub(crate) mod fake_broker;
+#[cfg(any(test, feature = "testkit"))]
+pub mod fake_broker;
 pub mod fetch_session;
 pub mod kafka_source;
 pub mod metadata_source;

@@ -139,6 +139,18 @@ pub struct SecurityConfig {
     pub tls: Option<TlsSettings>,
     /// Set for `SASL_PLAINTEXT` and `SASL_SSL`.
     pub sasl: Option<SaslSettings>,
+    /// Keys of the file kmirror does not read and ignored (`client.id`, `request.timeout.ms`,
+    /// ...), as Kafka's clients ignore a config they do not know; the CLI warns about them.
+    pub ignored_keys: Vec<String>,
+}
+
+/// Whether an unknown key is a security setting: refused rather than ignored, since a typo
+/// there (`ssl.trustore.location`) or an unsupported feature would silently weaken the
+/// connection.
+fn is_security_key(key: &str) -> bool {
+    ["security.", "ssl.", "sasl."]
+        .iter()
+        .any(|prefix| key.starts_with(prefix))
 }
 
 /// Why a `--source-config` file cannot be used.
@@ -273,15 +285,17 @@ impl Reader<'_> {
     }
 
     fn read(&self) -> Result<SecurityConfig, SecurityConfigError> {
+        let unknown = |p: &&Property| !KNOWN_KEYS.contains(&p.key.as_str());
         if let Some(p) = self
             .entries
             .iter()
-            .find(|p| !KNOWN_KEYS.contains(&p.key.as_str()))
+            .filter(unknown)
+            .find(|p| is_security_key(&p.key))
         {
             return Err(self.invalid(
                 p,
                 format!(
-                    "unknown key; kmirror reads only {} (see docs/live-source.md)",
+                    "unknown security key; kmirror reads only {} (see docs/live-source.md)",
                     KNOWN_KEYS.join(", ")
                 ),
             ));
@@ -335,10 +349,17 @@ impl Reader<'_> {
         } else {
             None
         };
+        let ignored_keys = self
+            .entries
+            .iter()
+            .filter(unknown)
+            .map(|p| p.key.clone())
+            .collect();
         Ok(SecurityConfig {
             protocol,
             tls,
             sasl,
+            ignored_keys,
         })
     }
 

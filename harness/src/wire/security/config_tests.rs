@@ -110,10 +110,25 @@ fn plain_over_sasl_plaintext() {
 }
 
 #[test]
+fn client_settings_kmirror_does_not_read_are_ignored_and_listed() {
+    let c = SecurityConfig::parse(
+        "bootstrap.servers=b:9092\nclient.id=app\nsecurity.protocol=PLAINTEXT\nrequest.timeout.ms=30000\n",
+        "client.properties",
+    )
+    .expect("parses");
+    assert_eq!(
+        c.ignored_keys,
+        ["bootstrap.servers", "client.id", "request.timeout.ms"]
+    );
+    let (line, key, _) = invalid("client.id=app\nsasl.login.class=x\n");
+    assert_eq!((line, key.as_str()), (2, "sasl.login.class"));
+}
+
+#[test]
 fn unknown_keys_and_bad_values_name_the_key_and_line() {
     let (line, key, problem) = invalid("security.protocol=SSL\n\nssl.trustore.location=/x\n");
     assert_eq!((line, key.as_str()), (3, "ssl.trustore.location"));
-    assert!(problem.contains("unknown key"), "{problem}");
+    assert!(problem.contains("unknown security key"), "{problem}");
     let (line, key, problem) = invalid("security.protocol=TLS\n");
     assert_eq!((line, key.as_str()), (1, "security.protocol"));
     assert!(problem.contains("SASL_SSL"), "{problem}");

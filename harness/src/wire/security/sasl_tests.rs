@@ -36,6 +36,7 @@ fn client(fake: &FakeCluster, mechanism: SaslMechanism, password: &str) -> Kafka
             username: "mirror".into(),
             password: Secret::new(password),
         }),
+        ignored_keys: Vec::new(),
     };
     KafkaClient::new(&fake.address(1), SECOND, SECOND).with_security(Arc::new(security))
 }

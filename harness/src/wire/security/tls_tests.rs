@@ -94,6 +94,7 @@ fn security(ca_pem: &str, verify_hostname: bool) -> SecurityConfig {
             client_certificate: false,
         }),
         sasl: None,
+        ignored_keys: Vec::new(),
     }
 }
 
