@@ -597,6 +597,11 @@ impl PartitionMirror {
     fn prototype_decision(&self, config: &MirrorConfig, from: MirrorState) -> Option<MirrorState> {
         use MirrorState::*;
         let to = match (&self.desired, from) {
+            (DesiredState::Mirror(_), Stopped)
+                if mutant::active(config.mutant, Mutant::FailbackWithoutPreparing) =>
+            {
+                return Some(Mirroring);
+            }
             (_, Failed) => return None,
             (DesiredState::Stop(_), _) => Stopping,
             (DesiredState::Pause(_), _) => Pausing,

@@ -197,12 +197,20 @@ pub fn all() -> Vec<Property<MirrorModel>> {
 /// it: EPOCH_FENCING always (the clusters' epochs differ), PAUSING with pause and resume,
 /// ULE_RECOVERY with an unclean source and `mirror.support.unclean.leader.election`.
 pub fn prototype(config: &ModelConfig) -> Vec<Property<MirrorModel>> {
-    let mut sometimes = vec![sometimes!("reaches_epoch_fencing", |w: &World| {
-        reached(w, MirrorState::EpochFencing)
-    })];
+    let mut sometimes = vec![
+        sometimes!("reaches_epoch_fencing", |w: &World| {
+            reached(w, MirrorState::EpochFencing)
+        }),
+        sometimes!("stops_from_epoch_fencing", |w: &World| {
+            stopping_from(w, MirrorState::EpochFencing)
+        }),
+    ];
     if config.pause_resume {
         sometimes.push(sometimes!("reaches_pausing", |w: &World| {
             reached(w, MirrorState::Pausing)
+        }));
+        sometimes.push(sometimes!("stops_from_paused", |w: &World| {
+            stopping_from(w, MirrorState::Paused)
         }));
     }
     if config.unclean_source && config.kernel.truncation_quorum == TruncationQuorum::AllReplicas {
@@ -309,6 +317,18 @@ fn both_pass(w: &World, check: ClusterCheck) -> bool {
     ClusterId::BOTH
         .into_iter()
         .all(|c| w.cluster_passes(c, check))
+}
+
+/// Whether a cluster's stored record is STOPPING entered from `from`.
+fn stopping_from(w: &World, from: MirrorState) -> bool {
+    ClusterId::BOTH.into_iter().any(|c| {
+        let cluster = w.cluster(c);
+        cluster
+            .catalogue
+            .key()
+            .and_then(|key| cluster.coordinator.read_state(key))
+            .is_some_and(|v| v.state == MirrorState::Stopping && v.previous_state == Some(from))
+    })
 }
 
 fn reached(w: &World, state: MirrorState) -> bool {
