@@ -16,7 +16,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Exhaustively model-check the mirroring design (BFS over every interleaving).
+    /// Exhaustively model-check the mirroring design (every interleaving, depth-first).
     Check(model_cli::CheckArgs),
     /// Random walks through configurations too big to exhaust.
     Simulate(model_cli::SimulateArgs),
@@ -25,7 +25,7 @@ enum Command {
     /// Print a saved trace (a counterexample or example) as a numbered story.
     Show(model_cli::ShowArgs),
     /// Print the mirror state machine (the kernel's transition table) as a Mermaid diagram.
-    Diagram,
+    Diagram(model_cli::DiagramArgs),
     /// Replay a model trace on real on-disk Kafka logs, comparing after every step.
     Replay(replay::ReplayArgs),
     #[command(flatten)]
@@ -39,10 +39,7 @@ fn main() -> ExitCode {
         Command::Simulate(args) => model_cli::simulate(args),
         Command::Explore(args) => model_cli::explore(args),
         Command::Show(args) => model_cli::show(args),
-        Command::Diagram => {
-            print!("{}", kmirror_kernel::diagram::mermaid());
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Diagram(args) => model_cli::diagram(args),
         Command::Replay(args) => replay::run(args),
         Command::Logs(cmd) => log_cli::run(*cmd),
     };

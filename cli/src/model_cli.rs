@@ -6,8 +6,11 @@ use std::time::Duration;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, ValueEnum};
-use kmirror_kernel::config::{FetchIsolation, StopOrder, StopStrategy, TruncationQuorum};
+use kmirror_kernel::config::{
+    FailedRetry, FetchIsolation, LmeCapture, StopOrder, StopStrategy, TruncationQuorum,
+};
 use kmirror_kernel::mutant::Mutant;
+use kmirror_kernel::state::Design;
 use kmirror_model::config::EpochLead;
 use kmirror_model::node::trace::NodeTrace;
 use kmirror_model::runner::{self, CheckReport, RunOptions};
@@ -62,22 +65,56 @@ pub struct ModelArgs {
     /// destination must truncate by KIP-320's divergence rules).
     #[arg(long)]
     unclean_source: bool,
-    /// How STOPPING removes half transactions.
-    #[arg(long, value_enum, default_value_t = StopArg::Lso)]
-    stop_strategy: StopArg,
-    /// The order of STOPPING's steps 2-5 (bump, truncate, lme, reset), the KIP's by default;
-    /// `all` (check only) checks each of the 24 orders and prints one verdict line per order.
-    #[arg(long, value_name = "ORDER|all", default_value = "bump,truncate,lme,reset", value_parser = parse_stop_order)]
-    stop_order: StopOrderArg,
-    /// Who must truncate before MIRRORING (`all` = mirror.support.unclean.leader.election).
+    /// The state machine's design: the KIP text's (`seed`, docs/design.md) or the KIP authors'
+    /// prototype (`prototype`, docs/prototype.md). The options below default to the design's
+    /// choice and override it one by one.
+    #[arg(long, value_enum, default_value_t = DesignArg::Seed)]
+    design: DesignArg,
+    /// How STOPPING removes half transactions [default: the design's: seed lso, prototype abort].
+    #[arg(long, value_enum)]
+    stop_strategy: Option<StopArg>,
+    /// The order of STOPPING's steps 2-5 (bump, truncate, lme, reset) [default: the design's:
+    /// seed bump,truncate,lme,reset; prototype lme,bump,truncate,reset]; `all` (check only)
+    /// checks each of the 24 orders and prints one verdict line per order.
+    #[arg(long, value_name = "ORDER|all", value_parser = parse_stop_order)]
+    stop_order: Option<StopOrderArg>,
+    /// Who must truncate before MIRRORING (`all` = mirror.support.unclean.leader.election; in the
+    /// prototype also what sends a divergence to ULE_RECOVERY instead of FAILED).
     #[arg(long, value_enum, default_value_t = QuorumArg::Isr)]
     quorum: QuorumArg,
-    /// Isolation level of the mirror fetcher.
-    #[arg(long, value_enum, default_value_t = IsolationArg::Committed)]
-    fetch_isolation: IsolationArg,
-    /// Refuse to stop a PAUSED partition (the KIP prototypes disagree).
+    /// Isolation level of the mirror fetcher [default: the design's: seed committed, prototype
+    /// uncommitted].
+    #[arg(long, value_enum)]
+    fetch_isolation: Option<IsolationArg>,
+    /// Refuse to stop a PAUSED partition (the KIP's texts, and the prototype's controller and
+    /// table, disagree).
     #[arg(long)]
     refuse_stop_from_paused: bool,
+    /// Which state a FAILED retry writes [default: previous, the state recorded with the
+    /// failure; `log-alignment` is the prototype's javadoc].
+    #[arg(long, value_enum)]
+    failed_retry: Option<FailedRetryArg>,
+    /// The prototype's proactive bump: after appending batches within this many epochs of the
+    /// leader epoch, bump it (`none`: never) [default: the design's: seed none, prototype 3].
+    #[arg(long, value_name = "N|none", value_parser = parse_threshold)]
+    bump_threshold: Option<Threshold>,
+    /// A bump asks for at least the source's epoch plus this [default: the design's: seed 1,
+    /// prototype 10; 0 is the prototype's javadoc, "bump to match"].
+    #[arg(long, value_name = "N")]
+    bump_increment: Option<u16>,
+    /// Whether a fetched batch at exactly the leader epoch already waits for a bump [default:
+    /// the design's: seed true, prototype false].
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
+    bump_at_equal_epoch: Option<bool>,
+    /// What the stop records as the LME: the end of the mirrored data (`before-stop-writes`, the
+    /// seed) or the log's end whenever the step runs (`log-end`, the prototype) [default: the
+    /// design's].
+    #[arg(long, value_enum)]
+    lme_capture: Option<LmeCaptureArg>,
+    /// Whether the LME write is fenced by the STOPPING record's state epoch [default: the
+    /// design's: seed true, prototype false].
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
+    lme_fence: Option<bool>,
     /// Steps the fault-free scheduler may take in the bounded liveness properties.
     #[arg(long, default_value_t = ModelConfig::default_check().liveness_bound)]
     liveness_bound: u16,
@@ -131,6 +168,66 @@ fn parse_stop_order(s: &str) -> Result<StopOrderArg, String> {
     s.parse().map(StopOrderArg::One).map_err(|e| e.to_string())
 }
 
+/// `kmirror diagram`'s options.
+#[derive(Args, Debug, Clone)]
+pub struct DiagramArgs {
+    /// Whose transition table: the KIP text's (`seed`) or the authors' prototype's.
+    #[arg(long, value_enum, default_value_t = DesignArg::Seed)]
+    design: DesignArg,
+}
+
+/// `kmirror diagram`: the design's transition table as Mermaid.
+pub fn diagram(args: DiagramArgs) -> Result<ExitCode, String> {
+    print_out(&kmirror_kernel::diagram::mermaid_for(args.design.into()));
+    Ok(ExitCode::SUCCESS)
+}
+
+impl From<DesignArg> for Design {
+    fn from(design: DesignArg) -> Design {
+        match design {
+            DesignArg::Seed => Design::Seed,
+            DesignArg::Prototype => Design::Prototype,
+        }
+    }
+}
+
+/// `--bump-threshold`: a number of epochs, or `none`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Threshold(Option<u16>);
+
+fn parse_threshold(s: &str) -> Result<Threshold, String> {
+    if s == "none" {
+        return Ok(Threshold(None));
+    }
+    s.parse()
+        .map(|n| Threshold(Some(n)))
+        .map_err(|_| format!("`{s}` is neither `none` nor a number of epochs from 0 to 65535"))
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum DesignArg {
+    /// The KIP's text: seven states (docs/design.md).
+    Seed,
+    /// The KIP authors' prototype: ten states, its decisions (docs/prototype.md).
+    Prototype,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum LmeCaptureArg {
+    /// Where the stop's own writes begin, or the log end (the seed).
+    BeforeStopWrites,
+    /// The log's latest epoch and end offset when the step runs (the prototype).
+    LogEnd,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum FailedRetryArg {
+    /// The state recorded with the failure (the seed; the prototype's code).
+    Previous,
+    /// Always LOG_ALIGNMENT / PREPARING (the prototype's javadoc).
+    LogAlignment,
+}
+
 #[derive(ValueEnum, Clone, Copy, Debug)]
 enum StopArg {
     /// Truncate to the LSO (the KIP text, docs/design.md 5.4).
@@ -176,24 +273,53 @@ impl ModelArgs {
             epoch_lead: self.epoch_lead,
             ..ModelConfig::default_check()
         }
-        .with_stop_strategy(match self.stop_strategy {
-            StopArg::Lso => StopStrategy::TruncateToLso,
-            StopArg::Abort => StopStrategy::AbortOpenTransactions,
-        })
+        .with_design(self.design.into())
         .with_quorum(match self.quorum {
             QuorumArg::Isr => TruncationQuorum::Isr,
             QuorumArg::All => TruncationQuorum::AllReplicas,
         })
-        .with_fetch_isolation(match self.fetch_isolation {
-            IsolationArg::Committed => FetchIsolation::ReadCommitted,
-            IsolationArg::Uncommitted => FetchIsolation::ReadUncommitted,
-        })
-        .with_stop_from_paused(!self.refuse_stop_from_paused)
-        .with_stop_order(match self.stop_order {
-            StopOrderArg::One(order) => order,
-            StopOrderArg::All => StopOrder::KIP,
-        });
-        config.kernel.mutant = self.mutant;
+        .with_stop_from_paused(!self.refuse_stop_from_paused);
+        let kernel = &mut config.kernel;
+        if let Some(strategy) = self.stop_strategy {
+            kernel.stop_strategy = match strategy {
+                StopArg::Lso => StopStrategy::TruncateToLso,
+                StopArg::Abort => StopStrategy::AbortOpenTransactions,
+            };
+        }
+        if let Some(isolation) = self.fetch_isolation {
+            kernel.fetch_isolation = match isolation {
+                IsolationArg::Committed => FetchIsolation::ReadCommitted,
+                IsolationArg::Uncommitted => FetchIsolation::ReadUncommitted,
+            };
+        }
+        if let Some(StopOrderArg::One(order)) = self.stop_order {
+            kernel.stop_order = order;
+        }
+        if let Some(retry) = self.failed_retry {
+            kernel.failed_retry = match retry {
+                FailedRetryArg::Previous => FailedRetry::PreviousState,
+                FailedRetryArg::LogAlignment => FailedRetry::LogAlignment,
+            };
+        }
+        if let Some(Threshold(threshold)) = self.bump_threshold {
+            kernel.epoch_bump.proactive_threshold = threshold;
+        }
+        if let Some(increment) = self.bump_increment {
+            kernel.epoch_bump.increment = increment;
+        }
+        if let Some(at_equal) = self.bump_at_equal_epoch {
+            kernel.epoch_bump.reactive_at_equal = at_equal;
+        }
+        if let Some(capture) = self.lme_capture {
+            kernel.lme_capture = match capture {
+                LmeCaptureArg::BeforeStopWrites => LmeCapture::BeforeStopWrites,
+                LmeCaptureArg::LogEnd => LmeCapture::LogEnd,
+            };
+        }
+        if let Some(fenced) = self.lme_fence {
+            kernel.lme_write_fenced = fenced;
+        }
+        kernel.mutant = self.mutant;
         config
     }
 
@@ -206,7 +332,7 @@ impl ModelArgs {
                 "--mutant {mutant} needs a build with the kernel's mutants; rebuild with \
                  `cargo run --release --features mutants -- {command} --mutant {mutant}`"
             )),
-            _ if self.stop_order == StopOrderArg::All && command != "check" => Err(format!(
+            _ if self.stop_order == Some(StopOrderArg::All) && command != "check" => Err(format!(
                 "--stop-order all works with `check` only; give `{command}` one order"
             )),
             _ => Ok(self.config()),
@@ -335,7 +461,7 @@ pub fn check(args: CheckArgs) -> Result<ExitCode, String> {
     if args.node.node {
         return check_node(&args);
     }
-    if args.model.stop_order == StopOrderArg::All {
+    if args.model.stop_order == Some(StopOrderArg::All) {
         return check_stop_orders(&args);
     }
     let config = args.model.runnable_config("check")?;
@@ -354,7 +480,7 @@ pub fn check(args: CheckArgs) -> Result<ExitCode, String> {
 
 /// `kmirror check --node`: the node model with these options.
 fn check_node(args: &CheckArgs) -> Result<ExitCode, String> {
-    if args.model.stop_order == StopOrderArg::All {
+    if args.model.stop_order == Some(StopOrderArg::All) {
         return Err(
             "--stop-order all checks the single-partition model; give --node one order".to_string(),
         );

@@ -68,6 +68,13 @@ fn diagram_prints_the_kernels_mermaid() {
         String::from_utf8_lossy(&out.stdout),
         kmirror_kernel::diagram::mermaid()
     );
+    let out = kmirror(&["diagram", "--design", "prototype"]);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        kmirror_kernel::diagram::mermaid_for(kmirror_kernel::state::Design::Prototype)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("LOG_ALIGNMENT --> MIRRORING"));
 }
 
 /// `check --node` exhausts the node model (two topics sharing one node manager) and every

@@ -299,7 +299,7 @@ impl MirrorStateLog {
         &mut self,
         key: &MirrorPartition,
         value: LastMirroredEpochsValue,
-        expected_state_epoch: StateEpoch,
+        expected_state_epoch: Option<StateEpoch>,
         timestamp_ms: i64,
     ) -> Result<Result<(), WriteRefused>, MirrorStateLogError> {
         if let Err(refused) =
@@ -467,7 +467,7 @@ mod tests {
         // An LME write is fenced by its key's state epoch: none stored yet, refused.
         let leo = log.log().log_end_offset();
         assert!(log
-            .write_last_mirrored_epoch(&key("old"), lme, 0, 8)
+            .write_last_mirrored_epoch(&key("old"), lme, Some(0), 8)
             .unwrap()
             .is_err());
         assert_eq!(log.log().log_end_offset(), leo);
@@ -476,14 +476,14 @@ mod tests {
                 .unwrap()
                 .unwrap();
         }
-        log.write_last_mirrored_epoch(&key("old"), lme, 0, 8)
+        log.write_last_mirrored_epoch(&key("old"), lme, Some(0), 8)
             .unwrap()
             .unwrap();
         let newer = LastMirroredEpochsValue {
             last_mirrored_epoch: Some(2),
             last_mirrored_offset: 20,
         };
-        log.write_last_mirrored_epoch(&key("b"), newer, 0, 9)
+        log.write_last_mirrored_epoch(&key("b"), newer, Some(0), 9)
             .unwrap()
             .unwrap();
         log.close().unwrap();

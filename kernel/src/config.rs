@@ -7,7 +7,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::mutant::Mutant;
-use crate::state::TransitionTable;
+use crate::state::{Design, TransitionTable};
+use crate::types::LeaderEpoch;
 
 /// How STOPPING removes half-finished transactions before the partition becomes writable.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
@@ -88,6 +89,15 @@ pub struct StopOrder([StopStep; 4]);
 impl StopOrder {
     /// KIP-1279's order: bump, truncate, LME, reset.
     pub const KIP: StopOrder = StopOrder(StopStep::ALL);
+
+    /// The prototype's order (`docs/prototype.md` section 3.8): record the LME first, then
+    /// bump, then close open transactions, then reset producer ids.
+    pub const PROTOTYPE: StopOrder = StopOrder([
+        StopStep::Lme,
+        StopStep::Bump,
+        StopStep::Truncate,
+        StopStep::Reset,
+    ]);
 
     /// The 24 orders, in lexicographic order of [`StopStep`] (the first is [`StopOrder::KIP`]).
     pub const ALL: [StopOrder; 24] = [
@@ -392,6 +402,92 @@ impl Default for RetryPolicy {
     }
 }
 
+/// When a fetched batch's leader epoch makes the destination bump its own leader epoch
+/// (KIP-1279's invariant: the destination's epoch stays above every mirrored epoch).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub struct EpochBumpRule {
+    /// Whether a batch at exactly the destination's leader epoch already triggers the reactive
+    /// bump (the seed: at or above) or is appended (the prototype: strictly above,
+    /// `docs/prototype.md` section 3.4).
+    pub reactive_at_equal: bool,
+    /// The prototype's proactive bump: after appending batches whose epoch `b` is above
+    /// `leader epoch - threshold`, bump without leaving MIRRORING (`None`: never).
+    pub proactive_threshold: Option<u16>,
+    /// A bump asks the controller for at least the source epoch plus this (the seed 1, the
+    /// prototype 10; 0 is the prototype's javadoc, "bump to match").
+    pub increment: u16,
+}
+
+impl EpochBumpRule {
+    /// The seed's rule: bump before appending a batch at or above the leader epoch, to one
+    /// above the batch's epoch; no proactive bump.
+    pub const SEED: EpochBumpRule = EpochBumpRule {
+        reactive_at_equal: true,
+        proactive_threshold: None,
+        increment: 1,
+    };
+
+    /// The prototype's rule as coded: EPOCH_FENCING for a batch strictly above the leader
+    /// epoch, a proactive bump within 3 epochs, to the source's epoch + 10.
+    pub const PROTOTYPE: EpochBumpRule = EpochBumpRule {
+        reactive_at_equal: false,
+        proactive_threshold: Some(3),
+        increment: 10,
+    };
+
+    /// Whether a batch at `batch_epoch` must wait for a bump of `leader_epoch` before it is
+    /// appended.
+    pub fn reactive(&self, batch_epoch: LeaderEpoch, leader_epoch: LeaderEpoch) -> bool {
+        batch_epoch > leader_epoch || (self.reactive_at_equal && batch_epoch == leader_epoch)
+    }
+
+    /// Whether appended batches up to `batch_epoch` call for a proactive bump of
+    /// `leader_epoch`.
+    pub fn proactive(&self, batch_epoch: LeaderEpoch, leader_epoch: LeaderEpoch) -> bool {
+        self.proactive_threshold
+            .is_some_and(|t| batch_epoch > leader_epoch.saturating_sub(i32::from(t)))
+    }
+
+    /// The smallest leader epoch to ask the controller for, the source being at `source_epoch`.
+    pub fn target(&self, source_epoch: LeaderEpoch) -> LeaderEpoch {
+        source_epoch.saturating_add(i32::from(self.increment))
+    }
+}
+
+impl Default for EpochBumpRule {
+    /// [`EpochBumpRule::SEED`].
+    fn default() -> Self {
+        EpochBumpRule::SEED
+    }
+}
+
+/// What STOPPING records as the last mirrored epoch and offset.
+#[derive(
+    Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize,
+)]
+pub enum LmeCapture {
+    /// The end of the mirrored data: where the first batch at the stop epoch (the stop's own
+    /// writes) begins, or the log end (the seed, `docs/design.md` section 5.4).
+    #[default]
+    BeforeStopWrites,
+    /// The log's latest epoch and end offset whenever the step runs (the prototype: a stop
+    /// re-run after its own markers or reset records them as mirrored).
+    LogEnd,
+}
+
+/// Which state a FAILED partition's retry writes.
+#[derive(
+    Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize,
+)]
+pub enum FailedRetry {
+    /// The state recorded with the failure (the seed; the prototype's code, which falls back
+    /// to LOG_ALIGNMENT when none is recorded).
+    #[default]
+    PreviousState,
+    /// Always LOG_ALIGNMENT / PREPARING (the prototype's javadoc, disagreement D1).
+    LogAlignment,
+}
+
 /// Everything that parameterises a [`PartitionMirror`](crate::partition::PartitionMirror).
 #[derive(Clone, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
 pub struct MirrorConfig {
@@ -408,8 +504,65 @@ pub struct MirrorConfig {
     pub transitions: TransitionTable,
     /// FAILED retry backoff.
     pub retry: RetryPolicy,
+    /// The state machine's design: the seed's, or the prototype's states and decisions
+    /// (`docs/design.md`, section 10).
+    #[serde(default)]
+    pub design: Design,
+    /// When fetched epochs make the destination bump its leader epoch.
+    #[serde(default)]
+    pub epoch_bump: EpochBumpRule,
+    /// Whether the LME record is written only if the key's state epoch is still the STOPPING
+    /// record's (model finding 8; the prototype writes it unfenced).
+    #[serde(default = "fenced")]
+    pub lme_write_fenced: bool,
+    /// Which state a FAILED retry writes.
+    #[serde(default)]
+    pub failed_retry: FailedRetry,
+    /// What the stop records as the LME.
+    #[serde(default)]
+    pub lme_capture: LmeCapture,
     /// A deliberate bug, effective only with feature `mutants`.
     pub mutant: Option<Mutant>,
+}
+
+/// The default of [`MirrorConfig::lme_write_fenced`] in configurations written before it.
+fn fenced() -> bool {
+    true
+}
+
+impl MirrorConfig {
+    /// The KIP authors' prototype as read (`docs/prototype.md`): its ten states and table,
+    /// decisions taken on triggers only, READ_UNCOMMITTED fetches, a stop that records the
+    /// LME first (unfenced), bumps, aborts open transactions and resets producer ids, the
+    /// prototype's epoch-bump rule, and retries of FAILED to the recorded state, at most 10.
+    pub fn prototype() -> Self {
+        MirrorConfig {
+            design: Design::Prototype,
+            stop_strategy: StopStrategy::AbortOpenTransactions,
+            stop_order: StopOrder::PROTOTYPE,
+            truncation_quorum: TruncationQuorum::Isr,
+            fetch_isolation: FetchIsolation::ReadUncommitted,
+            transitions: TransitionTable::prototype(true),
+            retry: RetryPolicy {
+                initial_delay_ms: 1_000,
+                max_delay_ms: 300_000,
+                max_attempts: Some(10),
+            },
+            epoch_bump: EpochBumpRule::PROTOTYPE,
+            lme_write_fenced: false,
+            failed_retry: FailedRetry::PreviousState,
+            lme_capture: LmeCapture::LogEnd,
+            mutant: None,
+        }
+    }
+
+    /// The configuration of `design`: [`MirrorConfig::default`] or [`MirrorConfig::prototype`].
+    pub fn for_design(design: Design) -> Self {
+        match design {
+            Design::Seed => MirrorConfig::default(),
+            Design::Prototype => MirrorConfig::prototype(),
+        }
+    }
 }
 
 impl Default for MirrorConfig {
@@ -423,6 +576,11 @@ impl Default for MirrorConfig {
             fetch_isolation: FetchIsolation::ReadCommitted,
             transitions: TransitionTable::default(),
             retry: RetryPolicy::default(),
+            design: Design::Seed,
+            epoch_bump: EpochBumpRule::SEED,
+            lme_write_fenced: true,
+            failed_retry: FailedRetry::PreviousState,
+            lme_capture: LmeCapture::BeforeStopWrites,
             mutant: None,
         }
     }
@@ -447,6 +605,32 @@ mod tests {
         assert!(p.allows(3));
         assert!(!p.allows(4));
         assert!(RetryPolicy::default().allows(u32::MAX));
+    }
+
+    #[test]
+    fn epoch_bump_rules() {
+        let seed = EpochBumpRule::SEED;
+        assert!(seed.reactive(5, 5) && seed.reactive(6, 5) && !seed.reactive(4, 5));
+        assert!(!seed.proactive(5, 5));
+        assert_eq!(seed.target(5), 6);
+        let proto = EpochBumpRule::PROTOTYPE;
+        assert!(!proto.reactive(5, 5) && proto.reactive(6, 5));
+        assert!(proto.proactive(3, 5) && !proto.proactive(2, 5));
+        assert_eq!(proto.target(5), 15);
+        assert_eq!(proto.target(i32::MAX), i32::MAX);
+    }
+
+    #[test]
+    fn the_prototype_preset_differs_where_the_prototype_does() {
+        let p = MirrorConfig::prototype();
+        assert_eq!(MirrorConfig::for_design(Design::Prototype), p);
+        assert_eq!(
+            MirrorConfig::for_design(Design::Seed),
+            MirrorConfig::default()
+        );
+        assert_eq!(p.stop_order.to_string(), "lme,bump,truncate,reset");
+        assert_eq!(p.fetch_isolation, FetchIsolation::ReadUncommitted);
+        assert!(!p.lme_write_fenced && MirrorConfig::default().lme_write_fenced);
     }
 
     #[test]

@@ -261,6 +261,26 @@ pub struct ControllerConfig {
     /// Whether `RemoveTopicsFromMirror` accepts PAUSED partitions (and a `.paused` topic) as well
     /// as MIRRORING ones. Should agree with the transition table's `PAUSED -> STOPPING` edge.
     pub allow_stop_from_paused: bool,
+    /// Whether `ResumeMirrorTopics` needs every partition PAUSED (the prototype's broker
+    /// validation, `docs/prototype.md` section 4.1) rather than PAUSED or still MIRRORING (a
+    /// pause in flight).
+    #[serde(default)]
+    pub resume_only_when_paused: bool,
+}
+
+impl ControllerConfig {
+    /// The validation that agrees with the partitions' `config`: stopping a PAUSED topic as its
+    /// table allows, resuming only a PAUSED one in the prototype design.
+    pub fn for_kernel(config: &crate::config::MirrorConfig) -> Self {
+        ControllerConfig {
+            allow_stop_from_paused: config.transitions.is_legal(
+                MirrorState::Paused,
+                MirrorState::Stopping,
+                None,
+            ),
+            resume_only_when_paused: config.design == crate::state::Design::Prototype,
+        }
+    }
 }
 
 impl Default for ControllerConfig {
@@ -268,6 +288,7 @@ impl Default for ControllerConfig {
     fn default() -> Self {
         ControllerConfig {
             allow_stop_from_paused: true,
+            resume_only_when_paused: false,
         }
     }
 }
@@ -444,7 +465,7 @@ pub fn handle_mirror_request(
             pause_mirror_topics(catalogue, states, mirror, topics)
         }
         MirrorRequest::ResumeTopics { mirror, topics } => {
-            resume_mirror_topics(catalogue, states, mirror, topics)
+            resume_mirror_topics(catalogue, states, config, mirror, topics)
         }
     }
 }
@@ -562,11 +583,13 @@ pub fn pause_mirror_topics<S: AsRef<str>>(
 /// `ResumeMirrorTopics`: resumes each paused topic of `mirror` (drops the `.paused` suffix).
 ///
 /// Each topic must be paused in `mirror` with every partition PAUSED or MIRRORING (a pause may
-/// still be in flight); a topic that is not paused is `MIRROR_TOPIC_NOT_PAUSED`, except that a
-/// repeat while a partition is still PAUSED is a no-op success (see the module doc).
+/// still be in flight; only PAUSED with [`ControllerConfig::resume_only_when_paused`]); a topic
+/// that is not paused is `MIRROR_TOPIC_NOT_PAUSED`, except that a repeat while a partition is
+/// still PAUSED is a no-op success (see the module doc).
 pub fn resume_mirror_topics<S: AsRef<str>>(
     catalogue: &TopicCatalogue,
     states: &impl MirrorStateLookup,
+    config: &ControllerConfig,
     mirror: &str,
     topics: &[S],
 ) -> MirrorRequestOutcome {
@@ -581,7 +604,11 @@ pub fn resume_mirror_topics<S: AsRef<str>>(
                     m,
                     topic,
                     info,
-                    &[MirrorState::Paused, MirrorState::Mirroring],
+                    if config.resume_only_when_paused {
+                        &[MirrorState::Paused]
+                    } else {
+                        &[MirrorState::Paused, MirrorState::Mirroring]
+                    },
                     "resumed in",
                 )?;
                 Ok(Some(DesiredState::Mirror(m.clone())))
@@ -886,9 +913,11 @@ mod tests {
 
     const ON: ControllerConfig = ControllerConfig {
         allow_stop_from_paused: true,
+        resume_only_when_paused: false,
     };
     const OFF: ControllerConfig = ControllerConfig {
         allow_stop_from_paused: false,
+        resume_only_when_paused: false,
     };
 
     fn add(cat: &TopicCatalogue, st: &States, m: &str, t: &[&str]) -> MirrorRequestOutcome {
@@ -907,7 +936,7 @@ mod tests {
         pause_mirror_topics(cat, st, m, t)
     }
     fn resume(cat: &TopicCatalogue, st: &States, m: &str, t: &[&str]) -> MirrorRequestOutcome {
-        resume_mirror_topics(cat, st, m, t)
+        resume_mirror_topics(cat, st, &ON, m, t)
     }
 
     /// All four requests on the same catalogue, mirror and topics.
@@ -1229,6 +1258,38 @@ mod tests {
     }
 
     #[test]
+    fn the_prototype_resumes_only_when_every_partition_is_paused() {
+        let cat = set(&catalogue(), "a", "east.paused");
+        let mut st = States::new();
+        put(&mut st, &cat, "east", "a", Paused);
+        put_one(&mut st, &cat, "east", "a", 2, Pausing);
+        let prototype = ControllerConfig::for_kernel(&crate::config::MirrorConfig::prototype());
+        assert_eq!(
+            prototype,
+            ControllerConfig {
+                allow_stop_from_paused: true,
+                resume_only_when_paused: true
+            }
+        );
+        let o = resume_mirror_topics(&cat, &st, &prototype, "east", &["a"]);
+        assert_eq!(code(&o, "a"), Some(InvalidClusterMirrorState));
+        put_one(&mut st, &cat, "east", "a", 2, Mirroring);
+        let o = resume_mirror_topics(&cat, &st, &prototype, "east", &["a"]);
+        assert_eq!(
+            code(&o, "a"),
+            Some(InvalidClusterMirrorState),
+            "a pause in flight"
+        );
+        put_one(&mut st, &cat, "east", "a", 2, Paused);
+        let o = resume_mirror_topics(&cat, &st, &prototype, "east", &["a"]);
+        assert!(o.all_ok());
+        assert_eq!(
+            ControllerConfig::for_kernel(&crate::config::MirrorConfig::default()),
+            ON
+        );
+    }
+
+    #[test]
     fn resume_refuses_a_paused_topic_with_a_partition_in_another_state() {
         let cat = set(&catalogue(), "a", "east.paused");
         for s in [Unknown, Preparing, Stopping, Stopped, Failed] {
@@ -1521,7 +1582,7 @@ mod tests {
                     }
                 }
             }
-            let cfg = ControllerConfig { allow_stop_from_paused: allow };
+            let cfg = ControllerConfig { allow_stop_from_paused: allow, resume_only_when_paused: false };
             let topics: Vec<String> = topics.into_iter().map(String::from).collect();
             let req = match kind {
                 0 => MirrorRequest::AddTopics { mirror: mirror.into(), topics: topics.clone() },

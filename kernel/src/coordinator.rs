@@ -257,21 +257,22 @@ impl Coordinator {
     /// computed from a different log (the model found that race once the leader credited
     /// followers with the fetch offset, as Kafka does). Both records share a key, hence a
     /// `__mirror_state` partition, so one coordinator checks them atomically. With
-    /// [`Mutant::AcceptFencedWrite`] active, the fence is skipped.
+    /// [`Mutant::AcceptFencedWrite`] active, the fence is skipped; `expected_state_epoch ==
+    /// None` skips it too (the prototype's unfenced LME write, `docs/prototype.md` section 4.2).
     pub fn write_last_mirrored_epoch(
         &mut self,
         key: &MirrorPartition,
         value: LastMirroredEpochsValue,
-        expected_state_epoch: StateEpoch,
+        expected_state_epoch: Option<StateEpoch>,
     ) -> Result<Option<LastMirroredEpochsValue>, WriteRefused> {
         let stored = self.states.get(key).map(|s| s.state_epoch);
-        if stored != Some(expected_state_epoch)
-            && !mutant::active(self.mutant, Mutant::AcceptFencedWrite)
-        {
-            return Err(WriteRefused::FencedStateEpoch {
-                expected: Some(expected_state_epoch),
-                stored,
-            });
+        if let Some(expected) = expected_state_epoch {
+            if stored != Some(expected) && !mutant::active(self.mutant, Mutant::AcceptFencedWrite) {
+                return Err(WriteRefused::FencedStateEpoch {
+                    expected: Some(expected),
+                    stored,
+                });
+            }
         }
         Ok(self.last_mirrored_epochs.insert(key.clone(), value))
     }
@@ -732,21 +733,21 @@ mod tests {
             last_mirrored_offset: 120,
         };
         assert_eq!(c.read_last_mirrored_epoch(&key(0)), None);
-        assert_eq!(c.write_last_mirrored_epoch(&key(0), lme, 1), Ok(None));
+        assert_eq!(c.write_last_mirrored_epoch(&key(0), lme, Some(1)), Ok(None));
         assert_eq!(c.read_last_mirrored_epoch(&key(0)), Some(&lme));
         let newer = LastMirroredEpochsValue {
             last_mirrored_epoch: Some(6),
             last_mirrored_offset: 130,
         };
         assert_eq!(
-            c.write_last_mirrored_epoch(&key(0), newer, 1),
+            c.write_last_mirrored_epoch(&key(0), newer, Some(1)),
             Ok(Some(lme))
         );
         // Deleting the LME leaves the state, and vice versa.
         assert_eq!(c.delete_last_mirrored_epoch(&key(0)), Some(newer));
         assert_eq!(c.delete_last_mirrored_epoch(&key(0)), None);
         assert_eq!(c.read_state(&key(0)).unwrap().state, Mirroring);
-        c.write_last_mirrored_epoch(&key(0), lme, 1).unwrap();
+        c.write_last_mirrored_epoch(&key(0), lme, Some(1)).unwrap();
         assert_eq!(c.delete_state(&key(0)).unwrap().state, Mirroring);
         assert_eq!(c.delete_state(&key(0)), None);
         assert_eq!(c.read_last_mirrored_epoch(&key(0)), Some(&lme));
@@ -762,10 +763,11 @@ mod tests {
         // The old leader wrote STOPPING (state epoch 2); its successor re-asserted it (3).
         c.write_state(&key(0), value(Stopping, 5), Some(1)).unwrap();
         c.write_state(&key(0), value(Stopping, 6), Some(2)).unwrap();
-        c.write_last_mirrored_epoch(&key(0), lme(2), 3).unwrap();
+        c.write_last_mirrored_epoch(&key(0), lme(2), Some(3))
+            .unwrap();
         // The old leader's LME, computed from its own log, arrives late: refused.
         assert_eq!(
-            c.write_last_mirrored_epoch(&key(0), lme(1), 2),
+            c.write_last_mirrored_epoch(&key(0), lme(1), Some(2)),
             Err(WriteRefused::FencedStateEpoch {
                 expected: Some(2),
                 stored: Some(3)
@@ -774,7 +776,7 @@ mod tests {
         assert_eq!(c.read_last_mirrored_epoch(&key(0)), Some(&lme(2)));
         // No state record: nothing to fence against, so nothing is accepted.
         assert_eq!(
-            c.write_last_mirrored_epoch(&key(1), lme(1), 0)
+            c.write_last_mirrored_epoch(&key(1), lme(1), Some(0))
                 .map_err(|e| e.reason()),
             Err(FenceReason::FencedStateEpoch)
         );
@@ -788,7 +790,7 @@ mod tests {
             last_mirrored_offset: 1,
         };
         let mut c = mirroring().with_mutant(Some(Mutant::AcceptFencedWrite));
-        assert_eq!(c.write_last_mirrored_epoch(&key(0), lme, 0), Ok(None));
+        assert_eq!(c.write_last_mirrored_epoch(&key(0), lme, Some(0)), Ok(None));
     }
 
     #[test]
@@ -908,7 +910,7 @@ mod tests {
                 last_mirrored_epoch: None,
                 last_mirrored_offset: -1,
             },
-            FIRST_STATE_EPOCH,
+            Some(FIRST_STATE_EPOCH),
         )
         .unwrap();
         let decoded: Vec<_> = c

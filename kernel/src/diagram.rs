@@ -8,31 +8,55 @@
 
 use std::fmt::Write;
 
-use crate::state::{MirrorState, TransitionTable};
+use crate::state::{Design, FailedExits, MirrorState, TransitionTable};
 
 /// The default transition table as a Mermaid state diagram.
 pub fn mermaid() -> String {
     mermaid_of(&TransitionTable::default())
 }
 
+/// The transition table of `design` as a Mermaid state diagram, with the design's state names
+/// (the prototype's PREPARING is LOG_ALIGNMENT).
+pub fn mermaid_for(design: Design) -> String {
+    match design {
+        Design::Seed => mermaid(),
+        Design::Prototype => render(&TransitionTable::prototype(true), design),
+    }
+}
+
 /// `table` as a Mermaid state diagram: `[*]` enters at UNKNOWN, one arrow per explicit edge in
 /// the table's order, then FAILED's structural arrows: every other state may fail, and FAILED
 /// goes back to the state recorded with it, the state whose side effect failed (any state but
-/// UNKNOWN, which has no side effect to fail).
+/// UNKNOWN, which has no side effect to fail). A table whose FAILED exits are edges
+/// ([`FailedExits::Edges`]) draws those instead of the retry arrows.
 pub fn mermaid_of(table: &TransitionTable) -> String {
+    render(table, Design::Seed)
+}
+
+fn render(table: &TransitionTable, names: Design) -> String {
+    let name = |s: MirrorState| s.name_in(names);
+    let failed = name(MirrorState::Failed);
     let mut out = String::from("stateDiagram-v2\n");
-    let _ = writeln!(out, "    [*] --> {}", MirrorState::Unknown);
+    let _ = writeln!(out, "    [*] --> {}", name(MirrorState::Unknown));
     for (from, to) in table.edges() {
-        let _ = writeln!(out, "    {from} --> {to}");
+        let label = if from == MirrorState::Failed {
+            ": retry"
+        } else {
+            ""
+        };
+        let _ = writeln!(out, "    {} --> {}{label}", name(from), name(to));
     }
-    for state in MirrorState::ALL {
+    let states = table.states();
+    for &state in &states {
         if state != MirrorState::Failed {
-            let _ = writeln!(out, "    {state} --> {}: step failed", MirrorState::Failed);
+            let _ = writeln!(out, "    {} --> {failed}: step failed", name(state));
         }
     }
-    for target in MirrorState::ALL {
-        if !matches!(target, MirrorState::Unknown | MirrorState::Failed) {
-            let _ = writeln!(out, "    {} --> {target}: retry", MirrorState::Failed);
+    if table.failed_exits() == FailedExits::RetryTarget {
+        for &target in &states {
+            if !matches!(target, MirrorState::Unknown | MirrorState::Failed) {
+                let _ = writeln!(out, "    {failed} --> {}: retry", name(target));
+            }
         }
     }
     out
@@ -86,13 +110,37 @@ mod tests {
     fn every_legal_transition_is_drawn() {
         let table = TransitionTable::default();
         let diagram = mermaid_of(&table);
-        for from in MirrorState::ALL {
-            for to in MirrorState::ALL {
+        for from in table.states() {
+            for to in table.states() {
                 // A FAILED record names the state whose side effect failed; UNKNOWN has none.
                 let retry = (from == MirrorState::Failed).then_some(to);
                 let recordable = !(from == MirrorState::Failed && to == MirrorState::Unknown);
                 if from != to && recordable && table.is_legal(from, to, retry) {
                     let arrow = format!("    {from} --> {to}");
+                    assert!(diagram.contains(&arrow), "{arrow} missing:\n{diagram}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_prototype_diagram_names_log_alignment_and_draws_only_its_failed_exits() {
+        let diagram = mermaid_for(Design::Prototype);
+        assert!(diagram.contains("    UNKNOWN --> LOG_ALIGNMENT\n"));
+        assert!(diagram.contains("    FAILED --> MIRRORING: retry\n"));
+        assert!(diagram.contains("    PAUSING --> FAILED: step failed\n"));
+        assert!(!diagram.contains("FAILED --> PAUSED"));
+        assert!(!diagram.contains("PREPARING"));
+        assert_eq!(mermaid_for(Design::Seed), mermaid());
+        let table = TransitionTable::prototype(true);
+        for from in MirrorState::ALL {
+            for to in MirrorState::ALL {
+                if from != to && to != MirrorState::Failed && table.is_legal(from, to, None) {
+                    let arrow = format!(
+                        "    {} --> {}",
+                        from.name_in(Design::Prototype),
+                        to.name_in(Design::Prototype)
+                    );
                     assert!(diagram.contains(&arrow), "{arrow} missing:\n{diagram}");
                 }
             }

@@ -166,8 +166,9 @@ pub enum Effect {
         key: MirrorPartition,
         /// The record.
         value: LastMirroredEpochsValue,
-        /// The state epoch of the STOPPING record this leader wrote: the fence.
-        expected_state_epoch: StateEpoch,
+        /// The state epoch of the STOPPING record this leader wrote: the fence (`None`: not
+        /// fenced, the prototype's write).
+        expected_state_epoch: Option<StateEpoch>,
     },
     /// Let local producers write (`true`) or refuse them with `READ_ONLY_TOPIC` (`false`).
     SetWritable(bool),

@@ -20,15 +20,17 @@ use std::hash::{Hash, Hasher};
 use im::OrdSet;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{MirrorConfig, StopStep, StopStrategy, TruncationQuorum};
+use crate::config::{
+    FailedRetry, LmeCapture, MirrorConfig, StopStep, StopStrategy, TruncationQuorum,
+};
 use crate::desired::DesiredState;
 use crate::effect::{Effect, LogEffect, RequestId, TruncationCause};
 use crate::fetch::{divergence_truncation_offset, resolve_out_of_range, OutOfRangeResolution};
 use crate::input::{FetchOutcome, Input};
 use crate::log::LogView;
 use crate::mutant::{self, Mutant};
-use crate::records::{LastMirroredEpochsValue, MirrorPartitionStateValue};
-use crate::state::MirrorState;
+use crate::records::{LastMirroredEpochsValue, MirrorPartitionStateValue, NON_RETRYABLE_ATTEMPT};
+use crate::state::{Design, MirrorState};
 use crate::types::{
     BrokerId, EpochAndOffset, LeaderEpoch, MirrorPartition, Offset, PartitionIndex, ProducerEpoch,
     ProducerId, TopicId,
@@ -96,6 +98,9 @@ pub enum Activity {
     AwaitingFetchEpochBump(RequestId),
     /// STOPPING: waiting for the LME record to be stored.
     AwaitingLmeWrite(RequestId),
+    /// EPOCH_FENCING (the prototype design): waiting for the controller's bump, then
+    /// MIRRORING.
+    AwaitingFencingBump(RequestId),
     /// STOPPING: waiting for the high watermark to reach the `MIRROR_PID_RESET` batch.
     AwaitingPidResetCommit,
     /// FAILED: waiting for the retry timer of `attempt`.
@@ -179,6 +184,14 @@ pub struct PartitionMirror {
     writable: bool,
     /// Whether this leadership has had a state write acknowledged (see [`Self::reconcile`]).
     asserted: bool,
+    /// The prototype design: the source epoch of the fetched batch that sent the partition to
+    /// EPOCH_FENCING, which the bump must exceed (in memory only, like the prototype's fresh
+    /// source metadata; a new leader falls back to its log's latest epoch and, if that bump
+    /// falls short, the next fetch fences again).
+    fencing_epoch: Option<LeaderEpoch>,
+    /// The prototype design: a desired-state change arrived while a read or write was in
+    /// flight, so the answer is a trigger to decide on.
+    decision_pending: bool,
     next_request: u64,
 }
 
@@ -201,6 +214,8 @@ impl PartitionMirror {
             fetcher_running: false,
             writable: false,
             asserted: false,
+            fencing_epoch: None,
+            decision_pending: false,
             next_request: 0,
         }
     }
@@ -307,7 +322,11 @@ impl PartitionMirror {
                 self.stored = Some(Some(value));
                 self.asserted = true;
                 self.activity = Activity::Settled;
-                self.reconcile(config, log, &mut out);
+                // The prototype decides on triggers only (leadership, a desired-state change,
+                // a read): after its own write it runs the written state's side effect.
+                let decide = config.design == Design::Seed || self.decision_pending;
+                self.decision_pending = false;
+                self.reconcile_with(config, log, decide, &mut out);
             }
             Input::WriteFenced { request, .. } => {
                 match self.activity {
@@ -372,6 +391,15 @@ impl PartitionMirror {
             Input::LeaderEpochBumped {
                 request,
                 leader_epoch,
+            } if self.activity == Activity::AwaitingFencingBump(request) => {
+                if let Some(l) = self.leadership.as_mut() {
+                    l.leader_epoch = l.leader_epoch.max(leader_epoch);
+                }
+                self.write_state(config, MirrorState::Mirroring, None, &mut out);
+            }
+            Input::LeaderEpochBumped {
+                request,
+                leader_epoch,
             } => {
                 self.expect(Activity::AwaitingEpochBump(request), request)?;
                 if let Some(l) = self.leadership.as_mut() {
@@ -402,10 +430,11 @@ impl PartitionMirror {
                     return Err(self.not_applicable("RetryDue"));
                 }
                 match self.stored_value().cloned() {
-                    Some(v) if v.state == MirrorState::Failed => {
-                        let target = v.previous_state.unwrap_or(MirrorState::Unknown);
-                        self.write_state(config, target, None, &mut out);
-                    }
+                    Some(v) if v.state == MirrorState::Failed => match retry_target(config, &v) {
+                        Some(target) => self.write_state(config, target, None, &mut out),
+                        // The table refuses the retry: FAILED until an operator acts.
+                        None => self.activity = Activity::Settled,
+                    },
                     // The timer was for a failed read or write of the state itself.
                     _ => self.read_state(&mut out),
                 }
@@ -517,7 +546,10 @@ impl PartitionMirror {
             return;
         }
         match self.activity {
-            Activity::Reading(_) | Activity::Writing { .. } => {} // decided when the answer arrives
+            // Decided when the answer arrives.
+            Activity::Reading(_) | Activity::Writing { .. } => {
+                self.decision_pending = config.design == Design::Prototype;
+            }
             _ => self.reconcile(config, log, out),
         }
     }
@@ -541,6 +573,9 @@ impl PartitionMirror {
         from: MirrorState,
     ) -> Option<MirrorState> {
         use MirrorState::*;
+        if config.design == Design::Prototype {
+            return self.prototype_decision(config, from);
+        }
         let to = match (&self.desired, from) {
             (DesiredState::Mirror(_), Stopped)
                 if mutant::active(config.mutant, Mutant::FailbackWithoutPreparing) =>
@@ -556,20 +591,55 @@ impl PartitionMirror {
         config.transitions.is_legal(from, to, None).then_some(to)
     }
 
-    /// Moves on from the persisted state: either the transition the desired state asks for, or
-    /// (re-)running the current state's side effect.
+    /// The prototype's decision function (`docs/prototype.md` section 3.1): FAILED wins over
+    /// every request (its retry decides); a stop or a pause is asked of any state the table
+    /// lets go there, and a request the table refuses is dropped, not remembered.
+    fn prototype_decision(&self, config: &MirrorConfig, from: MirrorState) -> Option<MirrorState> {
+        use MirrorState::*;
+        let to = match (&self.desired, from) {
+            (DesiredState::Mirror(_), Stopped)
+                if mutant::active(config.mutant, Mutant::FailbackWithoutPreparing) =>
+            {
+                return Some(Mirroring);
+            }
+            (_, Failed) => return None,
+            (DesiredState::Stop(_), _) => Stopping,
+            (DesiredState::Pause(_), _) => Pausing,
+            (DesiredState::Mirror(_), Paused) => Mirroring,
+            (DesiredState::Mirror(_), Unknown | Stopped) => Preparing,
+            _ => return None,
+        };
+        (to != from && config.transitions.is_legal(from, to, None)).then_some(to)
+    }
+
+    /// [`Self::reconcile_with`], deciding.
+    fn reconcile(&mut self, config: &MirrorConfig, log: &impl LogView, out: &mut Vec<Effect>) {
+        self.reconcile_with(config, log, true, out);
+    }
+
+    /// Moves on from the persisted state: either the transition the desired state asks for
+    /// (only when `decide`), or (re-)running the current state's side effect.
     ///
     /// A leader acts on a state only once it has itself written it in this leadership: a state
     /// merely read may be overtaken by a write its predecessor still has in flight (the model
     /// found that race), so the first time it re-asserts the record (a self-transition). The
     /// write fences the predecessor by leader epoch, or is itself fenced by state epoch if the
     /// predecessor's write landed first, and the partition re-reads.
-    fn reconcile(&mut self, config: &MirrorConfig, log: &impl LogView, out: &mut Vec<Effect>) {
+    fn reconcile_with(
+        &mut self,
+        config: &MirrorConfig,
+        log: &impl LogView,
+        decide: bool,
+        out: &mut Vec<Effect>,
+    ) {
         if self.leadership.is_none() || self.stored.is_none() {
             return;
         }
         let state = self.state();
-        match self.immediate_transition(config, state) {
+        let transition = decide
+            .then(|| self.immediate_transition(config, state))
+            .flatten();
+        match transition {
             Some(to) => self.write_state(config, to, None, out),
             None if !self.asserted && self.needs_reassert(config) => self.reassert(config, out),
             None => self.enter(config, state, log, out),
@@ -621,6 +691,28 @@ impl PartitionMirror {
         error: Option<String>,
         out: &mut Vec<Effect>,
     ) {
+        self.write_value(config, target, error, false, out);
+    }
+
+    /// [`Self::write_state`] of FAILED with `error`, never retried automatically (the
+    /// prototype's non-retryable failures).
+    fn write_non_retryable_failure(
+        &mut self,
+        config: &MirrorConfig,
+        error: String,
+        out: &mut Vec<Effect>,
+    ) {
+        self.write_value(config, MirrorState::Failed, Some(error), true, out);
+    }
+
+    fn write_value(
+        &mut self,
+        config: &MirrorConfig,
+        target: MirrorState,
+        error: Option<String>,
+        non_retryable: bool,
+        out: &mut Vec<Effect>,
+    ) {
         let (Some(key), Some(leadership)) = (self.key(), self.leadership.as_ref()) else {
             return;
         };
@@ -634,7 +726,9 @@ impl PartitionMirror {
             error_message: error,
             // Counts failures in a row: a retry keeps the count, any other success clears it.
             retry_attempt: match (from, target) {
-                (_, MirrorState::Failed) => attempts + 1,
+                _ if non_retryable => NON_RETRYABLE_ATTEMPT,
+                (_, MirrorState::Failed) if attempts == NON_RETRYABLE_ATTEMPT => attempts,
+                (_, MirrorState::Failed) => attempts.saturating_add(1),
                 (MirrorState::Failed, _) => attempts,
                 _ => 0,
             },
@@ -708,6 +802,20 @@ impl PartitionMirror {
                 self.stop_fetcher(out);
                 self.activity = Activity::Settled;
             }
+            MirrorState::Pausing => {
+                self.stop_fetcher(out);
+                self.write_state(config, MirrorState::Paused, None, out);
+            }
+            MirrorState::EpochFencing => self.fence_epoch(config, log, out),
+            MirrorState::UleRecovery => {
+                // Wait until the replicas converged on the truncated log, then mirror again.
+                self.stop_fetcher(out);
+                self.activity = Activity::AwaitingReplicas {
+                    truncated_to: log.log_end_offset(),
+                    done: OrdSet::unit(self.broker),
+                };
+                self.check_replicas_done(config, out);
+            }
             MirrorState::Stopping => self.run_stop_sequence(config, log, out),
             MirrorState::Stopped => {
                 self.stop_fetcher(out);
@@ -720,7 +828,8 @@ impl PartitionMirror {
             MirrorState::Failed => {
                 self.stop_fetcher(out);
                 let attempt = self.stored_value().map_or(1, |v| v.retry_attempt);
-                if config.retry.allows(attempt)
+                if attempt != NON_RETRYABLE_ATTEMPT
+                    && config.retry.allows(attempt)
                     && !mutant::active(config.mutant, Mutant::NeverRetry)
                 {
                     self.activity = Activity::AwaitingRetry { attempt };
@@ -732,6 +841,31 @@ impl PartitionMirror {
                     self.activity = Activity::Settled;
                 }
             }
+        }
+    }
+
+    /// EPOCH_FENCING (the prototype design): bump the leader epoch above the source's epoch
+    /// `S` (the fencing batch's, or after a leader change the log's latest) when `S` is within
+    /// the bump rule's threshold of the leader epoch `L` (`S > L - threshold`), then MIRRORING;
+    /// otherwise MIRRORING at once.
+    fn fence_epoch(&mut self, config: &MirrorConfig, log: &impl LogView, out: &mut Vec<Effect>) {
+        self.stop_fetcher(out);
+        let leader_epoch = self.leadership.as_ref().map_or(0, |l| l.leader_epoch);
+        let source_epoch = self
+            .fencing_epoch
+            .take()
+            .or(log.epoch_cache().latest_epoch())
+            .unwrap_or(leader_epoch);
+        let threshold = config.epoch_bump.proactive_threshold.unwrap_or(0);
+        if source_epoch > leader_epoch.saturating_sub(i32::from(threshold)) {
+            let request = self.request();
+            self.activity = Activity::AwaitingFencingBump(request);
+            out.push(Effect::BumpLeaderEpoch {
+                request,
+                at_least: config.epoch_bump.target(source_epoch),
+            });
+        } else {
+            self.write_state(config, MirrorState::Mirroring, None, out);
         }
     }
 
@@ -852,7 +986,7 @@ impl PartitionMirror {
                 let source_ahead = if mutant::active(config.mutant, Mutant::EpochTieNotBumped) {
                     last_epoch.is_some_and(|e| e > leader_epoch)
                 } else {
-                    last_epoch.is_some_and(|e| e >= leader_epoch)
+                    last_epoch.is_some_and(|e| config.epoch_bump.reactive(e, leader_epoch))
                 };
                 if next_offset > leo
                     && source_ahead
@@ -861,14 +995,35 @@ impl PartitionMirror {
                     // The destination's epoch must stay above every mirrored epoch (KIP-1279's
                     // leader-epoch invariant), or a later leader writes at an epoch a replica
                     // already holds mirrored data for. Bump first, then fetch again.
+                    let source_epoch = last_epoch.unwrap_or(leader_epoch);
+                    if config.design == Design::Prototype {
+                        // The prototype persists EPOCH_FENCING, whose side effect bumps.
+                        self.fencing_epoch = Some(source_epoch);
+                        self.write_state(config, MirrorState::EpochFencing, None, out);
+                        return;
+                    }
                     let request = self.request();
                     self.activity = Activity::AwaitingFetchEpochBump(request);
                     out.push(Effect::BumpLeaderEpoch {
                         request,
-                        at_least: last_epoch.unwrap_or(leader_epoch) + 1,
+                        at_least: config.epoch_bump.target(source_epoch),
                     });
                 } else if next_offset > leo {
                     out.push(Effect::Log(LogEffect::AppendFetched));
+                    let appended_epoch = last_epoch.unwrap_or(leader_epoch);
+                    if last_epoch.is_some()
+                        && config.epoch_bump.proactive(appended_epoch, leader_epoch)
+                    {
+                        // The prototype's proactive bump, without leaving MIRRORING: the next
+                        // fetch waits for it.
+                        let request = self.request();
+                        self.activity = Activity::AwaitingFetchEpochBump(request);
+                        out.push(Effect::BumpLeaderEpoch {
+                            request,
+                            at_least: config.epoch_bump.target(appended_epoch),
+                        });
+                        return;
+                    }
                     self.fetch(
                         config,
                         next_offset,
@@ -886,6 +1041,23 @@ impl PartitionMirror {
                         offset,
                         cause: TruncationCause::DivergingEpoch,
                     }));
+                    if config.design == Design::Prototype {
+                        // The source lost data it had served: an unclean election there. The
+                        // prototype recovers (ULE_RECOVERY) only when unclean elections are
+                        // supported, else fails for good.
+                        if config.truncation_quorum == TruncationQuorum::AllReplicas {
+                            self.write_state(config, MirrorState::UleRecovery, None, out);
+                        } else {
+                            self.write_non_retryable_failure(
+                                config,
+                                "log truncation while mirroring implies an unclean leader \
+                                 election in the source cluster"
+                                    .into(),
+                                out,
+                            );
+                        }
+                        return;
+                    }
                 }
                 let epoch = cache.epoch_for_offset(offset - 1);
                 self.fetch(config, offset, epoch, out);
@@ -1051,12 +1223,17 @@ impl PartitionMirror {
                         continue;
                     }
                     // The LME ends where the first batch written at the stop epoch (or later)
-                    // begins, or at the log end.
-                    let last_mirrored_offset = view
-                        .stop_writes_start
-                        .map_or(view.log_end_offset, |s| s.min(view.log_end_offset));
-                    let last_mirrored_epoch =
-                        log.epoch_cache().epoch_for_offset(last_mirrored_offset - 1);
+                    // begins, or at the log end. The prototype records the log's latest epoch
+                    // and its end, whatever the stop wrote before.
+                    let (last_mirrored_epoch, last_mirrored_offset) =
+                        if config.lme_capture == LmeCapture::LogEnd {
+                            (view.latest_epoch, view.log_end_offset)
+                        } else {
+                            let offset = view
+                                .stop_writes_start
+                                .map_or(view.log_end_offset, |s| s.min(view.log_end_offset));
+                            (log.epoch_cache().epoch_for_offset(offset - 1), offset)
+                        };
                     let request = self.request();
                     self.activity = Activity::AwaitingLmeWrite(request);
                     out.push(Effect::WriteLastMirroredEpoch {
@@ -1066,7 +1243,7 @@ impl PartitionMirror {
                             last_mirrored_epoch,
                             last_mirrored_offset,
                         },
-                        expected_state_epoch: stored.state_epoch,
+                        expected_state_epoch: config.lme_write_fenced.then_some(stored.state_epoch),
                     });
                     return;
                 }
@@ -1147,6 +1324,7 @@ impl PartitionMirror {
             Activity::AwaitingLme(r)
             | Activity::Fetching(r)
             | Activity::AwaitingFetchEpochBump(r)
+            | Activity::AwaitingFencingBump(r)
                 if r == request =>
             {
                 self.write_state(config, MirrorState::Failed, Some(error), out);
@@ -1155,6 +1333,26 @@ impl PartitionMirror {
             _ => Err(Ignored::StaleCompletion(request)),
         }
     }
+}
+
+/// The state a retry of the FAILED record `failed` writes, or `None` when the table refuses it
+/// (the prototype: a FAILED EPOCH_FENCING, ULE_RECOVERY, PAUSING, PAUSED or STOPPED stays
+/// FAILED until an operator acts, `docs/prototype.md` D1).
+fn retry_target(config: &MirrorConfig, failed: &MirrorPartitionStateValue) -> Option<MirrorState> {
+    let recorded = failed.previous_state;
+    if config.design == Design::Seed && config.failed_retry == FailedRetry::PreviousState {
+        return Some(recorded.unwrap_or(MirrorState::Unknown));
+    }
+    let target = match config.failed_retry {
+        FailedRetry::PreviousState => recorded
+            .filter(|&s| s != MirrorState::Unknown)
+            .unwrap_or(MirrorState::Preparing),
+        FailedRetry::LogAlignment => MirrorState::Preparing,
+    };
+    config
+        .transitions
+        .is_legal(MirrorState::Failed, target, recorded)
+        .then_some(target)
 }
 
 /// The log as the STOPPING steps emitted so far in one `handle` call leave it: log effects are

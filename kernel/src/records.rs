@@ -56,6 +56,11 @@ use crate::types::{
     UNDEFINED_EPOCH,
 };
 
+/// The `retry_attempt` of a FAILED record that must not be retried automatically (the
+/// prototype's non-retryable failures, e.g. an unclean election on the source without
+/// `mirror.support.unclean.leader.election`). On the wire it is Kafka's `-1`.
+pub const NON_RETRYABLE_ATTEMPT: u32 = u32::MAX;
+
 /// `MirrorPartitionStateValue`: where a mirrored partition is, as persisted.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
 pub struct MirrorPartitionStateValue {
@@ -67,7 +72,8 @@ pub struct MirrorPartitionStateValue {
     pub state_epoch: StateEpoch,
     /// Why the partition FAILED, when it did.
     pub error_message: Option<String>,
-    /// How many retries of the failed step were attempted.
+    /// How many retries of the failed step were attempted, or [`NON_RETRYABLE_ATTEMPT`]: the
+    /// failure is not retried automatically.
     pub retry_attempt: u32,
     /// For FAILED: the state to retry. Otherwise the state this one was entered from.
     pub previous_state: Option<MirrorState>,
@@ -425,8 +431,12 @@ impl MirrorStateKey {
 impl MirrorPartitionStateValue {
     /// The value's bytes at [`STATE_VALUE_VERSION`] (see the module doc).
     pub fn encode(&self) -> Result<Vec<u8>, RecordEncodeError> {
-        let retry = i32::try_from(self.retry_attempt)
-            .map_err(|_| RecordEncodeError::RetryCountTooLarge(self.retry_attempt))?;
+        let retry = if self.retry_attempt == NON_RETRYABLE_ATTEMPT {
+            -1
+        } else {
+            i32::try_from(self.retry_attempt)
+                .map_err(|_| RecordEncodeError::RetryCountTooLarge(self.retry_attempt))?
+        };
         let mut w = Writer(Vec::with_capacity(24));
         w.i16(STATE_VALUE_VERSION);
         w.i8(self.state.code());
@@ -453,8 +463,11 @@ impl MirrorPartitionStateValue {
         let state_epoch = r.i32("state epoch")?;
         let error_message = r.nullable_string("error message")?;
         let retry = r.i32("retry attempt")?;
-        let retry_attempt =
-            u32::try_from(retry).map_err(|_| RecordDecodeError::NegativeRetryCount(retry))?;
+        let retry_attempt = if retry == -1 {
+            NON_RETRYABLE_ATTEMPT
+        } else {
+            u32::try_from(retry).map_err(|_| RecordDecodeError::NegativeRetryCount(retry))?
+        };
         let previous_state = r.optional_state("previous state")?;
         r.finish("MirrorPartitionStateValue")?;
         Ok(MirrorPartitionStateValue {
@@ -893,12 +906,12 @@ mod tests {
     #[test]
     fn unknown_state_codes_are_refused() {
         let mut v = MIRRORING_VALUE_BYTES;
-        v[2] = 7;
+        v[2] = 10;
         assert_eq!(
             MirrorPartitionStateValue::decode(&v),
             Err(RecordDecodeError::UnknownStateCode {
                 field: "state",
-                code: 7
+                code: 10
             })
         );
         // -1 means "none" only for the previous state.
@@ -974,6 +987,15 @@ mod tests {
             MirrorPartitionStateValue::decode(&v),
             Err(RecordDecodeError::NegativeRetryCount(-3))
         );
+    }
+
+    #[test]
+    fn a_non_retryable_failure_is_kafkas_minus_one() {
+        let mut v = mirroring_value();
+        v.retry_attempt = NON_RETRYABLE_ATTEMPT;
+        let bytes = v.encode().unwrap();
+        assert_eq!(bytes[13..17], (-1i32).to_be_bytes());
+        assert_eq!(MirrorPartitionStateValue::decode(&bytes), Ok(v));
     }
 
     #[test]

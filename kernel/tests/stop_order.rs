@@ -192,7 +192,7 @@ fn lme(request: u64, epoch: i32, offset: i64) -> Effect {
             last_mirrored_epoch: Some(epoch),
             last_mirrored_offset: offset,
         },
-        expected_state_epoch: BUMPED_STATE_EPOCH,
+        expected_state_epoch: Some(BUMPED_STATE_EPOCH),
     }
 }
 

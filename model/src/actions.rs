@@ -445,13 +445,7 @@ impl World {
         let cluster = self.cluster(c);
         let coordinator = &cluster.coordinator;
         let lookup = |p: &MirrorPartition| coordinator.read_state(p).map(|v| v.state);
-        let controller = kmirror_kernel::controller::ControllerConfig {
-            allow_stop_from_paused: config.kernel.transitions.is_legal(
-                MirrorState::Paused,
-                MirrorState::Stopping,
-                None,
-            ),
-        };
+        let controller = kmirror_kernel::controller::ControllerConfig::for_kernel(&config.kernel);
         let outcome =
             handle_mirror_request(cluster.catalogue.topics(), &lookup, &controller, &request);
         if outcome.records.is_empty() {

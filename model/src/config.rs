@@ -4,7 +4,7 @@ use kmirror_kernel::config::{
     FetchIsolation, MirrorConfig, StopOrder, StopStrategy, TruncationQuorum,
 };
 use kmirror_kernel::mutant::Mutant;
-use kmirror_kernel::state::TransitionTable;
+use kmirror_kernel::state::{Design, TransitionTable};
 use serde::{Deserialize, Serialize};
 
 use crate::world::ClusterId;
@@ -189,9 +189,22 @@ impl ModelConfig {
         self
     }
 
-    /// This configuration with stopping a PAUSED partition allowed or refused.
+    /// This configuration with stopping a PAUSED partition allowed or refused, in the design's
+    /// table.
     pub fn with_stop_from_paused(mut self, allowed: bool) -> Self {
-        self.kernel.transitions = TransitionTable::kip1279(allowed);
+        self.kernel.transitions = match self.kernel.design {
+            Design::Seed => TransitionTable::kip1279(allowed),
+            Design::Prototype => TransitionTable::prototype(allowed),
+        };
+        self
+    }
+
+    /// This configuration running `design`'s kernel ([`MirrorConfig::for_design`]), keeping the
+    /// mutant; apply it before the other kernel knobs, which override the design's choices.
+    pub fn with_design(mut self, design: Design) -> Self {
+        let mutant = self.kernel.mutant;
+        self.kernel = MirrorConfig::for_design(design);
+        self.kernel.mutant = mutant;
         self
     }
 }

@@ -168,7 +168,14 @@ impl World {
                 request: r,
                 at_least,
             } => {
-                self.expect_stored(c, &[MirrorState::Mirroring, MirrorState::Stopping]);
+                self.expect_stored(
+                    c,
+                    &[
+                        MirrorState::Mirroring,
+                        MirrorState::EpochFencing,
+                        MirrorState::Stopping,
+                    ],
+                );
                 request(self, c, r, RequestBody::BumpLeaderEpoch { at_least })
             }
             Effect::WriteLastMirroredEpoch {

@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
+use kmirror_kernel::state::Design;
 use stateright::{Expectation, Model, Property};
 
 use crate::actions::Action;
@@ -63,6 +64,9 @@ impl MirrorModel {
         let mut all = crate::properties::all();
         if self.config.sync_steps > 0 {
             all.extend(crate::properties::sync());
+        }
+        if self.config.kernel.design == Design::Prototype {
+            all.extend(crate::properties::prototype(&self.config));
         }
         if let Some(name) = self.only {
             all.retain(|p| p.name == name);

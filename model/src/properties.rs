@@ -7,6 +7,7 @@
 //! fault can happen any more.
 
 use kmirror_kernel::batch::{BatchHeader, ControlType};
+use kmirror_kernel::config::TruncationQuorum;
 use kmirror_kernel::desired::DesiredState;
 use kmirror_kernel::input::{FetchOutcome, Input};
 use kmirror_kernel::log::LogView;
@@ -14,6 +15,7 @@ use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::Offset;
 use stateright::Property;
 
+use crate::config::ModelConfig;
 use crate::model::MirrorModel;
 use crate::world::{Cluster, ClusterId, Message, Replica, Violation, World};
 
@@ -44,7 +46,11 @@ pub fn all() -> Vec<Property<MirrorModel>> {
                     || ClusterId::BOTH.into_iter().all(|c| {
                         !matches!(
                             w.stored_state(c),
-                            MirrorState::Mirroring | MirrorState::Paused
+                            MirrorState::Mirroring
+                                | MirrorState::Paused
+                                | MirrorState::Pausing
+                                | MirrorState::EpochFencing
+                                | MirrorState::UleRecovery
                         ) || w.mirror_is_prefix_of_source(c)
                     })
             },
@@ -187,6 +193,34 @@ pub fn all() -> Vec<Property<MirrorModel>> {
     ]
 }
 
+/// The prototype design's states, each reached at least once where the configuration can reach
+/// it: EPOCH_FENCING always (the clusters' epochs differ), PAUSING with pause and resume,
+/// ULE_RECOVERY with an unclean source and `mirror.support.unclean.leader.election`.
+pub fn prototype(config: &ModelConfig) -> Vec<Property<MirrorModel>> {
+    let mut sometimes = vec![
+        sometimes!("reaches_epoch_fencing", |w: &World| {
+            reached(w, MirrorState::EpochFencing)
+        }),
+        sometimes!("stops_from_epoch_fencing", |w: &World| {
+            stopping_from(w, MirrorState::EpochFencing)
+        }),
+    ];
+    if config.pause_resume {
+        sometimes.push(sometimes!("reaches_pausing", |w: &World| {
+            reached(w, MirrorState::Pausing)
+        }));
+        sometimes.push(sometimes!("stops_from_paused", |w: &World| {
+            stopping_from(w, MirrorState::Paused)
+        }));
+    }
+    if config.unclean_source && config.kernel.truncation_quorum == TruncationQuorum::AllReplicas {
+        sometimes.push(sometimes!("reaches_ule_recovery", |w: &World| {
+            reached(w, MirrorState::UleRecovery)
+        }));
+    }
+    sometimes
+}
+
 /// The metadata-sync properties, checked when the model includes the sync
 /// ([`ModelConfig::sync_steps`](crate::config::ModelConfig::sync_steps) > 0).
 pub fn sync() -> Vec<Property<MirrorModel>> {
@@ -283,6 +317,18 @@ fn both_pass(w: &World, check: ClusterCheck) -> bool {
     ClusterId::BOTH
         .into_iter()
         .all(|c| w.cluster_passes(c, check))
+}
+
+/// Whether a cluster's stored record is STOPPING entered from `from`.
+fn stopping_from(w: &World, from: MirrorState) -> bool {
+    ClusterId::BOTH.into_iter().any(|c| {
+        let cluster = w.cluster(c);
+        cluster
+            .catalogue
+            .key()
+            .and_then(|key| cluster.coordinator.read_state(key))
+            .is_some_and(|v| v.state == MirrorState::Stopping && v.previous_state == Some(from))
+    })
 }
 
 fn reached(w: &World, state: MirrorState) -> bool {

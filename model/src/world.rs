@@ -121,7 +121,7 @@ pub enum RequestBody {
         /// The record.
         value: LastMirroredEpochsValue,
         /// The state epoch of the STOPPING record the writer wrote (the fence).
-        expected_state_epoch: StateEpoch,
+        expected_state_epoch: Option<StateEpoch>,
     },
     /// LME query, to the source cluster.
     QueryLastMirroredEpoch,

@@ -114,7 +114,7 @@ impl StatePartition {
         &mut self,
         key: &MirrorPartition,
         value: LastMirroredEpochsValue,
-        expected_state_epoch: StateEpoch,
+        expected_state_epoch: Option<StateEpoch>,
         timestamp_ms: i64,
     ) -> Result<Result<(), WriteRefused>, NodeError> {
         if let Err(refused) =

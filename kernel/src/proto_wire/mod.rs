@@ -20,6 +20,7 @@
 //!   [`WireMessage::decode`]), in [`state_records`], [`mirror_records`], [`topic_rpcs`],
 //!   [`state_rpcs`], [`bump_rpcs`] and [`pid_reset`]; [`framing`] puts a coordinator record's
 //!   `int16` prefix in front.
+//! - [`kernel_bridge`]: the kernel's persisted state in the prototype's record and back.
 //! - [`conformance`]: a schema of kmirror's own exercising every rule across four versions;
 //!   [`samples`]: the values of the golden-byte tests, which Apache Kafka 4.4.0's
 //!   `org.apache.kafka.common.protocol.types.Schema` encoded (`harness/tests/oracle_proto_wire.rs`).
@@ -62,6 +63,7 @@ pub mod conformance;
 pub mod error;
 pub mod framing;
 pub mod golden;
+pub mod kernel_bridge;
 pub mod mirror_records;
 pub mod pid_reset;
 pub mod primitives;

@@ -13,7 +13,6 @@ use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::mem_log::MemLog;
 use kmirror_kernel::node::{FetchStatus, NodeInput, PartitionFetchResult, PartitionKey};
 use kmirror_kernel::partition::PartitionMirror;
-use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::{MirrorPartition, TopicId};
 use serde::{Deserialize, Serialize};
 
@@ -268,13 +267,7 @@ impl NodeWorld {
         };
         let coordinator = &self.coordinator;
         let lookup = |p: &MirrorPartition| coordinator.read_state(p).map(|v| v.state);
-        let controller = ControllerConfig {
-            allow_stop_from_paused: config.kernel.transitions.is_legal(
-                MirrorState::Paused,
-                MirrorState::Stopping,
-                None,
-            ),
-        };
+        let controller = ControllerConfig::for_kernel(&config.kernel);
         handle_mirror_request(&self.catalogue, &lookup, &controller, &request).records
     }
 

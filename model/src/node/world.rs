@@ -53,7 +53,7 @@ pub enum CoordinatorRequest {
         /// The record.
         value: LastMirroredEpochsValue,
         /// The state epoch of the STOPPING record (the fence).
-        expected_state_epoch: StateEpoch,
+        expected_state_epoch: Option<StateEpoch>,
     },
 }
 
