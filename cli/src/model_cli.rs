@@ -637,6 +637,7 @@ fn check_stop_orders(args: &CheckArgs) -> Result<ExitCode, String> {
         progress: None,
         shorten: true,
         symmetry: args.symmetry,
+        dfs: !args.bfs,
         ..RunOptions::default()
     };
     let mut kip_holds = true;
