@@ -7,109 +7,31 @@
 //! transaction of producer 9), HW 5, so the LSO is 2; the destination leads at epoch 5, above
 //! every mirrored epoch, so the bump is only the STOPPING record.
 
-use im::OrdSet;
-use kmirror_kernel::apply::apply_log_effect;
 use kmirror_kernel::batch::{BatchHeader, ControlType};
 use kmirror_kernel::config::{MirrorConfig, StopOrder, StopStep};
-use kmirror_kernel::coordinator::Coordinator;
 use kmirror_kernel::desired::DesiredState;
 use kmirror_kernel::effect::{Effect, LogEffect, RequestId, TruncationCause};
 use kmirror_kernel::input::Input;
 use kmirror_kernel::log::{LogView, PartitionLog};
-use kmirror_kernel::mem_log::MemLog;
 use kmirror_kernel::partition::{Activity, PartitionMirror};
 use kmirror_kernel::records::{LastMirroredEpochsValue, MirrorPartitionStateValue};
 use kmirror_kernel::state::MirrorState;
-use kmirror_kernel::types::{MirrorName, MirrorPartition, TopicId};
 
-const ME: i32 = 1;
+mod common;
+
+use common::{key, mirror, Driver, ME};
+
 const EPOCH: i32 = 5;
-
-fn mirror() -> MirrorName {
-    MirrorName::new("east").unwrap()
-}
-
-fn key() -> MirrorPartition {
-    MirrorPartition {
-        mirror: mirror(),
-        topic_id: TopicId::from_u64(7),
-        partition: 0,
-    }
-}
 
 fn order(s: &str) -> StopOrder {
     s.parse().expect("a stop order")
 }
 
-/// One partition, its local log and its coordinator, driven input by input.
-struct Driver {
-    config: MirrorConfig,
-    mirror: PartitionMirror,
-    log: MemLog,
-    coordinator: Coordinator,
-}
-
-impl Driver {
-    /// Handles `input`, applies the log effects to the local log, returns all effects.
-    fn step(&mut self, input: Input) -> Vec<Effect> {
-        let effects = self
-            .mirror
-            .handle(&self.config, input, &self.log)
-            .expect("input applies");
-        for e in &effects {
-            if let Effect::Log(le) = e {
-                apply_log_effect(&mut self.log, le, &[]).expect("log effect applies");
-            }
-        }
-        effects
-    }
-
-    /// Stores the single `WriteState` of `effects` in the coordinator and acknowledges it.
-    fn ack_write(&mut self, effects: &[Effect]) -> Vec<Effect> {
-        let (request, value, expected) = effects
-            .iter()
-            .find_map(|e| match e {
-                Effect::WriteState {
-                    request,
-                    value,
-                    expected_state_epoch,
-                    ..
-                } => Some((*request, value.clone(), *expected_state_epoch)),
-                _ => None,
-            })
-            .expect("a WriteState effect");
-        let stored = self
-            .coordinator
-            .write_state(&key(), value, expected)
-            .expect("write accepted");
-        self.step(Input::StateWritten {
-            request,
-            value: stored,
-        })
-    }
-
-    fn lead(&mut self, epoch: i32) -> Vec<Effect> {
-        self.step(Input::BecameLeader {
-            leader_epoch: epoch,
-            replicas: OrdSet::unit(ME),
-            isr: OrdSet::unit(ME),
-        })
-    }
-
-    fn read(&mut self, request: u64) -> Vec<Effect> {
-        let value = self.coordinator.read_state(&key()).cloned();
-        self.step(Input::StateRead {
-            request: RequestId(request),
-            value,
-        })
-    }
-
-    /// A crash: a new instance on the same broker with the same log, leading at `epoch`.
-    fn restart(&mut self, epoch: i32) -> Vec<Effect> {
-        self.mirror = PartitionMirror::new(ME, key().topic_id, 0, DesiredState::Stop(mirror()));
-        self.lead(epoch);
-        self.read(1)
-    }
+/// A crash: a new instance on the same broker with the same log, leading at `epoch`.
+fn restart(d: &mut Driver, epoch: i32) -> Vec<Effect> {
+    d.mirror = PartitionMirror::new(ME, key().topic_id, 0, DesiredState::Stop(mirror()));
+    d.lead(epoch, &[ME]);
+    d.read(1)
 }
 
 fn txn(base: i64, last: i64) -> BatchHeader {
@@ -130,13 +52,8 @@ fn stopping(stop_order: StopOrder) -> (Driver, Vec<Effect>) {
         stop_order,
         ..MirrorConfig::default()
     };
-    let mut d = Driver {
-        coordinator: Coordinator::new(config.transitions.clone()),
-        config,
-        mirror: PartitionMirror::new(ME, key().topic_id, 0, DesiredState::Mirror(mirror())),
-        log: MemLog::new(),
-    };
-    d.lead(EPOCH);
+    let mut d = Driver::new(config);
+    d.lead(EPOCH, &[ME]);
     let w = d.read(1);
     d.ack_write(&w);
     let w = d.step(Input::LastMirroredEpochReceived {
@@ -325,7 +242,7 @@ fn a_restarted_leader_reasserts_an_unbumped_stop_before_acting() {
     let (mut d, w) = stopping(order("truncate,bump,lme,reset"));
     assert_eq!(d.ack_write(&w), vec![truncate(2), bump_record(6, 2)]);
     // Crash before the bump's record is written.
-    let w = d.restart(EPOCH + 1);
+    let w = restart(&mut d, EPOCH + 1);
     assert_eq!(
         w,
         vec![write(
@@ -359,7 +276,7 @@ fn a_restarted_leader_reasserts_an_unbumped_stop_before_acting() {
         )
         .unwrap();
     assert_eq!(
-        k.restart(EPOCH + 1),
+        restart(&mut k, EPOCH + 1),
         vec![write(
             2,
             MirrorState::Stopping,
