@@ -14,6 +14,11 @@
 //!
 //! While a state write is in flight the partition does nothing else: fetch responses are
 //! dropped (they are stale once the write lands) and desired-state changes wait for the answer.
+//!
+//! The same machine runs the KIP authors' prototype when the config says so
+//! ([`MirrorConfig::prototype`]): its extra states (EPOCH_FENCING, ULE_RECOVERY, PAUSING), its
+//! decisions (on triggers only, FAILED first) and its stop's choices are branches of the one
+//! kernel, not a second copy (`docs/design.md`, section 10).
 
 use std::hash::{Hash, Hasher};
 

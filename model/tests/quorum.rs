@@ -33,9 +33,18 @@ fn an_out_of_isr_replica_misses_the_lme_truncation_unless_every_replica_is_await
         let trace = find(&separating(design, TruncationQuorum::Isr), PROPERTY, 1)
             .unwrap_or_else(|| panic!("{design}: the ISR quorum must fail {PROPERTY}"));
         trace.render().expect("the counterexample replays");
-        assert_eq!(trace.actions.len(), steps, "{design}: shortest counterexample");
+        assert_eq!(
+            trace.actions.len(),
+            steps,
+            "{design}: shortest counterexample"
+        );
         assert!(
-            find(&separating(design, TruncationQuorum::AllReplicas), PROPERTY, 1).is_none(),
+            find(
+                &separating(design, TruncationQuorum::AllReplicas),
+                PROPERTY,
+                1
+            )
+            .is_none(),
             "{design}: waiting for every replica keeps {PROPERTY}"
         );
     }

@@ -47,12 +47,33 @@ pub fn args(root: &Path, template: &[&str]) -> Vec<String> {
     template.iter().map(|a| a.replace("{}", &r)).collect()
 }
 
+/// Held while a test spawns a process and while it opens a cluster directory in-process (which
+/// takes the directory's `flock`): a child forked while another test thread holds such a lock
+/// inherits the descriptor until its `exec`, and the next process to open that directory would
+/// find it busy (seen in CI: `kmirror verify` refused a copy "in use by another kmirror
+/// process").
+static SPAWN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn spawn_lock() -> std::sync::MutexGuard<'static, ()> {
+    SPAWN.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Spawns `command`; `spawn` returns once the child has exec'd and closed our descriptors.
+fn spawn(command: &mut Command) -> std::process::Child {
+    let _spawning = spawn_lock();
+    command.spawn().unwrap()
+}
+
 /// Runs kmirror to completion; returns its stdout.
 pub fn run_ok(root: &Path, template: &[&str]) -> String {
-    let out = Command::new(bin())
-        .args(args(root, template))
-        .output()
-        .unwrap();
+    let out = spawn(
+        Command::new(bin())
+            .args(args(root, template))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    )
+    .wait_with_output()
+    .unwrap();
     assert!(
         out.status.success(),
         "kmirror {template:?} failed:\n{}",
@@ -65,12 +86,12 @@ pub fn run_ok(root: &Path, template: &[&str]) -> String {
 /// Returns whether it was killed.
 pub fn run_killed(root: &Path, template: &[&str], delay_ms: u64) -> bool {
     let err = root.join("stderr.txt");
-    let mut child = Command::new(bin())
-        .args(args(root, template))
-        .stdout(Stdio::null())
-        .stderr(fs::File::create(&err).unwrap())
-        .spawn()
-        .unwrap();
+    let mut child = spawn(
+        Command::new(bin())
+            .args(args(root, template))
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(&err).unwrap()),
+    );
     let deadline = Instant::now() + Duration::from_millis(delay_ms);
     loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -97,12 +118,12 @@ pub fn run_halted(root: &Path, template: &[&str], n: u64) -> bool {
     use std::io::{BufRead, BufReader};
     let mut args = args(root, template);
     args.extend(["--halt-after-effects".to_owned(), n.to_string()]);
-    let mut child = Command::new(bin())
-        .args(&args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn(
+        Command::new(bin())
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+    );
     let stderr = child.stderr.take().unwrap();
     let mut seen = String::new();
     for line in BufReader::new(stderr).lines() {
@@ -157,6 +178,7 @@ pub fn view(dir: &Path, mirror: &str) -> Option<View> {
     let texts: Vec<Option<String>> = (0..3)
         .map(|b| fs::read_to_string(checkpoint(b)).ok())
         .collect();
+    let _spawning = spawn_lock(); // until `cluster` is dropped, at the end of this function
     let cluster = Cluster::open(dir)
         .unwrap_or_else(|e| panic!("{} does not reopen after a kill: {e}", dir.display()));
     let mut logs: Vec<&FileLog> = vec![&cluster.leader];
