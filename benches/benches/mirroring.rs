@@ -15,6 +15,11 @@
 //!   every fetch's append and the high watermark checkpointed (written, fsynced, renamed) at
 //!   every change.
 //!
+//! - `mirror_kafka_empty_source`: `mirror_kafka` from a source of the same topic holding no
+//!   batch: what a new destination costs whatever the data (the destination opened, the source
+//!   opened, the `__mirror_state` writes to MIRRORING fsynced as they happen, the LME
+//!   truncation, `close`); `mirror_kafka` minus this is the data path alone.
+//!
 //! Baselines, same run:
 //! - `raw_copy`: each `.log` segment file copied into a new file by `std::io::copy` between
 //!   the two files, which on Linux is `copy_file_range` (the kernel copies page cache to page
@@ -55,8 +60,9 @@ const RECORDS_PER_BATCH: u32 = 5_000;
 /// The mirrored topic.
 const TOPIC: &str = "orders";
 
-/// Builds the source cluster directory `root` (one replica) and returns its segment files.
-fn build_source(root: &Path) -> Vec<PathBuf> {
+/// Builds the source cluster directory `root` (one replica) holding `batches` batches and
+/// returns its segment files.
+fn build_source(root: &Path, batches: usize) -> Vec<PathBuf> {
     let name = MirrorName::new("src").expect("valid");
     let config = ClusterConfig::new(name, TOPIC, TopicId::from_u64(0x6b6d));
     let dir = ClusterDir::create(root, config, 1).expect("source created");
@@ -65,11 +71,11 @@ fn build_source(root: &Path) -> Vec<PathBuf> {
         ProduceOp::Plain {
             records: RECORDS_PER_BATCH
         };
-        BATCHES
+        batches
     ];
     produce(&mut cluster, &ops, 1_700_000_000_000).expect("produced");
     let leo = cluster.leader.log_end_offset();
-    assert_eq!(leo, BATCHES as i64 * i64::from(RECORDS_PER_BATCH));
+    assert_eq!(leo, batches as i64 * i64::from(RECORDS_PER_BATCH));
     let segments = cluster
         .leader
         .segments()
@@ -174,7 +180,9 @@ fn mm2_style(segments: &[PathBuf], dest: &Path) -> Duration {
 fn mirroring(c: &mut Criterion) {
     let work = tempfile::tempdir().expect("a temp dir");
     let source = work.path().join("source");
-    let segments = build_source(&source);
+    let segments = build_source(&source, BATCHES);
+    let empty = work.path().join("empty-source");
+    build_source(&empty, 0);
     let bytes: u64 = segments
         .iter()
         .map(|s| fs::metadata(s).expect("segment").len())
@@ -195,7 +203,7 @@ fn mirroring(c: &mut Criterion) {
     let mut buf = vec![1u8; fetch_bytes];
     println!("mirroring: {bytes} bytes in the source; the raw copy's buffer: {fetch_bytes} bytes");
     type Variant<'a> = Box<dyn FnMut(&Path, &[PathBuf], &Path) -> Duration + 'a>;
-    let variants: [(&str, Variant); 5] = [
+    let variants: [(&str, Variant); 6] = [
         (
             "mirror_kafka",
             Box::new(|source, _, dest| mirror(source, dest, FlushPolicy::Kafka)),
@@ -203,6 +211,10 @@ fn mirroring(c: &mut Criterion) {
         (
             "mirror_every_append",
             Box::new(|source, _, dest| mirror(source, dest, FlushPolicy::EveryAppend)),
+        ),
+        (
+            "mirror_kafka_empty_source",
+            Box::new(|_, _, dest| mirror(&empty, dest, FlushPolicy::Kafka)),
         ),
         (
             "raw_copy",
