@@ -15,21 +15,35 @@
 //!   every fetch's append and the high watermark checkpointed (written, fsynced, renamed) at
 //!   every change.
 //!
+//! - `mirror_kafka_empty_source`: `mirror_kafka` from a source of the same topic holding no
+//!   batch: what a new destination costs whatever the data (the destination opened, the source
+//!   opened, the `__mirror_state` writes to MIRRORING fsynced as they happen, the LME
+//!   truncation, `close`); `mirror_kafka` minus this is the data path alone.
+//!
 //! Baselines, same run:
-//! - `raw_copy`: each `.log` segment file read whole and written to a new file, fsynced once:
-//!   the physical limit of this machine for moving these bytes.
+//! - `raw_copy`: each `.log` segment file copied into a new file by `std::io::copy` between
+//!   the two files, which on Linux is `copy_file_range` (the kernel copies page cache to page
+//!   cache; no user-space buffer), fdatasynced once at the end as the mirror's `close`
+//!   fdatasyncs its segment: the cost of moving these bytes with nothing decided, parsed or
+//!   indexed. Of the two raw copies this is the faster on the project's machine, so it is the
+//!   baseline of the claim.
+//! - `raw_copy_buffered`: the same copy streamed through one reused user-space buffer of the
+//!   size of the mirror's fetch read ([`DEFAULT_MAX_FETCH_BATCHES`] source batches; one `read`
+//!   and one `write` per chunk), fdatasynced once: the same path as the mirror's reads and
+//!   writes, measured beside `raw_copy`.
 //! - `mm2_style`: what a consumer-producer pair (MirrorMaker 2) does: each batch parsed with
 //!   its CRC checked, every record decoded, a new batch encoded from the records with a
-//!   recomputed CRC-32C ([`RawBatch::encode`]), written, fsynced once.
+//!   recomputed CRC-32C ([`RawBatch::encode`]), written, fdatasynced once.
 
 use std::fs;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use kmirror_harness::driver::{
     Cluster, ClusterConfig, ClusterDir, Driver, DriverOptions, ManualClock, RunEnd, Until,
+    DEFAULT_MAX_FETCH_BATCHES,
 };
 use kmirror_harness::file_log::FlushPolicy;
 use kmirror_harness::producer::{produce, ProduceOp};
@@ -46,8 +60,9 @@ const RECORDS_PER_BATCH: u32 = 5_000;
 /// The mirrored topic.
 const TOPIC: &str = "orders";
 
-/// Builds the source cluster directory `root` (one replica) and returns its segment files.
-fn build_source(root: &Path) -> Vec<PathBuf> {
+/// Builds the source cluster directory `root` (one replica) holding `batches` batches and
+/// returns its segment files.
+fn build_source(root: &Path, batches: usize) -> Vec<PathBuf> {
     let name = MirrorName::new("src").expect("valid");
     let config = ClusterConfig::new(name, TOPIC, TopicId::from_u64(0x6b6d));
     let dir = ClusterDir::create(root, config, 1).expect("source created");
@@ -56,11 +71,11 @@ fn build_source(root: &Path) -> Vec<PathBuf> {
         ProduceOp::Plain {
             records: RECORDS_PER_BATCH
         };
-        BATCHES
+        batches
     ];
     produce(&mut cluster, &ops, 1_700_000_000_000).expect("produced");
     let leo = cluster.leader.log_end_offset();
-    assert_eq!(leo, BATCHES as i64 * i64::from(RECORDS_PER_BATCH));
+    assert_eq!(leo, batches as i64 * i64::from(RECORDS_PER_BATCH));
     let segments = cluster
         .leader
         .segments()
@@ -101,21 +116,45 @@ fn mirror(source: &Path, dest: &Path, flush: FlushPolicy) -> Duration {
     start.elapsed()
 }
 
-/// Copies each segment file whole into `dest`, fsyncing each copy.
+/// Copies each segment file into `dest` with `std::io::copy` (`copy_file_range` on Linux),
+/// then fdatasyncs the copy.
 fn raw_copy(segments: &[PathBuf], dest: &Path) -> Duration {
     fs::create_dir_all(dest).expect("dest dir");
     let start = Instant::now();
     for segment in segments {
-        let bytes = fs::read(segment).expect("read");
+        let mut input = fs::File::open(segment).expect("open");
         let mut out =
             fs::File::create(dest.join(segment.file_name().expect("a file"))).expect("create");
-        out.write_all(&bytes).expect("write");
-        out.sync_all().expect("fsync");
+        let copied = std::io::copy(&mut input, &mut out).expect("copy");
+        assert_eq!(copied, fs::metadata(segment).expect("segment").len());
+        out.sync_data().expect("fdatasync");
     }
     start.elapsed()
 }
 
-/// Decodes every record of every batch and re-encodes it into a new batch, fsyncing each file.
+/// Streams each segment file into `dest` through `buf` (one `read`, one `write` per chunk of
+/// `buf.len()` bytes), then fdatasyncs the copy.
+fn raw_copy_buffered(segments: &[PathBuf], dest: &Path, buf: &mut [u8]) -> Duration {
+    fs::create_dir_all(dest).expect("dest dir");
+    let start = Instant::now();
+    for segment in segments {
+        let mut input = fs::File::open(segment).expect("open");
+        let mut out =
+            fs::File::create(dest.join(segment.file_name().expect("a file"))).expect("create");
+        loop {
+            let n = input.read(buf).expect("read");
+            if n == 0 {
+                break;
+            }
+            out.write_all(&buf[..n]).expect("write");
+        }
+        out.sync_data().expect("fdatasync");
+    }
+    start.elapsed()
+}
+
+/// Decodes every record of every batch and re-encodes it into a new batch, fdatasyncing each
+/// file.
 fn mm2_style(segments: &[PathBuf], dest: &Path) -> Duration {
     fs::create_dir_all(dest).expect("dest dir");
     let start = Instant::now();
@@ -132,8 +171,8 @@ fn mm2_style(segments: &[PathBuf], dest: &Path) -> Duration {
         }
         out.into_inner()
             .expect("flushed")
-            .sync_all()
-            .expect("fsync");
+            .sync_data()
+            .expect("fdatasync");
     }
     start.elapsed()
 }
@@ -141,7 +180,9 @@ fn mm2_style(segments: &[PathBuf], dest: &Path) -> Duration {
 fn mirroring(c: &mut Criterion) {
     let work = tempfile::tempdir().expect("a temp dir");
     let source = work.path().join("source");
-    let segments = build_source(&source);
+    let segments = build_source(&source, BATCHES);
+    let empty = work.path().join("empty-source");
+    build_source(&empty, 0);
     let bytes: u64 = segments
         .iter()
         .map(|s| fs::metadata(s).expect("segment").len())
@@ -155,18 +196,40 @@ fn mirroring(c: &mut Criterion) {
     group.throughput(Throughput::Bytes(bytes));
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(15));
-    type Variant = fn(&Path, &[PathBuf], &Path) -> Duration;
-    let variants: [(&str, Variant); 4] = [
-        ("mirror_kafka", |source, _, dest| {
-            mirror(source, dest, FlushPolicy::Kafka)
-        }),
-        ("mirror_every_append", |source, _, dest| {
-            mirror(source, dest, FlushPolicy::EveryAppend)
-        }),
-        ("raw_copy", |_, segments, dest| raw_copy(segments, dest)),
-        ("mm2_style", |_, segments, dest| mm2_style(segments, dest)),
+    // The mirror reads a fetch of DEFAULT_MAX_FETCH_BATCHES batches (all the same size here)
+    // with one read into a reused buffer; `raw_copy_buffered` streams through a buffer of that size,
+    // allocated and touched once, outside the timed part.
+    let fetch_bytes = bytes as usize / BATCHES * DEFAULT_MAX_FETCH_BATCHES;
+    let mut buf = vec![1u8; fetch_bytes];
+    println!("mirroring: {bytes} bytes in the source; the raw copy's buffer: {fetch_bytes} bytes");
+    type Variant<'a> = Box<dyn FnMut(&Path, &[PathBuf], &Path) -> Duration + 'a>;
+    let variants: [(&str, Variant); 6] = [
+        (
+            "mirror_kafka",
+            Box::new(|source, _, dest| mirror(source, dest, FlushPolicy::Kafka)),
+        ),
+        (
+            "mirror_every_append",
+            Box::new(|source, _, dest| mirror(source, dest, FlushPolicy::EveryAppend)),
+        ),
+        (
+            "mirror_kafka_empty_source",
+            Box::new(|_, _, dest| mirror(&empty, dest, FlushPolicy::Kafka)),
+        ),
+        (
+            "raw_copy",
+            Box::new(|_, segments, dest| raw_copy(segments, dest)),
+        ),
+        (
+            "raw_copy_buffered",
+            Box::new(|_, segments, dest| raw_copy_buffered(segments, dest, &mut buf)),
+        ),
+        (
+            "mm2_style",
+            Box::new(|_, segments, dest| mm2_style(segments, dest)),
+        ),
     ];
-    for (name, run) in variants {
+    for (name, mut run) in variants {
         group.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;

@@ -1,6 +1,6 @@
 //! The data path at node scale (issues #11 and #12): bytes per second mirrored by the
 //! [`NodeDriver`] into 1,000 partitions (100 topics x 10) of a node destination on real
-//! segment files, `--flush kafka`, from a fake 3-broker Kafka source on loopback
+//! segment files, `--flush kafka` and `--flush every-append`, from a fake 3-broker Kafka source on loopback
 //! (`support/fake_source.rs`: in-memory partitions served over the Kafka protocol).
 //!
 //! Each partition holds 16 batches of 500 synthetic records (11,858 bytes each; Kafka's
@@ -14,10 +14,14 @@
 //! then `close` (every segment fsynced). The destination is deleted untimed.
 //!
 //! - `node_mirror_kafka`: the above.
+//! - `node_mirror_every_append`: the same with `--flush every-append` (each partition's append
+//!   of each round fdatasynced before the round goes on).
 //! - `raw_copy_same_writes` (baseline, same run): the same bytes written into 1,000 fresh
 //!   segment files under the same directory layout, one `write` per partition per fetch round
-//!   as the driver's group commit does, in the same round order, then every file fsynced: the
-//!   destination side of the mirror with no decision, no parsing and no network.
+//!   as the driver's group commit does, in the same round order, then every file fdatasynced
+//!   and closed the way [`NodeDriver::close`] closes its logs: in partition order, split into
+//!   consecutive chunks over up to [`CLOSE_THREADS`] threads. The destination side of the
+//!   mirror with no decision, no parsing, no index, no checkpoint and no network.
 //! - `fetch_only` (decomposition, same run): the same fetch rounds through
 //!   [`SourceCluster::fetch`] with nothing written: the wire protocol, the fake broker and the
 //!   client's batch parsing (CRC-32C checked), which the raw copy does not pay.
@@ -25,7 +29,8 @@
 //!   the same data: the same fetch rounds through [`SourceCluster::fetch`] (the consumer),
 //!   every record of every batch decoded and a new batch encoded from them with a recomputed
 //!   CRC-32C ([`RawBatch::encode`], the producer), one write per partition per round into the
-//!   same 1,000 fresh files, then every file fsynced. No producer network and no broker on the
+//!   same 1,000 fresh files, then every file fdatasynced on threads as the raw copy does. No
+//!   producer network and no broker on the
 //!   destination side: a lower bound on MM2's cost.
 //!
 //! The time to bring the 1,000 partitions to MIRRORING on real files (the state writes, each
@@ -43,6 +48,7 @@ use bytes::Bytes;
 use criterion::{criterion_group, Criterion, Throughput};
 use fake_source::{FakePartition, FakeSource, FakeTopic};
 use kmirror_harness::file_log::FlushPolicy;
+use kmirror_harness::node::driver::CLOSE_THREADS;
 use kmirror_harness::node::{NodeDest, NodeDriver, NodeDriverOptions, NodeMeta};
 use kmirror_harness::record_batch::RawBatch;
 use kmirror_harness::wire::source_cluster::{CurrentLeaderEpoch, PartitionFetchRequest};
@@ -111,7 +117,7 @@ fn source_cluster(fake: &FakeSource) -> SourceCluster {
 
 /// A node destination at `root` with every partition MIRRORING against the empty source;
 /// returns the driver and the time it took from creating the destination.
-fn mirroring_dest(fake: &FakeSource, root: &Path) -> (NodeDriver, Duration) {
+fn mirroring_dest(fake: &FakeSource, root: &Path, flush: FlushPolicy) -> (NodeDriver, Duration) {
     fake.set_filled(false);
     let start = Instant::now();
     let mut dest =
@@ -126,7 +132,7 @@ fn mirroring_dest(fake: &FakeSource, root: &Path) -> (NodeDriver, Duration) {
     }
     dest.set_meta(meta).expect("epochs");
     let options = NodeDriverOptions {
-        flush: FlushPolicy::Kafka,
+        flush,
         ..NodeDriverOptions::default()
     };
     let mut driver =
@@ -231,7 +237,7 @@ fn fetch_rounds(fake: &FakeSource) -> (Vec<Round>, Duration) {
 }
 
 /// The baseline: the same writes into 1,000 fresh files (directories and empty files made
-/// untimed), then every file fsynced.
+/// untimed), then every file fdatasynced and closed as the driver closes its logs.
 fn raw_copy(root: &Path, sources: &[Bytes], rounds: &[Round]) -> Duration {
     let paths = segment_paths(root);
     let start = Instant::now();
@@ -246,15 +252,46 @@ fn raw_copy(root: &Path, sources: &[Bytes], rounds: &[Round]) -> Duration {
                 .expect("write");
         }
     }
-    for file in &files {
-        file.sync_all().expect("fsync");
-    }
-    drop(files);
+    close_files(files);
     start.elapsed()
 }
 
+/// Fdatasyncs and closes `files` as [`NodeDriver::close`] closes its partition logs: in order,
+/// split into consecutive chunks of `files.len() / CLOSE_THREADS` (rounded up), one thread
+/// each.
+fn close_files(files: Vec<fs::File>) {
+    let per_thread = files.len().div_ceil(CLOSE_THREADS).max(1);
+    let mut chunks: Vec<Vec<fs::File>> = Vec::new();
+    let mut rest = files.into_iter();
+    loop {
+        let chunk: Vec<fs::File> = rest.by_ref().take(per_thread).collect();
+        if chunk.is_empty() {
+            break;
+        }
+        chunks.push(chunk);
+    }
+    let close = |chunk: Vec<fs::File>| {
+        for file in chunk {
+            file.sync_data().expect("fdatasync");
+        }
+    };
+    if chunks.len() <= 1 {
+        chunks.into_iter().for_each(close);
+    } else {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = chunks
+                .into_iter()
+                .map(|chunk| scope.spawn(move || close(chunk)))
+                .collect();
+            for h in handles {
+                h.join().expect("a closing thread");
+            }
+        });
+    }
+}
+
 /// The MM2-style baseline: fetched, decoded, re-encoded, written (files made untimed), then
-/// every file fsynced.
+/// every file fdatasynced and closed as the driver closes its logs.
 fn mm2_style(fake: &FakeSource, root: &Path) -> Duration {
     let paths = segment_paths(root);
     fake.set_filled(true);
@@ -306,10 +343,7 @@ fn mm2_style(fake: &FakeSource, root: &Path) -> Duration {
             break;
         }
     }
-    for file in &files {
-        file.sync_all().expect("fsync");
-    }
-    drop(files);
+    close_files(files);
     let elapsed = start.elapsed();
     fake.set_filled(false);
     elapsed
@@ -343,7 +377,7 @@ fn node_mirroring(c: &mut Criterion) {
     let work = tempfile::tempdir().expect("a temp dir");
     let dest = work.path().join("dest");
 
-    let (driver, setup) = mirroring_dest(&fake, &dest);
+    let (driver, setup) = mirroring_dest(&fake, &dest, FlushPolicy::Kafka);
     println!(
         "node_mirroring: {PARTITIONS} partitions to MIRRORING on real files (untimed setup of \
          each sample): {setup:.2?}; {total} bytes to mirror"
@@ -385,17 +419,22 @@ fn node_mirroring(c: &mut Criterion) {
             sum
         })
     });
-    group.bench_function("node_mirror_kafka", |b| {
-        b.iter_custom(|iters| {
-            let mut sum = Duration::ZERO;
-            for _ in 0..iters {
-                let (driver, _) = mirroring_dest(&fake, &dest);
-                sum += mirror(&fake, driver, total);
-                fs::remove_dir_all(&dest).expect("dest removed");
-            }
-            sum
-        })
-    });
+    for (name, flush) in [
+        ("node_mirror_kafka", FlushPolicy::Kafka),
+        ("node_mirror_every_append", FlushPolicy::EveryAppend),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut sum = Duration::ZERO;
+                for _ in 0..iters {
+                    let (driver, _) = mirroring_dest(&fake, &dest, flush);
+                    sum += mirror(&fake, driver, total);
+                    fs::remove_dir_all(&dest).expect("dest removed");
+                }
+                sum
+            })
+        });
+    }
     group.finish();
 }
 
