@@ -3,8 +3,10 @@
 //! at the stop, a failover and a failback, no crash), the properties each of the 24 orders of
 //! STOPPING's steps 2-5 breaks. The KIP's order (the kernel's default) breaks none. The table in
 //! `FINDINGS.md` adds a crash (`kmirror check --stop-order all --replicas 2 --records 1
-//! --crashes 1`), with which `lme,truncate,bump,reset` broke failback until the coordinator
-//! fenced LME writes (a stale LME write landed last): pinned below, with and without the fence.
+//! --crashes 1 --quorum all`), with which `lme,truncate,bump,reset` breaks failback: a stale LME
+//! write landed last until the coordinator fenced LME writes (pinned below without a
+//! transaction, with and without the fence); with a transaction open at the stop it still
+//! breaks (story C there).
 
 use kmirror_kernel::config::StopOrder;
 use kmirror_kernel::mutant::Mutant;
