@@ -157,6 +157,28 @@ enum Problem {
     Order { found: Offset },
 }
 
+impl BadSpot {
+    /// The refusal for a problem below the recovery point in segment `file`: data that was
+    /// flushed is never cut.
+    fn below_recovery_point(self, file: PathBuf, recovery_point: Offset) -> FileLogError {
+        match self.problem {
+            Problem::Batch(source) => FileLogError::CorruptSegment {
+                file,
+                position: self.position,
+                recovery_point,
+                source,
+            },
+            Problem::Order { found } => FileLogError::OffsetOrder {
+                file,
+                position: self.position,
+                expected: self.expected,
+                found,
+                below_recovery_point: true,
+            },
+        }
+    }
+}
+
 impl Problem {
     fn describe(&self, expected: Offset) -> String {
         match self {
@@ -670,21 +692,7 @@ pub(crate) fn inspect(
         }
         if let Some(bad) = scan.bad {
             if bad.expected < recovery_point {
-                return Err(match bad.problem {
-                    Problem::Batch(source) => FileLogError::CorruptSegment {
-                        file: path,
-                        position: bad.position,
-                        recovery_point,
-                        source,
-                    },
-                    Problem::Order { found } => FileLogError::OffsetOrder {
-                        file: path,
-                        position: bad.position,
-                        expected: bad.expected,
-                        found,
-                        below_recovery_point: true,
-                    },
-                });
+                return Err(bad.below_recovery_point(path, recovery_point));
             }
             break;
         }
@@ -787,21 +795,7 @@ pub(crate) fn recover(
         };
         if let Some(bad) = bad {
             if bad.expected < recovery_point {
-                return Err(match bad.problem {
-                    Problem::Batch(source) => FileLogError::CorruptSegment {
-                        file: path,
-                        position: bad.position,
-                        recovery_point,
-                        source,
-                    },
-                    Problem::Order { found } => FileLogError::OffsetOrder {
-                        file: path,
-                        position: bad.position,
-                        expected: bad.expected,
-                        found,
-                        below_recovery_point: true,
-                    },
-                });
+                return Err(bad.below_recovery_point(path, recovery_point));
             }
             let mut tail = TruncatedTail {
                 file: path.clone(),

@@ -8,7 +8,7 @@
 //! `mirror_state.partitions` of them, each key on partition
 //! [`mirror_state_partition`](kmirror_kernel::partitioner::mirror_state_partition).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use kmirror_kernel::coordinator::{Coordinator, WriteRefused};
@@ -45,14 +45,7 @@ impl StatePartition {
         config: FileLogConfig,
         checkpoints: Arc<LogDirCheckpoints>,
     ) -> Result<Self, NodeError> {
-        let index = i32::try_from(partition).map_err(|_| NodeError::Invalid {
-            message: format!("__mirror_state partition {partition} is out of range"),
-        })?;
-        let tp = TopicPartition {
-            topic: MIRROR_STATE_TOPIC.to_owned(),
-            partition: index,
-        };
-        let dir = log_dir.join(tp.dir_name());
+        let (tp, dir) = state_partition(log_dir, partition)?;
         let (log, _report) =
             FileLog::open_in_log_dir(log_dir, tp, config, Verify::FromRecoveryPoint, checkpoints)
                 .map_err(|source| NodeError::Log {
@@ -190,14 +183,7 @@ pub fn inspect_coordinator(
     table: TransitionTable,
     checkpoints: Arc<LogDirCheckpoints>,
 ) -> Result<Coordinator, NodeError> {
-    let index = i32::try_from(partition).map_err(|_| NodeError::Invalid {
-        message: format!("__mirror_state partition {partition} is out of range"),
-    })?;
-    let tp = TopicPartition {
-        topic: MIRROR_STATE_TOPIC.to_owned(),
-        partition: index,
-    };
-    let dir = log_dir.join(tp.dir_name());
+    let (tp, dir) = state_partition(log_dir, partition)?;
     let log_error = |source| NodeError::Log {
         dir: dir.clone(),
         source: Box::new(source),
@@ -206,6 +192,19 @@ pub fn inspect_coordinator(
     let batches = inspection.read_batches().map_err(log_error)?;
     let records = decode_records(&dir, batches)?;
     Ok(Coordinator::new(table).replay(records.iter().map(|(_, r)| r)))
+}
+
+/// `__mirror_state` partition `partition` and its directory under `log_dir`.
+fn state_partition(log_dir: &Path, partition: u32) -> Result<(TopicPartition, PathBuf), NodeError> {
+    let index = i32::try_from(partition).map_err(|_| NodeError::Invalid {
+        message: format!("__mirror_state partition {partition} is out of range"),
+    })?;
+    let tp = TopicPartition {
+        topic: MIRROR_STATE_TOPIC.to_owned(),
+        partition: index,
+    };
+    let dir = log_dir.join(tp.dir_name());
+    Ok((tp, dir))
 }
 
 /// Decodes every record of `batches` (of `__mirror_state` partition directory `dir`).
