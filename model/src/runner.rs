@@ -100,6 +100,15 @@ impl CheckReport {
         self.unique as f64 / self.seconds.max(1e-9)
     }
 
+    /// The names of the properties with a counterexample, in report order.
+    pub fn failed(&self) -> Vec<&str> {
+        self.properties
+            .iter()
+            .filter(|p| p.verdict.is_failure())
+            .map(|p| p.name.as_str())
+            .collect()
+    }
+
     /// Whether every `always` property held.
     pub fn all_hold(&self) -> bool {
         self.properties.iter().all(|p| !p.verdict.is_failure())

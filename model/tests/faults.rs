@@ -19,12 +19,7 @@ fn assert_all_hold(config: &ModelConfig) {
             ..RunOptions::default()
         },
     );
-    let failed: Vec<_> = report
-        .properties
-        .iter()
-        .filter(|p| p.verdict == Verdict::Counterexample)
-        .map(|p| p.name.as_str())
-        .collect();
+    let failed = report.failed();
     assert!(failed.is_empty(), "{config:?}: {failed:?}");
     assert!(report.exhaustive);
     let failback = report

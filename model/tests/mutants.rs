@@ -4,7 +4,7 @@
 
 use kmirror_kernel::config::StopStrategy;
 use kmirror_kernel::mutant::Mutant;
-use kmirror_model::runner::{check, find, CheckReport, RunOptions, Verdict};
+use kmirror_model::runner::{check, find, CheckReport, RunOptions};
 use kmirror_model::world::ClusterId;
 use kmirror_model::ModelConfig;
 
@@ -130,15 +130,6 @@ fn run(config: &ModelConfig) -> CheckReport {
     )
 }
 
-fn failures(report: &CheckReport) -> Vec<&str> {
-    report
-        .properties
-        .iter()
-        .filter(|p| p.verdict == Verdict::Counterexample)
-        .map(|p| p.name.as_str())
-        .collect()
-}
-
 fn assert_mutant_caught(mutant: Mutant) {
     let (config, property) = case(mutant);
     let property: &'static str = property;
@@ -173,7 +164,7 @@ fn unmutated_kernel_passes_every_mutant_configuration() {
         assert!(
             report.all_hold(),
             "{config:?} failed: {:?}",
-            failures(&report)
+            report.failed()
         );
     }
 }
@@ -184,7 +175,7 @@ fn unmutated_kernel_passes_every_mutant_configuration() {
 #[cfg_attr(debug_assertions, ignore = "two minutes even in release mode")]
 fn unmutated_kernel_passes_the_isr_wait_configuration() {
     let report = run(&case(Mutant::SkipIsrWait).0);
-    assert!(report.all_hold(), "failed: {:?}", failures(&report));
+    assert!(report.all_hold(), "failed: {:?}", report.failed());
 }
 
 /// Mutants whose counterexample `model/tests/faults.rs` scripts step by step (too deep for a
@@ -243,5 +234,7 @@ fn skip_abort_markers_leaves_half_transactions() {
     let config = ModelConfig::tiny().with_stop_strategy(StopStrategy::AbortOpenTransactions);
     assert!(run(&config).all_hold());
     let report = run(&config.with_mutant(Mutant::SkipLsoTruncation));
-    assert!(failures(&report).contains(&"no_half_transaction_survives_stop"));
+    assert!(report
+        .failed()
+        .contains(&"no_half_transaction_survives_stop"));
 }

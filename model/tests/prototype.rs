@@ -48,12 +48,7 @@ fn tiny_prototype_state_count_is_pinned_and_every_property_holds() {
             ..RunOptions::default()
         },
     );
-    let failed: Vec<_> = report
-        .properties
-        .iter()
-        .filter(|p| p.verdict == Verdict::Counterexample)
-        .map(|p| p.name.as_str())
-        .collect();
+    let failed = report.failed();
     assert!(failed.is_empty(), "{failed:?}");
     assert_eq!(
         report.unique, 9_152,

@@ -16,12 +16,7 @@ fn exhaust(config: &ModelConfig, threads: usize) -> kmirror_model::runner::Check
             ..RunOptions::default()
         },
     );
-    let failed: Vec<_> = report
-        .properties
-        .iter()
-        .filter(|p| p.verdict == Verdict::Counterexample)
-        .map(|p| p.name.clone())
-        .collect();
+    let failed = report.failed();
     assert!(failed.is_empty(), "properties failed: {failed:?}");
     assert!(report.exhaustive);
     report

@@ -10,7 +10,7 @@
 
 use kmirror_kernel::config::StopOrder;
 use kmirror_kernel::mutant::Mutant;
-use kmirror_model::runner::{check, find, CheckReport, RunOptions, Verdict};
+use kmirror_model::runner::{check, find, CheckReport, RunOptions};
 use kmirror_model::ModelConfig;
 
 const PREFIX: &str = "mirror_is_prefix_of_source";
@@ -58,15 +58,6 @@ fn run(order: StopOrder) -> CheckReport {
     report
 }
 
-fn failures(report: &CheckReport) -> Vec<&str> {
-    report
-        .properties
-        .iter()
-        .filter(|p| p.verdict == Verdict::Counterexample)
-        .map(|p| p.name.as_str())
-        .collect()
-}
-
 fn expected(order: StopOrder) -> &'static [&'static str] {
     VERDICTS
         .iter()
@@ -81,7 +72,7 @@ fn the_kip_order_is_safe() {
     assert_eq!(StopOrder::default(), StopOrder::KIP);
     for order in [StopOrder::KIP, "truncate,bump,lme,reset".parse().unwrap()] {
         let report = run(order);
-        assert!(report.all_hold(), "{order}: {:?}", failures(&report));
+        assert!(report.all_hold(), "{order}: {:?}", report.failed());
         assert!(expected(order).is_empty());
     }
 }
@@ -92,7 +83,7 @@ fn the_kip_order_is_safe() {
 #[test]
 fn reset_before_truncate_leaves_a_half_transaction() {
     let order = "bump,reset,truncate,lme".parse().unwrap();
-    assert_eq!(failures(&run(order)), [HALF_TXN]);
+    assert_eq!(run(order).failed(), [HALF_TXN]);
 }
 
 /// The LME recorded before the truncation names batches the truncation removes; on failback
@@ -100,7 +91,7 @@ fn reset_before_truncate_leaves_a_half_transaction() {
 #[test]
 fn lme_before_truncate_breaks_failback() {
     let order = "bump,lme,truncate,reset".parse().unwrap();
-    assert_eq!(failures(&run(order)), [PREFIX, FAILBACK]);
+    assert_eq!(run(order).failed(), [PREFIX, FAILBACK]);
 }
 
 /// The table, order by order (about ten seconds in release mode).
@@ -111,11 +102,8 @@ fn every_order_breaks_what_the_table_says() {
     for (name, props) in VERDICTS {
         let order: StopOrder = name.parse().unwrap();
         let report = run(order);
-        if failures(&report) != props {
-            wrong.push(format!(
-                "{order}: {:?}, table: {props:?}",
-                failures(&report)
-            ));
+        if report.failed() != props {
+            wrong.push(format!("{order}: {:?}, table: {props:?}", report.failed()));
         }
     }
     assert!(wrong.is_empty(), "{wrong:#?}");

@@ -17,12 +17,7 @@ fn sync_configuration_holds_and_is_pinned() {
             ..RunOptions::default()
         },
     );
-    let failed: Vec<_> = report
-        .properties
-        .iter()
-        .filter(|p| p.verdict == Verdict::Counterexample)
-        .map(|p| p.name.as_str())
-        .collect();
+    let failed = report.failed();
     assert!(failed.is_empty(), "properties failed: {failed:?}");
     assert!(report.exhaustive);
     for name in [
