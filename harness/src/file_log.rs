@@ -120,7 +120,7 @@ use crate::error::{CheckpointError, FileLogError, TopicPartitionError};
 use crate::log_dir_checkpoints::{CheckpointKind, LogDirCheckpoints};
 use crate::record_batch::RawBatch;
 use crate::recovery::{self, RecoveryReport};
-use crate::segment::{self, Segment};
+use crate::segment::{self, ReadBuffer, Segment};
 
 /// File name of the high-watermark checkpoint (Kafka's log-dir-level name).
 pub const HIGH_WATERMARK_FILE: &str = "replication-offset-checkpoint";
@@ -325,8 +325,9 @@ pub struct FileLog {
     checkpoints: Checkpoints,
     timestamp_ms: i64,
     failed: Mutex<Option<String>>,
-    /// The buffer reads go through, reused so that a fetch costs no fresh allocation of its size.
-    read_buf: Mutex<Vec<u8>>,
+    /// The buffer reads go through: the batches read are slices of it, and its allocation is
+    /// reused once they are dropped, so a fetch costs no copy per batch and no fresh allocation.
+    read_buf: Mutex<ReadBuffer>,
 }
 
 impl FileLog {
@@ -402,7 +403,7 @@ impl FileLog {
             checkpoints,
             timestamp_ms: config.append_timestamp_ms,
             failed: Mutex::new(None),
-            read_buf: Mutex::new(Vec::new()),
+            read_buf: Mutex::new(ReadBuffer::default()),
         };
         Ok((log, recovered.report))
     }
@@ -525,7 +526,7 @@ impl FileLog {
 
     /// Whole batches with `last_offset >= from` and `base_offset < below`, oldest first, read
     /// from disk (and CRC-checked again): one read per segment (at most [`READ_CHUNK_BYTES`]
-    /// at a time) into a reused buffer.
+    /// at a time) into a [`ReadBuffer`], whose slices the batches are.
     pub fn try_read(&self, from: Offset, below: Offset) -> Result<Vec<RawBatch>, FileLogError> {
         self.try_read_at_most(from, below, usize::MAX)
     }
@@ -568,8 +569,8 @@ impl FileLog {
                 break;
             }
         }
-        if buf.capacity() > 2 * READ_CHUNK_BYTES as usize {
-            *buf = Vec::new();
+        if buf.retained() > 2 * READ_CHUNK_BYTES as usize {
+            *buf = ReadBuffer::default();
         }
         Ok(out)
     }

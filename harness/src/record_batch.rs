@@ -42,7 +42,7 @@
 //! control batches the control record's key), kept together with those bytes, which are never
 //! re-encoded: a mirrored batch is appended byte for byte.
 
-use std::sync::Arc;
+use bytes::Bytes;
 
 use kmirror_kernel::batch::{BatchHeader, ControlType, LeaderBatch};
 use kmirror_kernel::types::{LeaderEpoch, Offset, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE};
@@ -111,19 +111,21 @@ pub struct Record {
 
 /// A record batch: its validated header and its exact bytes.
 ///
-/// Cloning is cheap (the bytes are shared). The header always describes the bytes: both come
-/// from [`RawBatch::parse`] or from an encoder that re-parses what it wrote.
+/// Cloning is cheap (the bytes are shared), and so is parsing a buffer of many batches with
+/// [`RawBatch::parse_many_shared`]: each batch is a slice of that buffer, not a copy. The header
+/// always describes the bytes: both come from [`RawBatch::parse`] or from an encoder that
+/// re-parses what it wrote.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct RawBatch {
     header: BatchHeader,
-    bytes: Arc<[u8]>,
+    bytes: Bytes,
 }
 
 impl RawBatch {
     /// Parses `bytes`, which must hold exactly one batch, validating its length, magic and
     /// CRC-32C (and the control record's key for a control batch). The bytes are kept as they
     /// are.
-    pub fn parse(bytes: impl Into<Arc<[u8]>>) -> Result<RawBatch, BatchError> {
+    pub fn parse(bytes: impl Into<Bytes>) -> Result<RawBatch, BatchError> {
         let bytes = bytes.into();
         let (header, size) = decode_header(&bytes)?;
         if size != bytes.len() {
@@ -137,16 +139,23 @@ impl RawBatch {
         Ok(RawBatch { header, bytes })
     }
 
-    /// Parses a concatenation of whole batches (a fetch response's records, or a segment).
-    /// Error positions count from the start of `buf`.
+    /// Parses a concatenation of whole batches (a fetch response's records, or a segment),
+    /// copying `buf` once. Error positions count from the start of `buf`.
     pub fn parse_many(buf: &[u8]) -> Result<Vec<RawBatch>, BatchError> {
+        RawBatch::parse_many_shared(&Bytes::copy_from_slice(buf))
+    }
+
+    /// [`RawBatch::parse_many`] without the copy: every batch is a slice of `buf` (which each
+    /// keeps alive while it lives). What a fetch path uses, so a fetched byte is copied from
+    /// the read buffer only by the write that puts it in the segment.
+    pub fn parse_many_shared(buf: &Bytes) -> Result<Vec<RawBatch>, BatchError> {
         let mut batches = Vec::new();
         let mut pos = 0usize;
         while pos < buf.len() {
             let (header, size) = decode_header(&buf[pos..]).map_err(|e| e.shifted(pos as u64))?;
             batches.push(RawBatch {
                 header,
-                bytes: Arc::from(&buf[pos..pos + size]),
+                bytes: buf.slice(pos..pos + size),
             });
             pos += size;
         }
@@ -273,9 +282,9 @@ impl RawBatch {
         &self.bytes
     }
 
-    /// The shared buffer holding the batch's bytes.
-    pub fn shared_bytes(&self) -> Arc<[u8]> {
-        Arc::clone(&self.bytes)
+    /// The batch's bytes as a shared buffer (no copy).
+    pub fn shared_bytes(&self) -> Bytes {
+        self.bytes.clone()
     }
 
     /// The size of the batch in bytes (`batchLength + 12`).

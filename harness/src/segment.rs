@@ -21,6 +21,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use bytes::Bytes;
 use kmirror_kernel::batch::BatchHeader;
 use kmirror_kernel::types::Offset;
 
@@ -471,12 +472,13 @@ impl Segment {
     }
 
     /// Reads the bytes of `entries` (consecutive batches of this segment) with one read into
-    /// `buf` (reused between calls, so a fetch round costs one `pread` and no fresh buffer) and
-    /// parses each batch, checking its CRC again; like [`Segment::read_batch`] otherwise.
+    /// `buf` and parses each batch, checking its CRC again; like [`Segment::read_batch`]
+    /// otherwise. The batches are slices of the read (see [`ReadBuffer`]): a fetch costs one
+    /// `pread` and no copy or allocation per batch.
     pub fn read_batches(
         &self,
         entries: &[BatchEntry],
-        buf: &mut Vec<u8>,
+        buf: &mut ReadBuffer,
         out: &mut Vec<RawBatch>,
     ) -> Result<(), FileLogError> {
         let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
@@ -484,26 +486,17 @@ impl Segment {
         };
         let start = first.position;
         let len = (last.end() - start) as usize;
-        if buf.len() < len {
-            buf.resize(len, 0); // zeroed once, when it grows: no memset per read
-        }
-        let buf = &mut buf[..len];
-        self.log
-            .read_exact_at(buf, start)
+        let bytes = buf
+            .read(len, |dest| self.log.read_exact_at(dest, start))
             .map_err(|e| FileLogError::io("read", &self.log_path, e))?;
         for entry in entries {
             let from = (entry.position - start) as usize;
-            let bytes: std::sync::Arc<[u8]> = buf[from..from + entry.size as usize].into();
-            out.push(self.check_read(entry, bytes)?);
+            out.push(self.check_read(entry, bytes.slice(from..from + entry.size as usize))?);
         }
         Ok(())
     }
 
-    fn check_read(
-        &self,
-        entry: &BatchEntry,
-        bytes: std::sync::Arc<[u8]>,
-    ) -> Result<RawBatch, FileLogError> {
+    fn check_read(&self, entry: &BatchEntry, bytes: Bytes) -> Result<RawBatch, FileLogError> {
         let batch = RawBatch::parse(bytes).map_err(|source| FileLogError::CorruptRead {
             file: self.log_path.clone(),
             position: entry.position,
@@ -565,6 +558,43 @@ impl Segment {
             }
         }
         Ok(())
+    }
+}
+
+/// A read buffer that hands out its bytes shared and takes its allocation back once they are
+/// all dropped. The batches of a read are slices of it, not copies; the next read reuses the
+/// allocation when nothing holds the previous one (a fetch loop that writes and drops each
+/// fetch's batches neither allocates nor zeroes per fetch), and allocates a new one when
+/// something still does.
+#[derive(Debug, Default)]
+pub struct ReadBuffer {
+    /// The whole allocation of the last read, kept to take back.
+    last: Bytes,
+}
+
+impl ReadBuffer {
+    /// `len` bytes filled by `fill`, shared with the buffer.
+    pub fn read(
+        &mut self,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]) -> io::Result<()>,
+    ) -> io::Result<Bytes> {
+        let mut vec: Vec<u8> = match std::mem::take(&mut self.last).try_into_mut() {
+            Ok(unshared) => unshared.into(),
+            Err(_still_shared) => Vec::new(),
+        };
+        if vec.len() < len {
+            vec.resize(len, 0); // zeroed once, when it grows: no memset per read
+        }
+        fill(&mut vec[..len])?;
+        let whole = Bytes::from(vec);
+        self.last = whole.clone();
+        Ok(whole.slice(..len))
+    }
+
+    /// The size of the allocation kept for the next read.
+    pub fn retained(&self) -> usize {
+        self.last.len()
     }
 }
 
@@ -700,6 +730,35 @@ mod tests {
         let (seg, rebuilt) = Segment::open_verified(dir.path(), 0, batches, 50).unwrap();
         assert!(rebuilt);
         assert_eq!(seg.index_entries(), &entries[..]);
+    }
+
+    #[test]
+    fn read_buffer_never_overwrites_bytes_still_held_and_reuses_freed_ones() {
+        let mut buf = ReadBuffer::default();
+        let fill = |byte: u8| {
+            move |dest: &mut [u8]| -> io::Result<()> {
+                dest.fill(byte);
+                Ok(())
+            }
+        };
+        let held = buf.read(4, fill(b'a')).unwrap();
+        let second = buf.read(4, fill(b'b')).unwrap();
+        assert_eq!(
+            &held[..],
+            b"aaaa",
+            "a read must not write into bytes a batch still holds"
+        );
+        assert_eq!(&second[..], b"bbbb");
+        assert_ne!(held.as_ptr(), second.as_ptr());
+        let reused_from = second.as_ptr();
+        drop(second);
+        let third = buf.read(3, fill(b'c')).unwrap();
+        assert_eq!(&third[..], b"ccc");
+        assert_eq!(third.as_ptr(), reused_from, "a freed allocation is reused");
+        assert_eq!(buf.retained(), 4);
+        let failed = buf.read(2, |_| Err(io::Error::other("disk gone")));
+        assert!(failed.is_err());
+        assert_eq!(&third[..], b"ccc");
     }
 
     #[test]

@@ -367,7 +367,7 @@ impl KafkaSource {
     /// Splits a fetch's records into whole batches (dropping a partial trailing one).
     #[cfg(test)]
     fn batches(&self, records: &[u8]) -> Result<Vec<RawBatch>, SourceError> {
-        split_batches(records).map_err(|(pos, e)| {
+        split_batches(&bytes::Bytes::copy_from_slice(records)).map_err(|(pos, e)| {
             SourceError::Kafka(WireError::Malformed {
                 address: self.bootstrap.clone(),
                 api: "Fetch",

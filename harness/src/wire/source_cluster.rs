@@ -38,6 +38,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use kmirror_kernel::config::FetchIsolation;
 use kmirror_kernel::fetch::{FetchResponse, FetchedRecords};
 use kmirror_kernel::types::{LeaderEpoch, Offset, PartitionIndex, TopicId};
@@ -1224,8 +1225,9 @@ pub(crate) fn map_fetch_answer(
 }
 
 /// Splits a fetch's records into whole batches, dropping a partial trailing one (Kafka cuts
-/// the last batch at `max_bytes`). A batch that does not parse is `(byte position, why)`.
-pub(crate) fn split_batches(records: &[u8]) -> Result<Vec<RawBatch>, (usize, BatchError)> {
+/// the last batch at `max_bytes`). Each batch is a slice of `records` (the response's buffer),
+/// not a copy. A batch that does not parse is `(byte position, why)`.
+pub(crate) fn split_batches(records: &Bytes) -> Result<Vec<RawBatch>, (usize, BatchError)> {
     let mut out = Vec::new();
     let mut pos = 0usize;
     while records.len() - pos >= LOG_OVERHEAD {
@@ -1233,7 +1235,7 @@ pub(crate) fn split_batches(records: &[u8]) -> Result<Vec<RawBatch>, (usize, Bat
         if records.len() - pos < size {
             break;
         }
-        out.push(RawBatch::parse(&records[pos..pos + size]).map_err(|e| (pos, e))?);
+        out.push(RawBatch::parse(records.slice(pos..pos + size)).map_err(|e| (pos, e))?);
         pos += size;
     }
     Ok(out)
