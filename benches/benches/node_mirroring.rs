@@ -13,7 +13,17 @@
 //! consumer defaults; 100 batches per partition at most) until every partition has everything,
 //! then `close` (every segment fsynced). The destination is deleted untimed.
 //!
-//! - `node_mirror_kafka`: the above.
+//! - `node_mirror_kafka`: the above; `close` makes the logs durable with two `syncfs` of the
+//!   file system (`harness/src/node/close.rs`).
+//! - `node_mirror_kafka_file_by_file_close`: the same with the close file by file (each
+//!   segment fdatasynced, each changed epoch checkpoint written atomically with its two
+//!   fsyncs, on [`CLOSE_THREADS`] threads): what the close cost before the barrier.
+//! - `node_mirror_kafka_steady`: a mirror already running: each sample's untimed setup also
+//!   mirrors every partition's first batch, closes the driver and opens it again (so each
+//!   partition's leader-epoch entry is on disk, as in any mirror past its first flush); the
+//!   timed part mirrors the other 15 batches of each partition (177.8 MiB) and closes. Its
+//!   throughput against the baselines' (which copy all 16 batches, so their fixed costs are
+//!   spread over 1/15 more bytes) is the steady-state ratio.
 //! - `node_mirror_every_append`: the same with `--flush every-append` (each partition's append
 //!   of each round fdatasynced before the round goes on).
 //! - `raw_copy_same_writes` (baseline, same run): the same bytes written into 1,000 fresh
@@ -48,7 +58,7 @@ use bytes::Bytes;
 use criterion::{criterion_group, Criterion, Throughput};
 use fake_source::{FakePartition, FakeSource, FakeTopic};
 use kmirror_harness::file_log::FlushPolicy;
-use kmirror_harness::node::driver::CLOSE_THREADS;
+use kmirror_harness::node::close::CLOSE_THREADS;
 use kmirror_harness::node::{NodeDest, NodeDriver, NodeDriverOptions, NodeMeta};
 use kmirror_harness::record_batch::RawBatch;
 use kmirror_harness::wire::source_cluster::{CurrentLeaderEpoch, PartitionFetchRequest};
@@ -117,7 +127,11 @@ fn source_cluster(fake: &FakeSource) -> SourceCluster {
 
 /// A node destination at `root` with every partition MIRRORING against the empty source;
 /// returns the driver and the time it took from creating the destination.
-fn mirroring_dest(fake: &FakeSource, root: &Path, flush: FlushPolicy) -> (NodeDriver, Duration) {
+fn mirroring_dest(
+    fake: &FakeSource,
+    root: &Path,
+    options: &NodeDriverOptions,
+) -> (NodeDriver, Duration) {
     fake.set_filled(false);
     let start = Instant::now();
     let mut dest =
@@ -131,12 +145,8 @@ fn mirroring_dest(fake: &FakeSource, root: &Path, flush: FlushPolicy) -> (NodeDr
         partition.leader_epoch = 1;
     }
     dest.set_meta(meta).expect("epochs");
-    let options = NodeDriverOptions {
-        flush,
-        ..NodeDriverOptions::default()
-    };
     let mut driver =
-        NodeDriver::from_dest(dest, Some(source_cluster(fake)), options).expect("driver");
+        NodeDriver::from_dest(dest, Some(source_cluster(fake)), options.clone()).expect("driver");
     let mirror = MirrorName::new("fake-source").expect("valid");
     let topics: Vec<(String, TopicId, i32)> = (0..TOPICS)
         .map(|t| (topic_name(t), topic_id(t), PER_TOPIC))
@@ -154,6 +164,45 @@ fn mirroring_dest(fake: &FakeSource, root: &Path, flush: FlushPolicy) -> (NodeDr
         .partitions()
         .all(|(_, p)| p.state() == MirrorState::Mirroring));
     (driver, start.elapsed())
+}
+
+/// [`mirroring_dest`], then every partition's first batch mirrored, the driver closed and the
+/// destination opened again; returns the driver (every partition MIRRORING and caught up with
+/// that batch).
+fn steady_dest(fake: &FakeSource, root: &Path, options: &NodeDriverOptions) -> NodeDriver {
+    let (mut driver, _) = mirroring_dest(fake, root, options);
+    fake.set_visible_batches(1);
+    let mut now = 500_000;
+    while driver.stats().bytes < first_batches_bytes() || !driver.all_caught_up() {
+        now += 1;
+        driver.run_once(now).expect("runs");
+    }
+    driver.close().expect("closed");
+    let mut driver =
+        NodeDriver::open(root, Some(source_cluster(fake)), options.clone()).expect("reopened");
+    while !driver.all_caught_up() {
+        now += 1;
+        driver.run_once(now).expect("runs");
+    }
+    fake.set_filled(false);
+    driver
+}
+
+/// The driver's options: `flush`, and whether its close syncs the file system once
+/// (`fs_barrier`) or file by file.
+fn options(flush: FlushPolicy, fs_barrier: bool) -> NodeDriverOptions {
+    NodeDriverOptions {
+        flush,
+        fs_barrier,
+        ..NodeDriverOptions::default()
+    }
+}
+
+/// The bytes of every partition's first batch.
+fn first_batches_bytes() -> u64 {
+    let header = BatchHeader::plain(0, RECORDS - 1, 0);
+    let batch = RawBatch::synthesize(&header, 1_700_000_000_000).expect("batch");
+    batch.size_in_bytes() as u64 * PARTITIONS as u64
 }
 
 /// The timed part: the data mirrored, then `close`.
@@ -377,7 +426,7 @@ fn node_mirroring(c: &mut Criterion) {
     let work = tempfile::tempdir().expect("a temp dir");
     let dest = work.path().join("dest");
 
-    let (driver, setup) = mirroring_dest(&fake, &dest, FlushPolicy::Kafka);
+    let (driver, setup) = mirroring_dest(&fake, &dest, &options(FlushPolicy::Kafka, true));
     println!(
         "node_mirroring: {PARTITIONS} partitions to MIRRORING on real files (untimed setup of \
          each sample): {setup:.2?}; {total} bytes to mirror"
@@ -419,15 +468,22 @@ fn node_mirroring(c: &mut Criterion) {
             sum
         })
     });
-    for (name, flush) in [
-        ("node_mirror_kafka", FlushPolicy::Kafka),
-        ("node_mirror_every_append", FlushPolicy::EveryAppend),
+    for (name, options) in [
+        ("node_mirror_kafka", options(FlushPolicy::Kafka, true)),
+        (
+            "node_mirror_kafka_file_by_file_close",
+            options(FlushPolicy::Kafka, false),
+        ),
+        (
+            "node_mirror_every_append",
+            options(FlushPolicy::EveryAppend, true),
+        ),
     ] {
         group.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 let mut sum = Duration::ZERO;
                 for _ in 0..iters {
-                    let (driver, _) = mirroring_dest(&fake, &dest, flush);
+                    let (driver, _) = mirroring_dest(&fake, &dest, &options);
                     sum += mirror(&fake, driver, total);
                     fs::remove_dir_all(&dest).expect("dest removed");
                 }
@@ -435,6 +491,19 @@ fn node_mirroring(c: &mut Criterion) {
             })
         });
     }
+    let steady_total = total - first_batches_bytes();
+    group.throughput(Throughput::Bytes(steady_total));
+    group.bench_function("node_mirror_kafka_steady", |b| {
+        b.iter_custom(|iters| {
+            let mut sum = Duration::ZERO;
+            for _ in 0..iters {
+                let driver = steady_dest(&fake, &dest, &options(FlushPolicy::Kafka, true));
+                sum += mirror(&fake, driver, steady_total);
+                fs::remove_dir_all(&dest).expect("dest removed");
+            }
+            sum
+        })
+    });
     group.finish();
 }
 

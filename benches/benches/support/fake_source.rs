@@ -6,11 +6,13 @@
 //! (at least one batch for the first partition with data).
 //!
 //! Every source partition starts empty ([`FakeSource::set_filled`] `false`) so that a
-//! destination can be brought to MIRRORING untimed, then gets its data at once (`true`).
+//! destination can be brought to MIRRORING untimed, then gets its data at once (`true`), or
+//! its first batches only ([`FakeSource::set_visible_batches`]) for a destination that already
+//! mirrors some of it.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -43,11 +45,13 @@ pub struct FakePartition {
 }
 
 impl FakePartition {
-    fn log_end(&self, filled: bool) -> i64 {
-        match self.batches.last() {
-            Some((last, _)) if filled => last + 1,
-            _ => 0,
-        }
+    /// The first `visible` batches (all of them when there are fewer).
+    fn visible(&self, visible: usize) -> &[(i64, usize)] {
+        &self.batches[..visible.min(self.batches.len())]
+    }
+
+    fn log_end(&self, visible: usize) -> i64 {
+        self.visible(visible).last().map_or(0, |(last, _)| last + 1)
     }
 }
 
@@ -65,7 +69,8 @@ pub struct FakeTopic {
 struct State {
     brokers: Vec<(i32, String)>,
     topics: Vec<FakeTopic>,
-    filled: AtomicBool,
+    /// How many batches of each partition the brokers serve.
+    visible: AtomicUsize,
 }
 
 /// The fake cluster (brokers 1..=n, cluster id `fake-source`).
@@ -87,7 +92,7 @@ impl FakeSource {
         let state = Arc::new(State {
             brokers,
             topics,
-            filled: AtomicBool::new(false),
+            visible: AtomicUsize::new(0),
         });
         for (id, listener) in listeners {
             let state = Arc::clone(&state);
@@ -109,7 +114,12 @@ impl FakeSource {
 
     /// Whether the partitions hold their batches (`true`) or are empty.
     pub fn set_filled(&self, filled: bool) {
-        self.state.filled.store(filled, Ordering::SeqCst);
+        self.set_visible_batches(if filled { usize::MAX } else { 0 });
+    }
+
+    /// Makes each partition hold its first `n` batches only.
+    pub fn set_visible_batches(&self, n: usize) {
+        self.state.visible.store(n, Ordering::SeqCst);
     }
 }
 
@@ -140,7 +150,7 @@ fn serve(id: i32, mut stream: TcpStream, state: &State) {
             .with_correlation_id(header.correlation_id)
             .encode(&mut body, api.response_header_version(version))
             .expect("encode header");
-        let filled = state.filled.load(Ordering::SeqCst);
+        let visible = state.visible.load(Ordering::SeqCst);
         match api {
             ApiKey::ApiVersions => {
                 ApiVersionsRequest::decode(&mut buf, version).expect("request");
@@ -152,13 +162,13 @@ fn serve(id: i32, mut stream: TcpStream, state: &State) {
             }
             ApiKey::Fetch => {
                 let request = FetchRequest::decode(&mut buf, version).expect("request");
-                fetch(id, state, filled, &request)
+                fetch(id, state, visible, &request)
                     .encode(&mut body, version)
                     .expect("encode");
             }
             ApiKey::ListOffsets => {
                 let request = ListOffsetsRequest::decode(&mut buf, version).expect("request");
-                list_offsets(id, state, filled, &request)
+                list_offsets(id, state, visible, &request)
                     .encode(&mut body, version)
                     .expect("encode");
             }
@@ -227,7 +237,7 @@ fn metadata(state: &State) -> MetadataResponse {
         .with_topics(topics)
 }
 
-fn fetch(id: i32, state: &State, filled: bool, request: &FetchRequest) -> FetchResponse {
+fn fetch(id: i32, state: &State, visible: usize, request: &FetchRequest) -> FetchResponse {
     let mut budget = usize::try_from(request.max_bytes.max(0)).unwrap_or(usize::MAX);
     let mut any = false;
     let responses = request
@@ -254,7 +264,7 @@ fn fetch(id: i32, state: &State, filled: bool, request: &FetchRequest) -> FetchR
                     if p.leader != id {
                         return data.with_error_code(6);
                     }
-                    let leo = p.log_end(filled);
+                    let leo = p.log_end(visible);
                     if asked.fetch_offset < 0 || asked.fetch_offset > leo {
                         return data.with_error_code(1);
                     }
@@ -262,23 +272,15 @@ fn fetch(id: i32, state: &State, filled: bool, request: &FetchRequest) -> FetchR
                         .with_high_watermark(leo)
                         .with_last_stable_offset(leo)
                         .with_log_start_offset(0);
-                    if !filled {
-                        return data.with_records(Some(Bytes::new()));
-                    }
                     // Whole batches from the one holding fetch_offset, within both limits.
-                    let first = p
-                        .batches
-                        .partition_point(|(last, _)| *last < asked.fetch_offset);
-                    let start = if first == 0 {
-                        0
-                    } else {
-                        p.batches[first - 1].1
-                    };
+                    let batches = p.visible(visible);
+                    let first = batches.partition_point(|(last, _)| *last < asked.fetch_offset);
+                    let start = if first == 0 { 0 } else { batches[first - 1].1 };
                     let limit = usize::try_from(asked.partition_max_bytes.max(0))
                         .unwrap_or(usize::MAX)
                         .min(budget);
                     let mut end = start;
-                    for &(_, batch_end) in &p.batches[first..] {
+                    for &(_, batch_end) in &batches[first..] {
                         if batch_end - start > limit && (end > start || any) {
                             break;
                         }
@@ -302,7 +304,7 @@ fn fetch(id: i32, state: &State, filled: bool, request: &FetchRequest) -> FetchR
 fn list_offsets(
     id: i32,
     state: &State,
-    filled: bool,
+    visible: usize,
     request: &ListOffsetsRequest,
 ) -> ListOffsetsResponse {
     let topics = request
@@ -327,7 +329,7 @@ fn list_offsets(
                                 Some(p) => answer.with_offset(if asked.timestamp == -2 {
                                     0
                                 } else {
-                                    p.log_end(filled)
+                                    p.log_end(visible)
                                 }),
                             }
                         })

@@ -4,6 +4,7 @@
 
 use kafka_protocol::messages::ApiKey;
 use kmirror_kernel::controller::{MirrorErrorCode, MirrorRequest};
+use kmirror_kernel::epoch_cache::EpochCache;
 use kmirror_kernel::log::LogView;
 use kmirror_kernel::node::PartitionKey;
 use kmirror_kernel::state::MirrorState;
@@ -24,9 +25,18 @@ fn options() -> NodeDriverOptions {
 /// A node destination mirroring orders (3 partitions) and pay.eu (2) from the fake, run until
 /// caught up.
 fn mirrored(fake: &FakeCluster, root: &std::path::Path) -> (NodeDriver, ManualClock) {
+    mirrored_with(fake, root, options())
+}
+
+/// [`mirrored`] with `options`.
+fn mirrored_with(
+    fake: &FakeCluster,
+    root: &std::path::Path,
+    options: NodeDriverOptions,
+) -> (NodeDriver, ManualClock) {
     let dest = NodeDest::create(root, NodeMeta::new(Some(fake.address(1)), 4)).unwrap();
     let mut driver =
-        NodeDriver::from_dest(dest, Some(source(fake, &["orders", "pay.eu"])), options()).unwrap();
+        NodeDriver::from_dest(dest, Some(source(fake, &["orders", "pay.eu"])), options).unwrap();
     let results = driver
         .add_topics(
             &east(),
@@ -308,25 +318,62 @@ fn a_stop_after_a_restart_keeps_batches_above_the_checkpointed_high_watermark() 
 }
 
 #[test]
-fn close_flushes_every_partition_log_on_its_threads() {
-    let fake = fake();
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("west");
-    let (driver, _) = mirrored(&fake, &root);
-    let ends: Vec<(PartitionKey, i64)> = [(ORDERS, 3), (PAY_EU, 2)]
-        .iter()
-        .flat_map(|&(t, n)| (0..n).map(move |p| PartitionKey::new(t, p)))
-        .map(|k| (k, driver.log(&k).unwrap().log_end_offset()))
-        .collect();
-    // Five logs: more than one closing thread.
-    assert!(ends.len() > 1 && ends.len() <= driver::CLOSE_THREADS);
-    driver.close().unwrap();
-    let reopened = NodeDriver::open(&root, None, options()).unwrap();
-    for (key, end) in ends {
-        let log = reopened.log(&key).unwrap();
-        assert_eq!(log.log_end_offset(), end, "{key}");
-        assert_eq!(log.recovery_point(), end, "{key}: flushed at close");
+fn close_flushes_every_partition_log_with_a_barrier_or_file_by_file() {
+    for fs_barrier in [true, false] {
+        let fake = fake();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("west");
+        let options = NodeDriverOptions {
+            fs_barrier,
+            ..options()
+        };
+        let (driver, _) = mirrored_with(&fake, &root, options.clone());
+        let logs: Vec<(PartitionKey, i64, EpochCache)> = [(ORDERS, 3), (PAY_EU, 2)]
+            .iter()
+            .flat_map(|&(t, n)| (0..n).map(move |p| PartitionKey::new(t, p)))
+            .map(|k| {
+                let log = driver.log(&k).unwrap();
+                (k, log.log_end_offset(), log.epoch_cache().clone())
+            })
+            .collect();
+        // Five logs: more than one closing thread.
+        assert!(logs.len() > 1 && logs.len() <= close::CLOSE_THREADS);
+        assert!(
+            logs.iter().any(|(_, _, cache)| !cache.is_empty()),
+            "the close has epoch checkpoints to write"
+        );
+        driver.close().unwrap();
+        let leftovers: Vec<_> = walk(&root)
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "tmp"))
+            .collect();
+        assert!(leftovers.is_empty(), "barrier {fs_barrier}: {leftovers:?}");
+        let reopened = NodeDriver::open(&root, None, options).unwrap();
+        for (key, end, cache) in logs {
+            let log = reopened.log(&key).unwrap();
+            assert_eq!(log.log_end_offset(), end, "{key}");
+            assert_eq!(log.recovery_point(), end, "{key}: flushed at close");
+            assert_eq!(
+                log.epoch_cache(),
+                &cache,
+                "{key}: checkpoint written at close"
+            );
+        }
     }
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
 }
 
 #[test]
