@@ -13,11 +13,7 @@
 //! consumer defaults; 100 batches per partition at most) until every partition has everything,
 //! then `close` (every segment fsynced). The destination is deleted untimed.
 //!
-//! - `node_mirror_kafka`: the above; `close` makes the logs durable with two `syncfs` of the
-//!   file system (`harness/src/node/close.rs`).
-//! - `node_mirror_kafka_file_by_file_close`: the same with the close file by file (each
-//!   segment fdatasynced, each changed epoch checkpoint written atomically with its two
-//!   fsyncs, on [`CLOSE_THREADS`] threads): what the close cost before the barrier.
+//! - `node_mirror_kafka`: the above.
 //! - `node_mirror_kafka_steady`: a mirror already running: each sample's untimed setup also
 //!   mirrors every partition's first batch, closes the driver and opens it again (so each
 //!   partition's leader-epoch entry is on disk, as in any mirror past its first flush); the
@@ -58,7 +54,7 @@ use bytes::Bytes;
 use criterion::{criterion_group, Criterion, Throughput};
 use fake_source::{FakePartition, FakeSource, FakeTopic};
 use kmirror_harness::file_log::FlushPolicy;
-use kmirror_harness::node::close::CLOSE_THREADS;
+use kmirror_harness::node::driver::CLOSE_THREADS;
 use kmirror_harness::node::{NodeDest, NodeDriver, NodeDriverOptions, NodeMeta};
 use kmirror_harness::record_batch::RawBatch;
 use kmirror_harness::wire::source_cluster::{CurrentLeaderEpoch, PartitionFetchRequest};
@@ -188,12 +184,10 @@ fn steady_dest(fake: &FakeSource, root: &Path, options: &NodeDriverOptions) -> N
     driver
 }
 
-/// The driver's options: `flush`, and whether its close syncs the file system once
-/// (`fs_barrier`) or file by file.
-fn options(flush: FlushPolicy, fs_barrier: bool) -> NodeDriverOptions {
+/// The driver's options with `flush`.
+fn options(flush: FlushPolicy) -> NodeDriverOptions {
     NodeDriverOptions {
         flush,
-        fs_barrier,
         ..NodeDriverOptions::default()
     }
 }
@@ -426,7 +420,7 @@ fn node_mirroring(c: &mut Criterion) {
     let work = tempfile::tempdir().expect("a temp dir");
     let dest = work.path().join("dest");
 
-    let (driver, setup) = mirroring_dest(&fake, &dest, &options(FlushPolicy::Kafka, true));
+    let (driver, setup) = mirroring_dest(&fake, &dest, &options(FlushPolicy::Kafka));
     println!(
         "node_mirroring: {PARTITIONS} partitions to MIRRORING on real files (untimed setup of \
          each sample): {setup:.2?}; {total} bytes to mirror"
@@ -469,14 +463,10 @@ fn node_mirroring(c: &mut Criterion) {
         })
     });
     for (name, options) in [
-        ("node_mirror_kafka", options(FlushPolicy::Kafka, true)),
-        (
-            "node_mirror_kafka_file_by_file_close",
-            options(FlushPolicy::Kafka, false),
-        ),
+        ("node_mirror_kafka", options(FlushPolicy::Kafka)),
         (
             "node_mirror_every_append",
-            options(FlushPolicy::EveryAppend, true),
+            options(FlushPolicy::EveryAppend),
         ),
     ] {
         group.bench_function(name, |b| {
@@ -497,7 +487,7 @@ fn node_mirroring(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let mut sum = Duration::ZERO;
             for _ in 0..iters {
-                let driver = steady_dest(&fake, &dest, &options(FlushPolicy::Kafka, true));
+                let driver = steady_dest(&fake, &dest, &options(FlushPolicy::Kafka));
                 sum += mirror(&fake, driver, steady_total);
                 fs::remove_dir_all(&dest).expect("dest removed");
             }

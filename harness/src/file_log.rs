@@ -640,29 +640,6 @@ impl FileLog {
         self.flush()
     }
 
-    /// The first half of a close whose durability the caller provides for many logs at once
-    /// with one [`FsBarrier`](crate::fs_barrier::FsBarrier) (a node's close): writes what
-    /// closing writes without fsyncing anything (the leader-epoch checkpoint's `.tmp` file, if
-    /// the cache changed). After the caller's barrier, [`StagedClose::finish`] renames it into
-    /// place and records the recovery point; the caller makes the renames durable with a second
-    /// barrier before it writes the files that carry the recovery points.
-    pub fn stage_close(self) -> Result<StagedClose, FileLogError> {
-        self.check_not_failed()?;
-        let cache = self.mem.epoch_cache().clone();
-        let staged = if self.persisted.epoch_cache != cache {
-            let contents = kmirror_kernel::checkpoint::encode(&cache);
-            let result = segment::write_tmp(&self.dir, LEADER_EPOCH_FILE, contents.as_bytes());
-            self.fail_on_error(result)?;
-            Some(cache)
-        } else {
-            None
-        };
-        Ok(StagedClose {
-            log: self,
-            epoch_cache: staged,
-        })
-    }
-
     fn flush_inner(&mut self) -> Result<(), FileLogError> {
         if let Some(active) = self.segments.last() {
             self.sync_segment(active)?;
@@ -1062,40 +1039,6 @@ impl LogInspection {
             );
         }
         Ok(out)
-    }
-}
-
-/// A log half closed by [`FileLog::stage_close`]: its new leader-epoch checkpoint written to
-/// its `.tmp` file, nothing fsynced.
-#[derive(Debug)]
-pub struct StagedClose {
-    log: FileLog,
-    /// The cache written to the `.tmp` file, when it changed.
-    epoch_cache: Option<EpochCache>,
-}
-
-impl StagedClose {
-    /// The log's directory.
-    pub fn dir(&self) -> &Path {
-        &self.log.dir
-    }
-
-    /// Ends the close, once the caller made every write of [`FileLog::stage_close`] and
-    /// before it durable: renames the epoch checkpoint's `.tmp` file into place (not made
-    /// durable: the caller's second barrier does that) and records the recovery point (the
-    /// log end) and the high watermark (in the log dir's checkpoint store, written by the
-    /// caller; or in the partition's own files, written atomically now).
-    pub fn finish(mut self) -> Result<(), FileLogError> {
-        let log = &mut self.log;
-        let result = (|| {
-            if let Some(cache) = self.epoch_cache.take() {
-                segment::rename_tmp(&log.dir, LEADER_EPOCH_FILE)?;
-                log.persisted.epoch_cache = cache;
-            }
-            log.persist_recovery_point(log.mem.log_end_offset(), false)?;
-            log.persist_high_watermark(log.mem.high_watermark(), false)
-        })();
-        log.fail_on_error(result)
     }
 }
 

@@ -3,8 +3,7 @@
 //! The on-disk side: [`record_batch`] (Kafka record batch v2 codec), [`segment`] (segment files
 //! and their offset index), [`file_log`] (a partition log on disk implementing the kernel's log
 //! contract), [`log_dir_checkpoints`] (Kafka's log-dir-level offset checkpoints, the node
-//! layout's), [`recovery`] (what opening a log after a crash repaired), [`fs_barrier`] (one
-//! `syncfs` in place of an fsync per file, a node's close), [`error`]; every write
+//! layout's), [`recovery`] (what opening a log after a crash repaired), [`error`]; every write
 //! of those files goes through one seam (`fault`, crate-private), where the test build injects
 //! torn writes.
 //!
@@ -17,7 +16,6 @@
 pub mod error;
 mod fault;
 pub mod file_log;
-pub mod fs_barrier;
 pub mod log_dir_checkpoints;
 pub mod record_batch;
 pub mod recovery;

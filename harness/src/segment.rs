@@ -601,37 +601,17 @@ impl ReadBuffer {
 /// Writes `contents` to `dir/name` atomically: to `dir/name.tmp`, fsynced, renamed over
 /// `dir/name`, then the directory fsynced (Kafka's `CheckpointFile.write`).
 pub fn write_atomically(dir: &Path, name: &str, contents: &[u8]) -> Result<(), FileLogError> {
-    let file = write_tmp(dir, name, contents)?;
-    let tmp = tmp_path(dir, name);
-    file.sync_all()
-        .map_err(|e| FileLogError::io("fsync", &tmp, e))?;
-    drop(file);
-    rename_tmp(dir, name)?;
-    sync_dir(dir)
-}
-
-/// The first step of [`write_atomically`], for a caller that makes many files durable at once
-/// ([`crate::fs_barrier`]): `contents` written to `dir/name.tmp` (created or emptied first),
-/// not fsynced.
-pub fn write_tmp(dir: &Path, name: &str, contents: &[u8]) -> Result<File, FileLogError> {
-    let tmp = tmp_path(dir, name);
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}.tmp"));
     fault::gate(&tmp).map_err(|e| FileLogError::io("create", &tmp, e))?;
     let mut file = File::create(&tmp).map_err(|e| FileLogError::io("create", &tmp, e))?;
     fault::write_all(&mut file, &tmp, contents).map_err(|e| FileLogError::io("write", &tmp, e))?;
-    Ok(file)
-}
-
-/// The rename of [`write_atomically`]: `dir/name.tmp` over `dir/name`, not made durable (that
-/// is the directory's fsync, [`sync_dir`], or a file-system barrier). Only once the `.tmp`
-/// file's bytes are durable, or a crash may leave `name` torn.
-pub fn rename_tmp(dir: &Path, name: &str) -> Result<(), FileLogError> {
-    let tmp = tmp_path(dir, name);
+    file.sync_all()
+        .map_err(|e| FileLogError::io("fsync", &tmp, e))?;
+    drop(file);
     fault::gate(&tmp).map_err(|e| FileLogError::io("rename", &tmp, e))?;
-    fs::rename(&tmp, dir.join(name)).map_err(|e| FileLogError::io("rename", &tmp, e))
-}
-
-fn tmp_path(dir: &Path, name: &str) -> PathBuf {
-    dir.join(format!("{name}.tmp"))
+    fs::rename(&tmp, &path).map_err(|e| FileLogError::io("rename", &tmp, e))?;
+    sync_dir(dir)
 }
 
 /// Fsyncs a directory, making renames, creations and deletions in it durable.

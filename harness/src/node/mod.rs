@@ -17,7 +17,6 @@
 //! The single-partition cluster directory ([`driver`](crate::driver)) stays as it is; the two
 //! formats refuse each other with a message naming the right commands.
 
-pub mod close;
 pub mod control;
 pub mod dest;
 pub mod driver;

@@ -25,18 +25,9 @@ fn options() -> NodeDriverOptions {
 /// A node destination mirroring orders (3 partitions) and pay.eu (2) from the fake, run until
 /// caught up.
 fn mirrored(fake: &FakeCluster, root: &std::path::Path) -> (NodeDriver, ManualClock) {
-    mirrored_with(fake, root, options())
-}
-
-/// [`mirrored`] with `options`.
-fn mirrored_with(
-    fake: &FakeCluster,
-    root: &std::path::Path,
-    options: NodeDriverOptions,
-) -> (NodeDriver, ManualClock) {
     let dest = NodeDest::create(root, NodeMeta::new(Some(fake.address(1)), 4)).unwrap();
     let mut driver =
-        NodeDriver::from_dest(dest, Some(source(fake, &["orders", "pay.eu"])), options).unwrap();
+        NodeDriver::from_dest(dest, Some(source(fake, &["orders", "pay.eu"])), options()).unwrap();
     let results = driver
         .add_topics(
             &east(),
@@ -318,47 +309,41 @@ fn a_stop_after_a_restart_keeps_batches_above_the_checkpointed_high_watermark() 
 }
 
 #[test]
-fn close_flushes_every_partition_log_with_a_barrier_or_file_by_file() {
-    for fs_barrier in [true, false] {
-        let fake = fake();
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("west");
-        let options = NodeDriverOptions {
-            fs_barrier,
-            ..options()
-        };
-        let (driver, _) = mirrored_with(&fake, &root, options.clone());
-        let logs: Vec<(PartitionKey, i64, EpochCache)> = [(ORDERS, 3), (PAY_EU, 2)]
-            .iter()
-            .flat_map(|&(t, n)| (0..n).map(move |p| PartitionKey::new(t, p)))
-            .map(|k| {
-                let log = driver.log(&k).unwrap();
-                (k, log.log_end_offset(), log.epoch_cache().clone())
-            })
-            .collect();
-        // Five logs: more than one closing thread.
-        assert!(logs.len() > 1 && logs.len() <= close::CLOSE_THREADS);
-        assert!(
-            logs.iter().any(|(_, _, cache)| !cache.is_empty()),
-            "the close has epoch checkpoints to write"
+fn close_flushes_every_partition_log_on_its_threads() {
+    let fake = fake();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("west");
+    let (driver, _) = mirrored(&fake, &root);
+    let logs: Vec<(PartitionKey, i64, EpochCache)> = [(ORDERS, 3), (PAY_EU, 2)]
+        .iter()
+        .flat_map(|&(t, n)| (0..n).map(move |p| PartitionKey::new(t, p)))
+        .map(|k| {
+            let log = driver.log(&k).unwrap();
+            (k, log.log_end_offset(), log.epoch_cache().clone())
+        })
+        .collect();
+    // Five logs: more than one closing thread.
+    assert!(logs.len() > 1 && logs.len() <= driver::CLOSE_THREADS);
+    assert!(
+        logs.iter().any(|(_, _, cache)| !cache.is_empty()),
+        "the close has epoch checkpoints to write"
+    );
+    driver.close().unwrap();
+    let leftovers: Vec<_> = walk(&root)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    let reopened = NodeDriver::open(&root, None, options()).unwrap();
+    for (key, end, cache) in logs {
+        let log = reopened.log(&key).unwrap();
+        assert_eq!(log.log_end_offset(), end, "{key}");
+        assert_eq!(log.recovery_point(), end, "{key}: flushed at close");
+        assert_eq!(
+            log.epoch_cache(),
+            &cache,
+            "{key}: checkpoint written at close"
         );
-        driver.close().unwrap();
-        let leftovers: Vec<_> = walk(&root)
-            .into_iter()
-            .filter(|p| p.extension().is_some_and(|e| e == "tmp"))
-            .collect();
-        assert!(leftovers.is_empty(), "barrier {fs_barrier}: {leftovers:?}");
-        let reopened = NodeDriver::open(&root, None, options).unwrap();
-        for (key, end, cache) in logs {
-            let log = reopened.log(&key).unwrap();
-            assert_eq!(log.log_end_offset(), end, "{key}");
-            assert_eq!(log.recovery_point(), end, "{key}: flushed at close");
-            assert_eq!(
-                log.epoch_cache(),
-                &cache,
-                "{key}: checkpoint written at close"
-            );
-        }
     }
 }
 
