@@ -17,7 +17,7 @@
 //! - `node_mirror_kafka_steady`: a mirror already running: each sample's untimed setup also
 //!   mirrors every partition's first batch, closes the driver and opens it again (so each
 //!   partition's leader-epoch entry is on disk, as in any mirror past its first flush); the
-//!   timed part mirrors the other 15 batches of each partition (177.8 MiB) and closes. Its
+//!   timed part mirrors the other 15 batches of each partition (169.6 MiB) and closes. Its
 //!   throughput against the baselines' (which copy all 16 batches, so their fixed costs are
 //!   spread over 1/15 more bytes) is the steady-state ratio.
 //! - `node_mirror_every_append`: the same with `--flush every-append` (each partition's append
