@@ -1102,6 +1102,23 @@ mod tests {
     }
 
     #[test]
+    fn parse_many_shared_slices_the_buffer_without_copying() {
+        let a = plain(0, 2, 0);
+        let b = plain(2, 1, 0);
+        let mut buf = a.bytes().to_vec();
+        buf.extend_from_slice(b.bytes());
+        let shared = Bytes::from(buf);
+        let parsed = RawBatch::parse_many_shared(&shared).unwrap();
+        assert_eq!(parsed, vec![a.clone(), b]);
+        assert_eq!(parsed[0].bytes().as_ptr(), shared.as_ptr());
+        assert_eq!(
+            parsed[1].bytes().as_ptr(),
+            shared[a.size_in_bytes()..].as_ptr(),
+            "the second batch is a slice of the same buffer"
+        );
+    }
+
+    #[test]
     fn unknown_control_type_is_an_error_naming_the_key_position() {
         let header = BatchHeader {
             control: Some(ControlType::MirrorPidReset),

@@ -1528,6 +1528,24 @@ mod tests {
     const ORDERS: TopicId = TopicId([1; 16]);
     const PAY_EU: TopicId = TopicId([2; 16]);
 
+    #[test]
+    fn split_batches_slices_the_response_and_drops_a_partial_trailing_batch() {
+        use kmirror_kernel::batch::BatchHeader;
+        let one = RawBatch::synthesize(&BatchHeader::plain(0, 1, 0), 0).unwrap();
+        let two = RawBatch::synthesize(&BatchHeader::plain(2, 4, 0), 0).unwrap();
+        let mut buf = one.bytes().to_vec();
+        buf.extend_from_slice(two.bytes());
+        buf.extend_from_slice(&two.bytes()[..20]); // the response's max_bytes cut this one
+        let records = Bytes::from(buf);
+        let batches = split_batches(&records).unwrap();
+        assert_eq!(batches, vec![one.clone(), two]);
+        assert_eq!(
+            batches[1].bytes().as_ptr(),
+            records[one.size_in_bytes()..].as_ptr(),
+            "a batch is a slice of the response, not a copy"
+        );
+    }
+
     fn options() -> SourceClusterOptions {
         SourceClusterOptions {
             connect_timeout: Duration::from_secs(1),
