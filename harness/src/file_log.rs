@@ -118,9 +118,10 @@ use kmirror_kernel::types::{LeaderEpoch, Offset, PartitionIndex};
 
 use crate::error::{CheckpointError, FileLogError, TopicPartitionError};
 use crate::log_dir_checkpoints::{CheckpointKind, LogDirCheckpoints};
+use crate::read_buffer::ReadBuffer;
 use crate::record_batch::RawBatch;
 use crate::recovery::{self, RecoveryReport};
-use crate::segment::{self, ReadBuffer, Segment};
+use crate::segment::{self, Segment};
 
 /// File name of the high-watermark checkpoint (Kafka's log-dir-level name).
 pub const HIGH_WATERMARK_FILE: &str = "replication-offset-checkpoint";

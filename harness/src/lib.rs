@@ -1,6 +1,7 @@
 //! kmirror-harness: executes kernel effects on real Kafka logs.
 //!
-//! The on-disk side: [`record_batch`] (Kafka record batch v2 codec), [`segment`] (segment files
+//! The on-disk side: [`record_batch`] (Kafka record batch v2 codec), [`read_buffer`] (the
+//! shared buffer fetched batches are slices of), [`segment`] (segment files
 //! and their offset index), [`file_log`] (a partition log on disk implementing the kernel's log
 //! contract), [`log_dir_checkpoints`] (Kafka's log-dir-level offset checkpoints, the node
 //! layout's), [`recovery`] (what opening a log after a crash repaired), [`error`]; every write
@@ -17,6 +18,7 @@ pub mod error;
 mod fault;
 pub mod file_log;
 pub mod log_dir_checkpoints;
+pub mod read_buffer;
 pub mod record_batch;
 pub mod recovery;
 pub mod segment;

@@ -1,7 +1,8 @@
 //! A fake Kafka source cluster for the node benchmarks: `n` brokers on loopback answering
 //! ApiVersions, Metadata, Fetch and ListOffsets from in-memory partitions, as the harness's
 //! test-only `wire::fake_broker` does, but serving Fetch as a Kafka broker does for
-//! throughput: each partition's records are a slice of one buffer (no copy before encoding),
+//! throughput: each partition's records are a slice of one buffer (no copy before encoding;
+//! the response is encoded once into a send buffer sized for it and reused per connection),
 //! at most `partition_max_bytes` per partition and `max_bytes` per response in whole batches
 //! (at least one batch for the first partition with data).
 //!
@@ -125,6 +126,9 @@ impl FakeSource {
 
 fn serve(id: i32, mut stream: TcpStream, state: &State) {
     let _ = stream.set_nodelay(true);
+    // Reused between responses, as a broker reuses its send buffers: no fresh allocation (and
+    // its page faults) per response.
+    let mut body = BytesMut::new();
     loop {
         let mut size = [0u8; 4];
         if stream.read_exact(&mut size).is_err() {
@@ -144,7 +148,7 @@ fn serve(id: i32, mut stream: TcpStream, state: &State) {
         };
         let header =
             RequestHeader::decode(&mut buf, api.request_header_version(version)).expect("header");
-        let mut body = BytesMut::new();
+        body.clear();
         body.put_i32(0); // the frame size, set below
         ResponseHeader::default()
             .with_correlation_id(header.correlation_id)
@@ -162,9 +166,10 @@ fn serve(id: i32, mut stream: TcpStream, state: &State) {
             }
             ApiKey::Fetch => {
                 let request = FetchRequest::decode(&mut buf, version).expect("request");
-                fetch(id, state, visible, &request)
-                    .encode(&mut body, version)
-                    .expect("encode");
+                let response = fetch(id, state, visible, &request);
+                // Sized once, as a broker sizes its send: no regrowing copy of the records.
+                body.reserve(response.compute_size(version).expect("size"));
+                response.encode(&mut body, version).expect("encode");
             }
             ApiKey::ListOffsets => {
                 let request = ListOffsetsRequest::decode(&mut buf, version).expect("request");

@@ -21,6 +21,8 @@ use kafka_protocol::protocol::{
     Decodable, Encodable, HeaderVersion, Message, Request, StrBytes, VersionRange,
 };
 
+use crate::read_buffer::ReadBuffer;
+
 use super::security::{sasl, tls, SecurityConfig, TlsSettings};
 use super::transport::Transport;
 use super::{codes, error_name, WireError};
@@ -42,6 +44,10 @@ pub struct Connection {
     /// The TLS settings, to explain an alert the broker sends after the handshake (TLS 1.3
     /// refuses a client certificate then).
     tls: Option<TlsSettings>,
+    /// Where responses are read: a Fetch response's batches are slices of it, and its
+    /// allocation (the largest response's size, at most [`MAX_RESPONSE_BYTES`]) is reused for
+    /// the next response once they are dropped.
+    frames: ReadBuffer,
 }
 
 impl Connection {
@@ -107,6 +113,7 @@ impl Connection {
             versions: HashMap::new(),
             expires_at: None,
             tls: security.tls.clone(),
+            frames: ReadBuffer::default(),
         };
         connection.negotiate()?;
         if let Some(settings) = &security.sasl {
@@ -222,11 +229,11 @@ impl Connection {
                 version,
                 reason: format!("response size {size} is out of range"),
             })?;
-        let mut buf = vec![0u8; len];
-        self.stream
-            .read_exact(&mut buf)
-            .map_err(|source| self.io_error(api, source))?;
-        Ok(Bytes::from(buf))
+        let stream = &mut self.stream;
+        match self.frames.read(len, |dest| stream.read_exact(dest)) {
+            Ok(frame) => Ok(frame),
+            Err(source) => Err(self.io_error(api, source)),
+        }
     }
 
     fn io_error(&self, api: &'static str, source: std::io::Error) -> WireError {
