@@ -168,8 +168,9 @@ fn mirroring_dest(
 fn steady_dest(fake: &FakeSource, root: &Path, options: &NodeDriverOptions) -> NodeDriver {
     let (mut driver, _) = mirroring_dest(fake, root, options);
     fake.set_visible_batches(1);
+    let first_batches = first_batches_bytes();
     let mut now = 500_000;
-    while driver.stats().bytes < first_batches_bytes() || !driver.all_caught_up() {
+    while driver.stats().bytes < first_batches || !driver.all_caught_up() {
         now += 1;
         driver.run_once(now).expect("runs");
     }
