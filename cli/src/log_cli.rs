@@ -511,6 +511,7 @@ fn options(run: &RunArgs) -> DriverOptions {
         max_fetch_batches: run.max_batches.max(1),
         max_follower_batches: run.max_batches.max(1),
         halt_after_effects: run.halt_after_effects,
+        ..DriverOptions::default()
     }
 }
 

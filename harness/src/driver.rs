@@ -21,7 +21,11 @@
 //! | `ScheduleRetry` | a timer fired by [`Driver::run_once`] once the caller's clock passes it |
 //! | `StartFetcher` / `StopFetcher` | the fetch slot is opened / emptied |
 //!
-//! Completions are queued and fed one per [`Driver::run_once`], in order. Between them the followers
+//! Completions are queued and fed one per [`Driver::run_once`], in order. A fetch answered
+//! with records has the fetch the kernel will ask next sent meanwhile, on a second thread
+//! ([`fetch_ahead`]: kept only for the kernel's next request and only when it asks exactly
+//! that, dropped when the driver lets go of the source); [`DriverOptions::fetch_ahead`] turns
+//! it off. Between them the followers
 //! replicate from the leader (Kafka follower semantics, [`Cluster::replicate_round`]), report
 //! `ReplicaFetched` to the kernel, and the kernel hears `HighWatermarkAdvanced` whenever the
 //! leader's high watermark moves.
@@ -32,7 +36,8 @@
 //!
 //! **Flushing** follows Kafka ([`FlushPolicy::Kafka`](crate::file_log::FlushPolicy), the
 //! default; the argument is in [`file_log`](crate::file_log)): mirrored batches are appended a
-//! fetch round per write and stay in the page cache (the source can serve them again after a
+//! fetch round per write and stay in the page cache, their writeback started at once
+//! ([`crate::writeback`]) (the source can serve them again after a
 //! machine crash, and recovery cuts the lost tail); the leader's log is flushed before every
 //! `__mirror_state` write, `__mirror_state` records and the destination's own batches
 //! (`MIRROR_PID_RESET`, ABORT markers) are fsynced before they are acknowledged, and `close`
@@ -44,6 +49,7 @@ pub mod clock;
 pub mod cluster;
 pub mod error;
 pub mod event;
+pub mod fetch_ahead;
 pub mod run;
 pub mod status;
 
@@ -66,6 +72,8 @@ use kmirror_kernel::types::{LeaderEpoch, MirrorName, MirrorPartition, Offset};
 
 use crate::record_batch::RawBatch;
 use crate::source::{Source, SourceError, SourcePosition};
+
+use fetch_ahead::{FetchParams, FetchedAhead};
 
 pub use clock::{Clock, ManualClock};
 pub use cluster::{Cluster, ClusterConfig, ClusterDir, ControllerState, PARTITION};
@@ -91,6 +99,9 @@ pub struct DriverOptions {
     pub max_fetch_batches: usize,
     /// Most batches one follower fetch returns.
     pub max_follower_batches: usize,
+    /// Whether the next fetch is read from the source while the last one's batches are
+    /// appended ([`fetch_ahead`]; on by default). Off, fetching and appending take turns.
+    pub fetch_ahead: bool,
     /// Fault injection: return [`DriverError::Halted`] right after this many effects were
     /// executed, leaving the files as a crash at that point would (crash tests kill the
     /// process there).
@@ -103,6 +114,7 @@ impl Default for DriverOptions {
             mirror: MirrorConfig::default(),
             max_fetch_batches: DEFAULT_MAX_FETCH_BATCHES,
             max_follower_batches: DEFAULT_MAX_FETCH_BATCHES,
+            fetch_ahead: true,
             halt_after_effects: None,
         }
     }
@@ -112,6 +124,9 @@ impl Default for DriverOptions {
 struct Completion {
     input: Input,
     batches: Vec<RawBatch>,
+    /// For a fetch answered with records: the fetch to send ahead while they are appended
+    /// ([`fetch_ahead`]).
+    next: Option<FetchParams>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -138,6 +153,7 @@ pub struct Driver {
     options: DriverOptions,
     completions: VecDeque<Completion>,
     pending_fetch: Option<PendingFetch>,
+    fetched_ahead: Option<FetchedAhead>,
     pending_lme: Option<(RequestId, MirrorPartition)>,
     timer: Option<Timer>,
     fetcher_running: bool,
@@ -189,6 +205,7 @@ impl Driver {
             options,
             completions: VecDeque::new(),
             pending_fetch: None,
+            fetched_ahead: None,
             pending_lme: None,
             timer: None,
             fetcher_running: false,
@@ -361,6 +378,11 @@ impl Driver {
         if let Some(f) = self.pending_fetch.as_mut() {
             f.held = false;
         }
+        // Others may write to the source now: nothing read from it before is kept.
+        self.fetched_ahead = None;
+        for c in &mut self.completions {
+            c.next = None;
+        }
     }
 
     /// Replaces the source.
@@ -384,7 +406,7 @@ impl Driver {
         }
         self.set_now(now_ms);
         if let Some(c) = self.completions.pop_front() {
-            self.feed(c.input, &c.batches)?;
+            self.feed_completion(c)?;
             return Ok(None);
         }
         if self.replicate()? {
@@ -423,17 +445,15 @@ impl Driver {
             } else if f.held {
                 idle = idle.or(Some(Idle::CaughtUp));
             } else {
-                let topic_id = self.cluster.dir.config().topic_id;
-                let max = self.options.max_fetch_batches;
+                let params = self.fetch_params(&f);
+                let ahead = self
+                    .fetched_ahead
+                    .take()
+                    .and_then(|a| a.answer(f.request, params));
+                self.stats.fetched_ahead += u64::from(ahead.is_some());
                 match self.source.as_mut() {
                     None => idle = idle.or(Some(Idle::NeedsSource)),
-                    Some(source) => match source.fetch(
-                        topic_id,
-                        f.fetch_offset,
-                        f.last_fetched_epoch,
-                        f.isolation,
-                        max,
-                    ) {
+                    Some(source) => match ahead.map_or_else(|| params.send(source.as_mut()), Ok) {
                         Ok(FetchResponse::Records(r)) if r.batches.is_empty() => {
                             // Nothing new: hold the fetch until the source changes (Kafka's
                             // fetch purgatory), rather than answer it and be asked again.
@@ -445,12 +465,14 @@ impl Driver {
                         Ok(response) => {
                             self.pending_fetch = None;
                             let (outcome, batches) = response.into_parts();
+                            let next = params.after(&outcome).filter(|_| self.options.fetch_ahead);
                             self.completions.push_back(Completion {
                                 input: Input::FetchCompleted {
                                     request: f.request,
                                     outcome,
                                 },
                                 batches,
+                                next,
                             });
                             return Ok(None);
                         }
@@ -532,7 +554,46 @@ impl Driver {
         self.completions.push_back(Completion {
             input,
             batches: Vec::new(),
+            next: None,
         });
+    }
+
+    /// What fetch `f` asks the source.
+    fn fetch_params(&self, f: &PendingFetch) -> FetchParams {
+        FetchParams {
+            topic_id: self.cluster.dir.config().topic_id,
+            fetch_offset: f.fetch_offset,
+            last_fetched_epoch: f.last_fetched_epoch,
+            isolation: f.isolation,
+            max_batches: self.options.max_fetch_batches,
+        }
+    }
+
+    /// Feeds a completion; one that names a next fetch has it sent to the source on a second
+    /// thread meanwhile, kept when the kernel asks exactly that fetch next ([`fetch_ahead`]).
+    fn feed_completion(&mut self, c: Completion) -> Result<(), DriverError> {
+        let Completion {
+            input,
+            batches,
+            next,
+        } = c;
+        let Some(next) = next else {
+            return self.feed(input, &batches);
+        };
+        let Some(mut source) = self.source.take() else {
+            return self.feed(input, &batches);
+        };
+        let (fed, answer) = std::thread::scope(|scope| {
+            let ahead = scope.spawn(|| next.send(source.as_mut()));
+            let fed = self.feed(input, &batches);
+            (fed, ahead.join())
+        });
+        self.source = Some(source);
+        if let (Ok(()), Some(f), Ok(answer)) = (&fed, self.pending_fetch, answer) {
+            let asked = self.fetch_params(&f);
+            self.fetched_ahead = FetchedAhead::keep(f.request, asked, next, answer);
+        }
+        fed
     }
 
     fn fail_request(&mut self, request: RequestId, error: SourceError) {

@@ -80,7 +80,7 @@
 //!
 //! | written | fsynced | why |
 //! |---|---|---|
-//! | mirrored (follower) batches, a fetch round per write | no; at a roll, flush, close | a lost tail is cut by recovery and fetched again: the fetcher restarts at the recovered LEO |
+//! | mirrored (follower) batches, a fetch round per write | no; at a roll, flush, close (their writeback is started at each append, [`crate::writeback`], so that those fsyncs wait only for the last bytes) | a lost tail is cut by recovery and fetched again: the fetcher restarts at the recovered LEO |
 //! | offset index entries | with their segment at a roll, flush, close | derived data: recovery checks it against the batches and rebuilds it |
 //! | high watermark, recovery point | checkpointed at a roll (recovery point), flush, close | only ever name fsynced data; recovery clamps the HW to the recovered LEO |
 //! | leader-epoch checkpoint | written atomically when the cache changes (a new source epoch: rare) | may run ahead of a lost tail: recovery rebuilds the cache from the batches that survived and rewrites it |
@@ -743,9 +743,12 @@ impl FileLog {
             active.append_all(&rest[..n])?;
             rest = &rest[n..];
         }
-        if sync {
-            if let Some(active) = self.segments.last() {
+        if let Some(active) = self.segments.last_mut() {
+            if sync {
                 active.sync_log()?;
+            } else {
+                // Left to a later flush: start the disk on it now (`crate::writeback`).
+                active.start_writeback();
             }
         }
         Ok(())

@@ -2,7 +2,7 @@
 //!
 //! The on-disk side: [`record_batch`] (Kafka record batch v2 codec), [`read_buffer`] (the
 //! shared buffer fetched batches are slices of), [`segment`] (segment files
-//! and their offset index), [`file_log`] (a partition log on disk implementing the kernel's log
+//! and their offset index), [`writeback`] (starting the disk's writes of appended bytes early), [`file_log`] (a partition log on disk implementing the kernel's log
 //! contract), [`log_dir_checkpoints`] (Kafka's log-dir-level offset checkpoints, the node
 //! layout's), [`recovery`] (what opening a log after a crash repaired), [`error`]; every write
 //! of those files goes through one seam (`fault`, crate-private), where the test build injects
@@ -22,6 +22,7 @@ pub mod read_buffer;
 pub mod record_batch;
 pub mod recovery;
 pub mod segment;
+pub mod writeback;
 
 pub mod driver;
 pub mod mirror_state_log;

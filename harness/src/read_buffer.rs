@@ -9,15 +9,18 @@ use std::io;
 
 use bytes::Bytes;
 
-/// A read buffer that hands out its bytes shared and takes its allocation back once they are
-/// all dropped. The batches of a read are slices of it, not copies; the next read reuses the
-/// allocation when nothing holds the previous one (a fetch loop that writes and drops each
-/// fetch's batches neither allocates nor zeroes per fetch), and allocates a new one when
-/// something still does.
+/// A read buffer that hands out its bytes shared and takes its allocations back once they
+/// are all dropped. The batches of a read are slices of it, not copies. It keeps the
+/// allocations of its last two reads: the next read reuses one that nothing holds any more, so
+/// a fetch loop that drops each fetch's batches before the next read, and one that reads the
+/// next fetch while the last one's batches are still being appended (the driver's fetch-ahead),
+/// both neither allocate nor zero per fetch. A read allocates only when both are still held.
 #[derive(Debug, Default)]
 pub struct ReadBuffer {
-    /// The whole allocation of the last read, kept to take back.
-    last: Bytes,
+    /// The whole allocations of the last two reads, kept to take back.
+    kept: [Bytes; 2],
+    /// The slot of the older of the two: the one let go when both are still held.
+    older: usize,
 }
 
 impl ReadBuffer {
@@ -27,22 +30,31 @@ impl ReadBuffer {
         len: usize,
         fill: impl FnOnce(&mut [u8]) -> io::Result<()>,
     ) -> io::Result<Bytes> {
-        let mut vec: Vec<u8> = match std::mem::take(&mut self.last).try_into_mut() {
-            Ok(unshared) => unshared.into(),
-            Err(_still_shared) => Vec::new(),
-        };
+        let mut taken = None;
+        for (slot, kept) in self.kept.iter_mut().enumerate() {
+            match std::mem::take(kept).try_into_mut() {
+                Ok(unshared) => {
+                    taken = Some((slot, Vec::from(unshared)));
+                    break;
+                }
+                Err(still_shared) => *kept = still_shared,
+            }
+        }
+        let (slot, mut vec) = taken.unwrap_or_else(|| (self.older, Vec::new()));
         if vec.len() < len {
             vec.resize(len, 0); // zeroed once, when it grows: no memset per read
         }
-        fill(&mut vec[..len])?;
+        let filled = fill(&mut vec[..len]);
         let whole = Bytes::from(vec);
-        self.last = whole.clone();
+        self.kept[slot] = whole.clone();
+        self.older = 1 - slot;
+        filled?;
         Ok(whole.slice(..len))
     }
 
-    /// The size of the allocation kept for the next read.
+    /// The bytes of the allocations kept for the next reads.
     pub fn retained(&self) -> usize {
-        self.last.len()
+        self.kept.iter().map(Bytes::len).sum()
     }
 }
 
@@ -61,21 +73,25 @@ mod tests {
         };
         let held = buf.read(4, fill(b'a')).unwrap();
         let second = buf.read(4, fill(b'b')).unwrap();
-        assert_eq!(
-            &held[..],
-            b"aaaa",
-            "a read must not write into bytes a batch still holds"
-        );
-        assert_eq!(&second[..], b"bbbb");
         assert_ne!(held.as_ptr(), second.as_ptr());
         let reused_from = second.as_ptr();
         drop(second);
+        // One read ahead of batches still held (the driver's fetch-ahead): the freed
+        // allocation is reused, the held one untouched.
         let third = buf.read(3, fill(b'c')).unwrap();
-        assert_eq!(&third[..], b"ccc");
         assert_eq!(third.as_ptr(), reused_from, "a freed allocation is reused");
-        assert_eq!(buf.retained(), 4);
+        assert_eq!(&third[..], b"ccc");
+        // Both kept allocations held: a new one.
+        let fourth = buf.read(4, fill(b'd')).unwrap();
+        assert!(![held.as_ptr(), third.as_ptr()].contains(&fourth.as_ptr()));
+        assert_eq!(
+            (&held[..], &third[..], &fourth[..]),
+            (&b"aaaa"[..], &b"ccc"[..], &b"dddd"[..]),
+            "a read must not write into bytes a batch still holds"
+        );
+        assert_eq!(buf.retained(), 8, "the last two reads' allocations");
         let failed = buf.read(2, |_| Err(io::Error::other("disk gone")));
         assert!(failed.is_err());
-        assert_eq!(&third[..], b"ccc");
+        assert_eq!((&held[..], &fourth[..]), (&b"aaaa"[..], &b"dddd"[..]));
     }
 }

@@ -29,6 +29,7 @@ use crate::error::FileLogError;
 use crate::fault;
 use crate::read_buffer::ReadBuffer;
 use crate::record_batch::RawBatch;
+use crate::writeback;
 
 /// Suffix of segment data files.
 pub const LOG_SUFFIX: &str = ".log";
@@ -116,6 +117,8 @@ pub struct Segment {
     batches: Vec<BatchEntry>,
     index_entries: Vec<IndexEntry>,
     index_interval_bytes: u64,
+    /// Where the `.log` file's last early writeback ended ([`Segment::start_writeback`]).
+    writeback_from: u64,
 }
 
 fn open_rw(path: &Path, create_new: bool) -> Result<File, FileLogError> {
@@ -157,6 +160,7 @@ impl Segment {
             batches: Vec::new(),
             index_entries: Vec::new(),
             index_interval_bytes,
+            writeback_from: 0,
         })
     }
 
@@ -191,7 +195,9 @@ impl Segment {
             batches,
             index_entries: Vec::new(),
             index_interval_bytes,
+            writeback_from: 0,
         };
+        segment.writeback_from = segment.size() - segment.size() % writeback::PAGE_BYTES;
         let rebuilt = match segment.check_index(&raw) {
             Some(entries) => {
                 let keep = entries.len() * INDEX_ENTRY_SIZE;
@@ -430,6 +436,21 @@ impl Segment {
         Ok(())
     }
 
+    /// Starts the writeback of the `.log` file's whole pages appended since the last start, once
+    /// there are enough of them ([`writeback`]); a promise of nothing, so that a later
+    /// [`Segment::sync_log`] waits less.
+    pub fn start_writeback(&mut self) {
+        if let Some((from, len)) = writeback::range_to_start(self.writeback_from, self.size()) {
+            writeback::start(&self.log, from, len);
+            self.writeback_from = from + len;
+        }
+    }
+
+    /// Where the last early writeback of the `.log` file ended (a page boundary).
+    pub fn writeback_started_to(&self) -> u64 {
+        self.writeback_from
+    }
+
     /// Flushes the `.log` file's data to disk (`fdatasync`).
     pub fn sync_log(&self) -> Result<(), FileLogError> {
         self.log
@@ -458,6 +479,7 @@ impl Segment {
             .set_len(end)
             .map_err(|e| FileLogError::io("truncate", &self.log_path, e))?;
         self.index_entries.retain(|e| u64::from(e.position) < end);
+        self.writeback_from = self.writeback_from.min(end - end % writeback::PAGE_BYTES);
         self.set_index_len()?;
         self.sync()
     }
@@ -615,6 +637,34 @@ mod tests {
         assert_eq!(parse_file_name("0042.log", ".log"), None);
         assert_eq!(parse_file_name("0000000000000000004x.log", ".log"), None);
         assert_eq!(parse_file_name("00000000000000000042.index", ".log"), None);
+    }
+
+    #[test]
+    fn early_writeback_follows_appends_in_whole_pages_and_truncations() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut seg = Segment::create(dir.path(), 0, 4096).unwrap();
+        seg.append(&batch(0, 10)).unwrap();
+        seg.start_writeback();
+        assert_eq!(seg.writeback_started_to(), 0, "too little to start");
+        let mut offset = 10;
+        while seg.size() < writeback::MIN_BYTES + 1000 {
+            seg.append(&batch(offset, 1000)).unwrap();
+            offset += 1000;
+        }
+        seg.start_writeback();
+        let started = seg.writeback_started_to();
+        let size = seg.size();
+        assert_eq!(
+            started,
+            size - size % writeback::PAGE_BYTES,
+            "every whole page"
+        );
+        assert!(started >= writeback::MIN_BYTES);
+        seg.append(&batch(offset, 10)).unwrap();
+        seg.start_writeback();
+        assert_eq!(seg.writeback_started_to(), started, "a small append waits");
+        seg.truncate_batches(1).unwrap();
+        assert_eq!(seg.writeback_started_to(), 0, "lowered to the cut");
     }
 
     #[test]

@@ -83,8 +83,9 @@ pub struct SourcePosition {
     pub log_end_offset: Offset,
 }
 
-/// The other end of a mirror.
-pub trait Source {
+/// The other end of a mirror. `Send`: the driver reads the next fetch on a second thread
+/// while it appends the last ([`crate::driver`]'s fetch-ahead).
+pub trait Source: Send {
     /// A human-readable name of the source (its directory or address).
     fn describe(&self) -> String;
 

@@ -651,3 +651,58 @@ fn a_stop_resumed_after_a_crash_keeps_replicas_byte_identical() {
     d.close().unwrap();
     assert_eq!(bytes(&batches(&west, 1)), bytes(&batches(&west, 0)));
 }
+
+/// Mirrors `src` into a new `west` under `root` fetching two batches at a time; after the
+/// `release_after`-th fetch response is fed, the driver lets go of the source. Returns the
+/// driver's counters.
+fn mirror_in_steps(
+    root: &Path,
+    src: &Path,
+    fetch_ahead: bool,
+    release_after: Option<u64>,
+) -> kmirror_harness::driver::Stats {
+    let west = root.join(format!("west-{fetch_ahead}-{release_after:?}"));
+    let mut config = ClusterConfig::new(name("west"), TOPIC, TOPIC_ID);
+    config.mirror_name = Some("east".into());
+    config.mirrors.insert(name("east"));
+    ClusterDir::create(&west, config, 1).unwrap();
+    let options = DriverOptions {
+        max_fetch_batches: 2,
+        fetch_ahead,
+        ..DriverOptions::default()
+    };
+    let mut d = driver(&west, Some(src), options);
+    let (mut now, mut release_after) = (0, release_after);
+    while d.run_once(now).unwrap().is_none() {
+        now += 1;
+        if release_after == Some(d.stats().fetches) {
+            d.release_source();
+            release_after = None;
+        }
+    }
+    let stats = d.stats();
+    d.close().unwrap();
+    assert_eq!(bytes(&batches(&west, 0)), bytes(&batches(src, 0)));
+    stats
+}
+
+#[test]
+fn fetch_ahead_answers_the_next_fetch_and_nothing_after_a_release() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = source(tmp.path(), &"plain:2 ".repeat(12));
+    let ahead = mirror_in_steps(tmp.path(), &src, true, None);
+    let serial = mirror_in_steps(tmp.path(), &src, false, None);
+    assert_eq!(serial.fetched_ahead, 0);
+    assert_eq!(ahead.fetches, serial.fetches, "the same fetches either way");
+    assert!(
+        ahead.fetched_ahead + 2 >= ahead.fetches && ahead.fetched_ahead > 0,
+        "every fetch but the first (and one repeated after an epoch bump) read ahead: {ahead:?}"
+    );
+    // Letting go of the source drops what was read from it ahead: the next fetch asks again.
+    let released = mirror_in_steps(tmp.path(), &src, true, Some(3));
+    assert_eq!(
+        released.fetched_ahead + 1,
+        ahead.fetched_ahead,
+        "{released:?}"
+    );
+}

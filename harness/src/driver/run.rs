@@ -57,6 +57,8 @@ pub enum RunEnd {
 pub struct Stats {
     /// Fetch responses handed to the kernel.
     pub fetches: u64,
+    /// Of those, answers read ahead while the previous fetch's batches were appended.
+    pub fetched_ahead: u64,
     /// Batches appended from the source.
     pub batches: u64,
     /// Bytes appended from the source.
