@@ -140,44 +140,34 @@ fn mirror(source: &Path, dest: &Path, flush: FlushPolicy, fetch_ahead: bool) -> 
 }
 
 /// Copies each segment file into `dest` with `std::io::copy` (`copy_file_range` on Linux),
-/// then fdatasyncs the copy.
-fn raw_copy(segments: &[PathBuf], dest: &Path) -> Duration {
+/// then fdatasyncs the copy. With `writeback_chunk`, the copy goes that many bytes at a time and
+/// the whole pages of each chunk are handed to the disk at once with the same [`writeback`]
+/// calls the mirror's appends make: the raw copy given the mirror's one I/O advantage, so that
+/// the comparison does not rest on it.
+fn raw_copy(segments: &[PathBuf], dest: &Path, writeback_chunk: Option<u64>) -> Duration {
     fs::create_dir_all(dest).expect("dest dir");
     let start = Instant::now();
     for segment in segments {
         let mut input = fs::File::open(segment).expect("open");
         let mut out =
             fs::File::create(dest.join(segment.file_name().expect("a file"))).expect("create");
-        let copied = std::io::copy(&mut input, &mut out).expect("copy");
-        assert_eq!(copied, fs::metadata(segment).expect("segment").len());
-        out.sync_data().expect("fdatasync");
-    }
-    start.elapsed()
-}
-
-/// [`raw_copy`] with the mirror's early writeback: each segment copied `chunk` bytes at a
-/// time (`copy_file_range`), the whole pages of each chunk handed to the disk at once with the
-/// same [`writeback`] calls the mirror's appends make, then fdatasynced: the raw copy given the
-/// mirror's one I/O advantage, so that the comparison does not rest on it.
-fn raw_copy_writeback(segments: &[PathBuf], dest: &Path, chunk: u64) -> Duration {
-    fs::create_dir_all(dest).expect("dest dir");
-    let start = Instant::now();
-    for segment in segments {
-        let mut input = fs::File::open(segment).expect("open");
-        let mut out =
-            fs::File::create(dest.join(segment.file_name().expect("a file"))).expect("create");
-        let (mut copied, mut started) = (0, 0);
-        loop {
-            let n = std::io::copy(&mut (&mut input).take(chunk), &mut out).expect("copy");
-            if n == 0 {
-                break;
+        let copied = match writeback_chunk {
+            None => std::io::copy(&mut input, &mut out).expect("copy"),
+            Some(chunk) => {
+                let (mut copied, mut started) = (0, 0);
+                loop {
+                    let n = std::io::copy(&mut (&mut input).take(chunk), &mut out).expect("copy");
+                    if n == 0 {
+                        break copied;
+                    }
+                    copied += n;
+                    if let Some((from, len)) = writeback::range_to_start(started, copied) {
+                        writeback::start(&out, from, len);
+                        started = from + len;
+                    }
+                }
             }
-            copied += n;
-            if let Some((from, len)) = writeback::range_to_start(started, copied) {
-                writeback::start(&out, from, len);
-                started = from + len;
-            }
-        }
+        };
         assert_eq!(copied, fs::metadata(segment).expect("segment").len());
         out.sync_data().expect("fdatasync");
     }
@@ -274,11 +264,11 @@ fn mirroring(c: &mut Criterion) {
         ),
         (
             "raw_copy",
-            Box::new(|_, segments, dest| raw_copy(segments, dest)),
+            Box::new(|_, segments, dest| raw_copy(segments, dest, None)),
         ),
         (
             "raw_copy_writeback",
-            Box::new(|_, segments, dest| raw_copy_writeback(segments, dest, fetch_bytes as u64)),
+            Box::new(|_, segments, dest| raw_copy(segments, dest, Some(fetch_bytes as u64))),
         ),
         (
             "raw_copy_buffered",
