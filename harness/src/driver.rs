@@ -21,14 +21,15 @@
 //! | `ScheduleRetry` | a timer fired by [`Driver::run_once`] once the caller's clock passes it |
 //! | `StartFetcher` / `StopFetcher` | the fetch slot is opened / emptied |
 //!
-//! Completions are queued and fed one per [`Driver::run_once`], in order. A fetch answered
-//! with records has the fetch the kernel will ask next sent meanwhile, on a second thread
-//! ([`fetch_ahead`]: kept only for the kernel's next request and only when it asks exactly
-//! that, dropped when the driver lets go of the source); [`DriverOptions::fetch_ahead`] turns
-//! it off. Between them the followers
-//! replicate from the leader (Kafka follower semantics, [`Cluster::replicate_round`]), report
-//! `ReplicaFetched` to the kernel, and the kernel hears `HighWatermarkAdvanced` whenever the
-//! leader's high watermark moves.
+//! Completions are queued and fed one per [`Driver::run_once`], in order. Between them the
+//! followers replicate from the leader (Kafka follower semantics, [`Cluster::replicate_round`]),
+//! report `ReplicaFetched` to the kernel, and the kernel hears `HighWatermarkAdvanced` whenever
+//! the leader's high watermark moves.
+//!
+//! **Fetch-ahead**: while a fetch answered with records is fed (its batches appended), the fetch
+//! the kernel will ask next is sent on a second thread ([`fetch_ahead`]). Its answer is kept
+//! only for the kernel's next request and only when that asks exactly the same fetch, and it is
+//! dropped when the driver lets go of the source; [`DriverOptions::fetch_ahead`] turns it off.
 //!
 //! **Nothing the kernel needs is held only in memory**: every write the kernel acts on is on
 //! disk before its completion is fed. A restarted driver re-opens everything and feeds
@@ -37,8 +38,8 @@
 //! **Flushing** follows Kafka ([`FlushPolicy::Kafka`](crate::file_log::FlushPolicy), the
 //! default; the argument is in [`file_log`](crate::file_log)): mirrored batches are appended a
 //! fetch round per write and stay in the page cache, their writeback started at once
-//! ([`crate::writeback`]) (the source can serve them again after a
-//! machine crash, and recovery cuts the lost tail); the leader's log is flushed before every
+//! ([`crate::writeback`]): the source can serve them again after a machine crash, and recovery
+//! cuts the lost tail. The leader's log is flushed before every
 //! `__mirror_state` write, `__mirror_state` records and the destination's own batches
 //! (`MIRROR_PID_RESET`, ABORT markers) are fsynced before they are acknowledged, and `close`
 //! flushes everything.
