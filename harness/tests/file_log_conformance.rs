@@ -19,6 +19,7 @@ use kmirror_harness::file_log::{
 use kmirror_harness::record_batch::RawBatch;
 use kmirror_harness::recovery::RecoveryReport;
 use kmirror_harness::segment::{index_file_name, log_file_name};
+use kmirror_harness::writeback;
 use kmirror_kernel::batch::{BatchHeader, ControlType, LeaderBatch};
 use kmirror_kernel::epoch_cache::EpochCache;
 use kmirror_kernel::log::{LogView, PartitionLog};
@@ -1049,4 +1050,38 @@ fn recovery_checks_crcs_only_from_the_recovery_point_unless_told_to_verify_all()
     assert_eq!(LogSnapshot::of(&log), snapshot);
     assert_eq!(report.verified_bytes, total);
     assert_eq!(report.verified_from, 0);
+}
+
+/// `--flush kafka` follower appends start the writeback of the whole pages they complete
+/// (`kmirror_harness::writeback`), so a later flush waits only for the last ones;
+/// `every-append` fsyncs each append instead and starts nothing.
+#[test]
+fn kafka_policy_follower_appends_start_their_writeback() {
+    let root = tempfile::tempdir().unwrap();
+    let config = FileLogConfig::default();
+    let (mut src, _) = FileLog::open(&root.path().join("src"), tp(), config).unwrap();
+    while src.segments().iter().map(|s| s.size()).sum::<u64>() < 2 * writeback::MIN_BYTES {
+        src.append_as_leader(0, records(1_000)).unwrap();
+    }
+    let batches = src.read(0, Offset::MAX);
+    for (policy, starts) in [
+        (FlushPolicy::Kafka, true),
+        (FlushPolicy::EveryAppend, false),
+    ] {
+        let dir = root.path().join(format!("{policy}"));
+        let (mut log, _) = FileLog::open(
+            &dir,
+            tp(),
+            FileLogConfig {
+                flush: policy,
+                ..config
+            },
+        )
+        .unwrap();
+        log.append_as_follower(&batches).unwrap();
+        let active = log.segments().last().unwrap();
+        let whole_pages = active.size() - active.size() % writeback::PAGE_BYTES;
+        let expected = if starts { whole_pages } else { 0 };
+        assert_eq!(active.writeback_started_to(), expected, "{policy}");
+    }
 }
