@@ -447,10 +447,7 @@ impl Driver {
                 idle = idle.or(Some(Idle::CaughtUp));
             } else {
                 let params = self.fetch_params(&f);
-                let ahead = self
-                    .fetched_ahead
-                    .take()
-                    .and_then(|a| a.answer(f.request, params));
+                let ahead = self.fetched_ahead.take().and_then(|a| a.answer(f.request));
                 self.stats.fetched_ahead += u64::from(ahead.is_some());
                 match self.source.as_mut() {
                     None => idle = idle.or(Some(Idle::NeedsSource)),

@@ -81,28 +81,26 @@ impl FetchParams {
 /// An answer fetched ahead, kept for one kernel request.
 #[derive(Debug)]
 pub(crate) struct FetchedAhead {
-    /// The kernel's fetch request it answers.
+    /// The kernel's fetch request it answers (which asked exactly what was fetched).
     pub request: RequestId,
-    /// What was asked.
-    pub params: FetchParams,
     /// The source's answer, with records.
     pub response: FetchResponse<RawBatch>,
 }
 
 impl FetchedAhead {
-    /// Keeps `answer` to `params` for the kernel's `request` when that request asks exactly
-    /// `asked` and the answer carries records; `None` otherwise (the fetch is asked again).
+    /// Keeps `answer` to the guessed fetch `guess` for the kernel's `request` when that request
+    /// asks exactly `asked == guess` and the answer carries records; `None` otherwise (the
+    /// fetch is asked again).
     pub(crate) fn keep(
         request: RequestId,
         asked: FetchParams,
-        params: FetchParams,
+        guess: FetchParams,
         answer: Result<FetchResponse<RawBatch>, SourceError>,
     ) -> Option<FetchedAhead> {
         match answer {
-            Ok(FetchResponse::Records(r)) if asked == params && !r.batches.is_empty() => {
+            Ok(FetchResponse::Records(r)) if asked == guess && !r.batches.is_empty() => {
                 Some(FetchedAhead {
                     request,
-                    params,
                     response: FetchResponse::Records(r),
                 })
             }
@@ -110,13 +108,9 @@ impl FetchedAhead {
         }
     }
 
-    /// The answer, when it was fetched for the kernel's `request` asking `params`.
-    pub(crate) fn answer(
-        self,
-        request: RequestId,
-        params: FetchParams,
-    ) -> Option<FetchResponse<RawBatch>> {
-        (self.request == request && self.params == params).then_some(self.response)
+    /// The answer, when it was kept for the kernel's `request`.
+    pub(crate) fn answer(self, request: RequestId) -> Option<FetchResponse<RawBatch>> {
+        (self.request == request).then_some(self.response)
     }
 }
 
@@ -179,14 +173,15 @@ mod tests {
         let gone = Err(SourceError::Busy { dir: "east".into() });
         assert!(kept(params(15), gone).is_none(), "an error is asked again");
 
-        let ahead = || kept(params(15), Ok(records(vec![batch()]))).unwrap();
-        assert!(ahead().answer(request, guess).is_some());
-        assert!(
-            ahead().answer(RequestId(5), guess).is_none(),
-            "a later request"
-        );
         let mut other = guess;
         other.isolation = FetchIsolation::ReadUncommitted;
-        assert!(ahead().answer(request, other).is_none(), "other parameters");
+        assert!(
+            kept(other, Ok(records(vec![batch()]))).is_none(),
+            "other isolation"
+        );
+
+        let ahead = || kept(params(15), Ok(records(vec![batch()]))).unwrap();
+        assert!(ahead().answer(request).is_some());
+        assert!(ahead().answer(RequestId(5)).is_none(), "a later request");
     }
 }
