@@ -45,8 +45,9 @@ pub struct Connection {
     /// refuses a client certificate then).
     tls: Option<TlsSettings>,
     /// Where responses are read: a Fetch response's batches are slices of it, and its
-    /// allocation (the largest response's size, at most [`MAX_RESPONSE_BYTES`]) is reused for
-    /// the next response once they are dropped.
+    /// allocation (at most [`MAX_RESPONSE_BYTES`]) is reused for a later response once they are
+    /// dropped. It keeps the last two responses' allocations; a caller that drops each
+    /// response's batches before the next request, as the node driver does, uses one.
     frames: ReadBuffer,
 }
 
