@@ -11,15 +11,25 @@
 //! comes with the data); then the source gets its data at once and the timed part runs: fetch
 //! rounds (one Fetch per source broker, 50 MiB per response and 1 MiB per partition, Kafka's
 //! consumer defaults; 100 batches per partition at most) until every partition has everything,
-//! then `close` (every segment fsynced). The destination is deleted untimed.
+//! then `close` (every segment fsynced). The destination is deleted untimed. Every fetching
+//! variant uses one client of the source kept warm across samples ([`WarmSource`]), as a
+//! running process keeps its connections: the response buffers (up to 50 MiB per broker, two
+//! per connection with fetch-ahead) are allocated and page-faulted once, by the first run, not
+//! by each sample.
 //!
-//! - `node_mirror_kafka`: the above.
+//! - `node_mirror_kafka`: the above (fetch-ahead on, the default).
 //! - `node_mirror_kafka_steady`: a mirror already running: each sample's untimed setup also
 //!   mirrors every partition's first batch, closes the driver and opens it again (so each
 //!   partition's leader-epoch entry is on disk, as in any mirror past its first flush); the
 //!   timed part mirrors the other 15 batches of each partition (169.6 MiB) and closes. Its
 //!   throughput against the baselines' (which copy all 16 batches, so their fixed costs are
 //!   spread over 1/15 more bytes) is the steady-state ratio.
+//! - `node_mirror_kafka_steady_serial`: the same with fetch-ahead off
+//!   (`NodeDriverOptions::fetch_ahead`): fetching and writing take turns.
+//! - `node_mirror_kafka_steady_small_answers` and `..._serial`: the running mirror with each
+//!   partition's answer capped at four batches (`partition_max_bytes` 48 KiB), so that every
+//!   answer but the last leaves more at the source, as in a backlog larger than one answer:
+//!   four rounds carry data, each read ahead while the last is written (or not, `_serial`).
 //! - `node_mirror_every_append`: the same with `--flush every-append` (each partition's append
 //!   of each round fdatasynced before the round goes on).
 //! - `raw_copy_same_writes` (baseline, same run): the same bytes written into 1,000 fresh
@@ -45,6 +55,7 @@
 #[path = "support/fake_source.rs"]
 mod fake_source;
 
+use std::cell::Cell;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -108,6 +119,9 @@ fn source_topics() -> Vec<FakeTopic> {
         .collect()
 }
 
+/// The most bytes a partition's answer holds in the `small_answers` variants: four batches.
+const SMALL_ANSWER_BYTES: i32 = 48 << 10;
+
 fn source_options() -> SourceClusterOptions {
     SourceClusterOptions {
         fetch_max_wait_ms: 0,
@@ -115,19 +129,50 @@ fn source_options() -> SourceClusterOptions {
     }
 }
 
-fn source_cluster(fake: &FakeSource) -> SourceCluster {
-    let names: Vec<String> = (0..TOPICS).map(topic_name).collect();
-    let selection = TopicSelection::names(&names).expect("valid names");
-    SourceCluster::new(&fake.bootstrap(), selection, source_options())
+/// The fake source and one client of it kept warm between samples, as a running mirror keeps
+/// its connections: each broker's response buffers are allocated (and page-faulted) once, by
+/// the warm-up run, not by every sample. The fake's side reuses its send buffer per connection
+/// likewise.
+struct WarmSource<'a> {
+    fake: &'a FakeSource,
+    options: SourceClusterOptions,
+    warm: Cell<Option<SourceCluster>>,
+}
+
+impl<'a> WarmSource<'a> {
+    fn new(fake: &'a FakeSource, options: SourceClusterOptions) -> Self {
+        WarmSource {
+            fake,
+            options,
+            warm: Cell::new(None),
+        }
+    }
+
+    /// The warm client (a new one the first time).
+    fn take(&self) -> SourceCluster {
+        self.warm.take().unwrap_or_else(|| {
+            let names: Vec<String> = (0..TOPICS).map(topic_name).collect();
+            let selection = TopicSelection::names(&names).expect("valid names");
+            SourceCluster::new(&self.fake.bootstrap(), selection, self.options)
+        })
+    }
+
+    /// Keeps `cluster` warm for the next sample.
+    fn give_back(&self, cluster: Option<SourceCluster>) {
+        if let Some(cluster) = cluster {
+            self.warm.set(Some(cluster));
+        }
+    }
 }
 
 /// A node destination at `root` with every partition MIRRORING against the empty source;
 /// returns the driver and the time it took from creating the destination.
 fn mirroring_dest(
-    fake: &FakeSource,
+    source: &WarmSource,
     root: &Path,
     options: &NodeDriverOptions,
 ) -> (NodeDriver, Duration) {
+    let fake = source.fake;
     fake.set_filled(false);
     let start = Instant::now();
     let mut dest =
@@ -142,7 +187,7 @@ fn mirroring_dest(
     }
     dest.set_meta(meta).expect("epochs");
     let mut driver =
-        NodeDriver::from_dest(dest, Some(source_cluster(fake)), options.clone()).expect("driver");
+        NodeDriver::from_dest(dest, Some(source.take()), options.clone()).expect("driver");
     let mirror = MirrorName::new("fake-source").expect("valid");
     let topics: Vec<(String, TopicId, i32)> = (0..TOPICS)
         .map(|t| (topic_name(t), topic_id(t), PER_TOPIC))
@@ -165,8 +210,9 @@ fn mirroring_dest(
 /// [`mirroring_dest`], then every partition's first batch mirrored, the driver closed and the
 /// destination opened again; returns the driver (every partition MIRRORING and caught up with
 /// that batch).
-fn steady_dest(fake: &FakeSource, root: &Path, options: &NodeDriverOptions) -> NodeDriver {
-    let (mut driver, _) = mirroring_dest(fake, root, options);
+fn steady_dest(source: &WarmSource, root: &Path, options: &NodeDriverOptions) -> NodeDriver {
+    let fake = source.fake;
+    let (mut driver, _) = mirroring_dest(source, root, options);
     fake.set_visible_batches(1);
     let first_batches = first_batches_bytes();
     let mut now = 500_000;
@@ -174,9 +220,9 @@ fn steady_dest(fake: &FakeSource, root: &Path, options: &NodeDriverOptions) -> N
         now += 1;
         driver.run_once(now).expect("runs");
     }
+    let cluster = driver.set_source(None);
     driver.close().expect("closed");
-    let mut driver =
-        NodeDriver::open(root, Some(source_cluster(fake)), options.clone()).expect("reopened");
+    let mut driver = NodeDriver::open(root, cluster, options.clone()).expect("reopened");
     while !driver.all_caught_up() {
         now += 1;
         driver.run_once(now).expect("runs");
@@ -185,11 +231,19 @@ fn steady_dest(fake: &FakeSource, root: &Path, options: &NodeDriverOptions) -> N
     driver
 }
 
-/// The driver's options with `flush`.
+/// The driver's options with `flush` (fetch-ahead on, the default).
 fn options(flush: FlushPolicy) -> NodeDriverOptions {
     NodeDriverOptions {
         flush,
         ..NodeDriverOptions::default()
+    }
+}
+
+/// The driver's options with `flush`, fetch-ahead off: fetching and writing take turns.
+fn serial_options(flush: FlushPolicy) -> NodeDriverOptions {
+    NodeDriverOptions {
+        fetch_ahead: false,
+        ..options(flush)
     }
 }
 
@@ -201,7 +255,8 @@ fn first_batches_bytes() -> u64 {
 }
 
 /// The timed part: the data mirrored, then `close`.
-fn mirror(fake: &FakeSource, mut driver: NodeDriver, total: u64) -> Duration {
+fn mirror(source: &WarmSource, mut driver: NodeDriver, total: u64) -> Duration {
+    let fake = source.fake;
     fake.set_filled(true);
     let start = Instant::now();
     let before = driver.stats().bytes;
@@ -214,12 +269,20 @@ fn mirror(fake: &FakeSource, mut driver: NodeDriver, total: u64) -> Duration {
         }
     }
     let rounds = start.elapsed();
+    let driver_stats = driver.stats();
+    source.give_back(driver.set_source(None));
     driver.close().expect("closed");
     let elapsed = start.elapsed();
     if std::env::var_os("NODE_MIRRORING_SPLIT").is_some() {
+        let stats = driver_stats;
         println!(
-            "node_mirroring: rounds {rounds:.2?}, close {:.2?}",
-            elapsed - rounds
+            "node_mirroring: rounds {rounds:.2?}, close {:.2?}; {} rounds, {} source fetches, \
+             {} of {} partition answers read ahead",
+            elapsed - rounds,
+            stats.rounds,
+            stats.source_fetches,
+            stats.fetched_ahead,
+            stats.partition_fetches
         );
     }
     fake.set_filled(false);
@@ -231,9 +294,10 @@ type Round = Vec<(usize, usize, usize)>;
 
 /// Every partition's source bytes and the byte ranges of the writes of each fetch round the
 /// driver's fetches make (the same rounds, replayed through [`SourceCluster::fetch`]).
-fn fetch_rounds(fake: &FakeSource) -> (Vec<Round>, Duration) {
+fn fetch_rounds(source: &WarmSource) -> (Vec<Round>, Duration) {
+    let fake = source.fake;
     fake.set_filled(true);
-    let mut cluster = source_cluster(fake);
+    let mut cluster = source.take();
     cluster.metadata().expect("metadata");
     let keys: Vec<(TopicId, i32)> = (0..TOPICS)
         .flat_map(|t| (0..PER_TOPIC).map(move |p| (topic_id(t), p)))
@@ -275,6 +339,7 @@ fn fetch_rounds(fake: &FakeSource) -> (Vec<Round>, Duration) {
         rounds.push(writes);
     }
     let elapsed = start.elapsed();
+    source.give_back(Some(cluster));
     fake.set_filled(false);
     assert!(offsets.iter().all(|o| *o == BATCHES * RECORDS));
     (rounds, elapsed)
@@ -336,10 +401,11 @@ fn close_files(files: Vec<fs::File>) {
 
 /// The MM2-style baseline: fetched, decoded, re-encoded, written (files made untimed), then
 /// every file fdatasynced and closed as the driver closes its logs.
-fn mm2_style(fake: &FakeSource, root: &Path) -> Duration {
+fn mm2_style(source: &WarmSource, root: &Path) -> Duration {
+    let fake = source.fake;
     let paths = segment_paths(root);
     fake.set_filled(true);
-    let mut cluster = source_cluster(fake);
+    let mut cluster = source.take();
     cluster.metadata().expect("metadata");
     let keys: Vec<(TopicId, i32)> = (0..TOPICS)
         .flat_map(|t| (0..PER_TOPIC).map(move |p| (topic_id(t), p)))
@@ -389,6 +455,7 @@ fn mm2_style(fake: &FakeSource, root: &Path) -> Duration {
     }
     close_files(files);
     let elapsed = start.elapsed();
+    source.give_back(Some(cluster));
     fake.set_filled(false);
     elapsed
 }
@@ -418,18 +485,26 @@ fn node_mirroring(c: &mut Criterion) {
         .collect();
     let total: u64 = sources.iter().map(|b| b.len() as u64).sum();
     let fake = FakeSource::start(BROKERS, topics);
+    let source = WarmSource::new(&fake, source_options());
+    let small_answers = WarmSource::new(
+        &fake,
+        SourceClusterOptions {
+            partition_max_bytes: SMALL_ANSWER_BYTES,
+            ..source_options()
+        },
+    );
     let work = tempfile::tempdir().expect("a temp dir");
     let dest = work.path().join("dest");
 
-    let (driver, setup) = mirroring_dest(&fake, &dest, &options(FlushPolicy::Kafka));
+    let (driver, setup) = mirroring_dest(&source, &dest, &options(FlushPolicy::Kafka));
     println!(
         "node_mirroring: {PARTITIONS} partitions to MIRRORING on real files (untimed setup of \
          each sample): {setup:.2?}; {total} bytes to mirror"
     );
-    let elapsed = mirror(&fake, driver, total);
+    let elapsed = mirror(&source, driver, total);
     println!("node_mirroring: a first mirror took {elapsed:.2?}");
     fs::remove_dir_all(&dest).expect("dest removed");
-    let (rounds, _) = fetch_rounds(&fake);
+    let (rounds, _) = fetch_rounds(&source);
     println!(
         "node_mirroring: {} fetch rounds with data, {} partition writes",
         rounds.len(),
@@ -451,13 +526,13 @@ fn node_mirroring(c: &mut Criterion) {
         })
     });
     group.bench_function("fetch_only", |b| {
-        b.iter_custom(|iters| (0..iters).map(|_| fetch_rounds(&fake).1).sum())
+        b.iter_custom(|iters| (0..iters).map(|_| fetch_rounds(&source).1).sum())
     });
     group.bench_function("mm2_style", |b| {
         b.iter_custom(|iters| {
             let mut sum = Duration::ZERO;
             for _ in 0..iters {
-                sum += mm2_style(&fake, &dest);
+                sum += mm2_style(&source, &dest);
                 fs::remove_dir_all(&dest).expect("dest removed");
             }
             sum
@@ -474,8 +549,8 @@ fn node_mirroring(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 let mut sum = Duration::ZERO;
                 for _ in 0..iters {
-                    let (driver, _) = mirroring_dest(&fake, &dest, &options);
-                    sum += mirror(&fake, driver, total);
+                    let (driver, _) = mirroring_dest(&source, &dest, &options);
+                    sum += mirror(&source, driver, total);
                     fs::remove_dir_all(&dest).expect("dest removed");
                 }
                 sum
@@ -484,17 +559,40 @@ fn node_mirroring(c: &mut Criterion) {
     }
     let steady_total = total - first_batches_bytes();
     group.throughput(Throughput::Bytes(steady_total));
-    group.bench_function("node_mirror_kafka_steady", |b| {
-        b.iter_custom(|iters| {
-            let mut sum = Duration::ZERO;
-            for _ in 0..iters {
-                let driver = steady_dest(&fake, &dest, &options(FlushPolicy::Kafka));
-                sum += mirror(&fake, driver, steady_total);
-                fs::remove_dir_all(&dest).expect("dest removed");
-            }
-            sum
-        })
-    });
+    for (name, source, options) in [
+        (
+            "node_mirror_kafka_steady",
+            &source,
+            options(FlushPolicy::Kafka),
+        ),
+        (
+            "node_mirror_kafka_steady_serial",
+            &source,
+            serial_options(FlushPolicy::Kafka),
+        ),
+        (
+            "node_mirror_kafka_steady_small_answers",
+            &small_answers,
+            options(FlushPolicy::Kafka),
+        ),
+        (
+            "node_mirror_kafka_steady_small_answers_serial",
+            &small_answers,
+            serial_options(FlushPolicy::Kafka),
+        ),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut sum = Duration::ZERO;
+                for _ in 0..iters {
+                    let driver = steady_dest(source, &dest, &options);
+                    sum += mirror(source, driver, steady_total);
+                    fs::remove_dir_all(&dest).expect("dest removed");
+                }
+                sum
+            })
+        });
+    }
     group.finish();
 }
 

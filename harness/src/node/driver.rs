@@ -24,6 +24,11 @@
 //! errors (leadership moved, broker unreachable) as `Retriable` (the partition waits the fetch
 //! backoff, the metadata is refreshed), others as `Failed` (the partition goes FAILED and
 //! retries with its backoff).
+//! While a round's answers are fed, the partitions whose answer says the source has more
+//! are fetched again on a second thread, from where the kernel will ask next; the next round
+//! takes such an answer only for a request exactly equal to the one guessed and fetches the
+//! rest as usual ([`fetch_ahead`](super::fetch_ahead); [`NodeDriverOptions::fetch_ahead`]
+//! turns it off).
 //!
 //! **Source leaders** are input ([`NodeInput::SourceTopic`]): fed at start and after every
 //! round in which the source cluster's metadata names other leaders.
@@ -94,13 +99,14 @@ use crate::record_batch::RawBatch;
 use crate::source::SourcePosition;
 use crate::wire::client::EARLIEST_TIMESTAMP;
 use crate::wire::source_cluster::{
-    CurrentLeaderEpoch, PartitionFetchRequest, PartitionFetched, SourceCluster,
+    CurrentLeaderEpoch, PartitionFetchError, PartitionFetchRequest, PartitionFetched, SourceCluster,
 };
 use crate::wire::topic_selection::SelectionMiss;
 use crate::wire::TopicSelection;
 
 use super::control::{ControlServer, TopicsVerb};
 use super::dest::{NodeDest, NodeMeta};
+use super::fetch_ahead::{guess_next, FetchedAhead};
 use super::state_log::StatePartition;
 use super::status::{NodeStatus, PartitionStatus};
 use super::NodeError;
@@ -123,6 +129,10 @@ pub struct NodeDriverOptions {
     /// executed (counted from the driver's creation), leaving the files as a crash at that
     /// point would. Crash tests drop the driver (or kill the process) there.
     pub halt_after_effects: Option<u64>,
+    /// Whether the next round's fetches are read while this round's answers are written
+    /// ([`fetch_ahead`](super::fetch_ahead); on by default). Off, fetching and writing take
+    /// turns.
+    pub fetch_ahead: bool,
 }
 
 impl Default for NodeDriverOptions {
@@ -133,6 +143,7 @@ impl Default for NodeDriverOptions {
             fetch_backoff_ms: 500,
             flush: FlushPolicy::Kafka,
             halt_after_effects: None,
+            fetch_ahead: true,
         }
     }
 }
@@ -169,10 +180,16 @@ pub enum NodeIdle {
 /// Work counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NodeStats {
-    /// Fetch rounds (each one Fetch per source broker).
+    /// Fetch rounds: the kernel's coalesced fetches asked together, each answered from the
+    /// source (one Fetch per source broker) or from the last round's fetch-ahead.
     pub rounds: u64,
+    /// Calls to the source cluster's fetch, each at most one Fetch per source broker (and
+    /// isolation level): a round's own, and its fetch-ahead.
+    pub source_fetches: u64,
     /// Partition answers fed back.
     pub partition_fetches: u64,
+    /// Partition answers that came from the last round's fetch-ahead.
+    pub fetched_ahead: u64,
     /// Batches appended.
     pub batches: u64,
     /// Bytes appended.
@@ -183,6 +200,18 @@ pub struct NodeStats {
 
 /// One topic's answer to a mirror request (Kafka's per-topic result).
 pub type TopicResults = BTreeMap<String, Result<(), MirrorRequestError>>;
+
+/// One partition of a fetch round.
+struct RoundItem {
+    /// The index of its coalesced fetch in the round.
+    fetcher: usize,
+    key: PartitionKey,
+    /// The kernel's request id.
+    request: RequestId,
+    asked: PartitionFetchRequest,
+    /// The source's answer (or the one read ahead), once there is one.
+    answer: Option<Result<PartitionFetched, PartitionFetchError>>,
+}
 
 struct Queued {
     input: NodeInput,
@@ -214,6 +243,8 @@ pub struct NodeDriver {
     positions: BTreeMap<PartitionKey, SourcePosition>,
     last_errors: BTreeMap<PartitionKey, String>,
     caught_up: BTreeSet<PartitionKey>,
+    /// The answers read ahead for the next round.
+    fetched_ahead: FetchedAhead,
     leaders_fed: BTreeMap<TopicId, Vec<Option<i32>>>,
     events: Vec<String>,
     stats: NodeStats,
@@ -294,6 +325,7 @@ impl NodeDriver {
             positions: BTreeMap::new(),
             last_errors: BTreeMap::new(),
             caught_up: BTreeSet::new(),
+            fetched_ahead: FetchedAhead::default(),
             leaders_fed: BTreeMap::new(),
             events: Vec::new(),
             stats: NodeStats::default(),
@@ -411,6 +443,7 @@ impl NodeDriver {
     /// Replaces the source cluster (`None`: no fetches and no LME answers; stop, pause and
     /// resume need none). Returns the previous one.
     pub fn set_source(&mut self, source: Option<SourceCluster>) -> Option<SourceCluster> {
+        self.fetched_ahead.clear();
         std::mem::replace(&mut self.source, source)
     }
 
@@ -560,6 +593,8 @@ impl NodeDriver {
                 }
             }
             if force || self.leaders_fed.get(&topic.topic_id) != Some(&leaders) {
+                // Answers read ahead from the old leaders are asked again.
+                self.fetched_ahead.clear();
                 self.leaders_fed.insert(topic.topic_id, leaders.clone());
                 inputs.push(NodeInput::SourceTopic {
                     topic_id: topic.topic_id,
@@ -723,7 +758,10 @@ impl NodeDriver {
     }
 
     /// One fetch round: every ready coalesced fetch, sent as one call to the source cluster
-    /// (one Fetch per source broker); the answers are queued. False when nothing was sent.
+    /// (one Fetch per source broker), except the partitions whose request the last round's
+    /// fetch-ahead answered. With fetch-ahead, the round's answers are fed while the next
+    /// round's guessed fetches are read on a second thread ([`fetch_ahead`](super::fetch_ahead));
+    /// without, they are queued. False when the kernel asked no fetch.
     fn fetch_round(&mut self) -> Result<bool, NodeError> {
         if self.source.is_none() {
             return Ok(false);
@@ -744,15 +782,19 @@ impl NodeDriver {
         }
         let now = u64::try_from(self.now_ms).unwrap_or(0);
         let fetches = self.node.poll_fetches(now);
+        // What was read ahead serves this round or nothing.
+        let mut ahead = std::mem::take(&mut self.fetched_ahead);
         if fetches.is_empty() {
             return Ok(false);
         }
         let max_batches = self.options.max_fetch_batches.max(1);
+        // Every partition of the round in the kernel's order: its fetcher, key, request id,
+        // what is asked, and the answer once there is one.
+        let mut round: Vec<RoundItem> = Vec::new();
         let mut requests = Vec::new();
-        let mut index = Vec::new();
         for (i, f) in fetches.iter().enumerate() {
             for (key, req) in &f.partitions {
-                requests.push(PartitionFetchRequest {
+                let asked = PartitionFetchRequest {
                     topic_id: key.topic_id,
                     partition: key.partition,
                     fetch_offset: req.fetch_offset,
@@ -760,15 +802,34 @@ impl NodeDriver {
                     current_leader_epoch: CurrentLeaderEpoch::FromMetadata,
                     isolation: req.isolation,
                     max_batches,
+                };
+                let answer = ahead.take(key, &asked).map(Ok);
+                if answer.is_some() {
+                    self.stats.fetched_ahead += 1;
+                } else {
+                    requests.push(asked);
+                }
+                round.push(RoundItem {
+                    fetcher: i,
+                    key: *key,
+                    request: req.request,
+                    asked,
+                    answer,
                 });
-                index.push((i, *key, req.request));
             }
         }
-        let Some(source) = self.source.as_mut() else {
-            return Ok(false);
-        };
-        let results = source.fetch(&requests);
+        drop(ahead);
         self.stats.rounds += 1;
+        if !requests.is_empty() {
+            let Some(source) = self.source.as_mut() else {
+                return Ok(false);
+            };
+            let mut results = source.fetch(&requests).into_iter();
+            self.stats.source_fetches += 1;
+            for item in round.iter_mut().filter(|item| item.answer.is_none()) {
+                item.answer = results.next().map(|result| result.outcome);
+            }
+        }
         let mut responses: Vec<Queued> = fetches
             .iter()
             .map(|f| Queued {
@@ -779,11 +840,22 @@ impl NodeDriver {
                 batches: BTreeMap::new(),
             })
             .collect();
-        for (result, (i, key, request)) in results.into_iter().zip(index) {
-            let answer = match result.outcome {
-                Ok(PartitionFetched { response, position }) => {
+        let mut guesses = Vec::new();
+        for item in round {
+            let RoundItem {
+                fetcher: i,
+                key,
+                request,
+                asked,
+                answer,
+            } = item;
+            let answer = match answer {
+                Some(Ok(PartitionFetched { response, position })) => {
                     if let Some(p) = position {
                         self.positions.insert(key, p);
+                    }
+                    if let Some(next) = guess_next(&asked, &response) {
+                        guesses.push((key, next));
                     }
                     let (outcome, batches) = response.into_parts();
                     let nothing_new =
@@ -799,7 +871,7 @@ impl NodeDriver {
                     }
                     PartitionFetchResult::Completed(outcome)
                 }
-                Err(e) => {
+                Some(Err(e)) => {
                     self.caught_up.remove(&key);
                     let error = e.to_string();
                     self.last_errors.insert(key, error.clone());
@@ -808,6 +880,13 @@ impl NodeDriver {
                     } else {
                         PartitionFetchResult::Failed(error)
                     }
+                }
+                None => {
+                    // The source cluster answers every request it is given.
+                    self.caught_up.remove(&key);
+                    PartitionFetchResult::Retriable(format!(
+                        "no answer to the fetch of partition {key}"
+                    ))
                 }
             };
             if let NodeInput::FetchResponse(r) = &mut responses[i].input {
@@ -818,9 +897,52 @@ impl NodeDriver {
                 });
             }
         }
+        let count = responses.len();
         self.queue.extend(responses);
+        if !self.options.fetch_ahead || guesses.is_empty() {
+            self.sync_source_leaders(false);
+            return Ok(true);
+        }
+        let fed = self.feed_while_fetching_ahead(count, &guesses);
         self.sync_source_leaders(false);
-        Ok(true)
+        fed.map(|()| true)
+    }
+
+    /// Feeds the first `count` queued inputs (a round's answers) while `guesses` are fetched
+    /// from the source on a second thread; their answers are kept for the next round unless a
+    /// feed fails (the rest of the round then stays queued).
+    fn feed_while_fetching_ahead(
+        &mut self,
+        count: usize,
+        guesses: &[(PartitionKey, PartitionFetchRequest)],
+    ) -> Result<(), NodeError> {
+        let Some(mut source) = self.source.take() else {
+            return Ok(());
+        };
+        let requests: Vec<PartitionFetchRequest> = guesses.iter().map(|(_, r)| *r).collect();
+        let (fed, results) = std::thread::scope(|scope| {
+            let reading = scope.spawn(|| source.fetch(&requests));
+            let mut fed = Ok(());
+            for _ in 0..count {
+                let Some(queued) = self.queue.pop_front() else {
+                    break;
+                };
+                fed = self.feed(queued);
+                if fed.is_err() {
+                    break;
+                }
+            }
+            match reading.join() {
+                Ok(results) => (fed, results),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        });
+        self.source = Some(source);
+        self.stats.source_fetches += 1;
+        if fed.is_ok() {
+            self.fetched_ahead.keep(guesses, results);
+        }
+        fed
     }
 
     /// Feeds one input to the node and executes its effects, in order.

@@ -7,6 +7,7 @@
 //! - [`driver`]: [`NodeDriver`], executing the node manager's tagged effects on those logs,
 //!   with a live [`SourceCluster`](crate::wire::SourceCluster) as the source (one Fetch per
 //!   source broker per round).
+//! - [`fetch_ahead`]: the driver reads the next round's fetches while it writes this one's.
 //! - [`metadata_sync`]: [`NodeSync`], topic configs, group offsets and ACLs synced inside the
 //!   mirroring process between fetch rounds, behind the kernel's gate.
 //! - [`status`]: per-partition progress and the per-topic rollup.
@@ -21,6 +22,7 @@ pub mod control;
 pub mod dest;
 pub mod driver;
 pub mod error;
+pub mod fetch_ahead;
 pub mod metadata_sync;
 pub mod state_log;
 pub mod status;

@@ -100,13 +100,15 @@ fn mirrors_every_partition_byte_for_byte_one_fetch_per_broker_per_round() {
     for p in 0..2 {
         assert_same_bytes(&fake, &driver, PAY_EU, p);
     }
-    let rounds = driver.stats().rounds as usize;
+    // Each call to the source cluster's fetch (a round's own, or its fetch-ahead) sends at
+    // most one Fetch per broker, whatever the partition count.
+    let calls = driver.stats().source_fetches as usize;
     let state = fake.state();
     for broker in 1..=2 {
         let fetches = state.count(broker, ApiKey::Fetch);
         assert!(
-            fetches > 0 && fetches <= rounds,
-            "broker {broker}: {fetches} Fetches in {rounds} rounds"
+            fetches > 0 && fetches <= calls,
+            "broker {broker}: {fetches} Fetches in {calls} source fetches"
         );
     }
     drop(state);
@@ -119,6 +121,88 @@ fn mirrors_every_partition_byte_for_byte_one_fetch_per_broker_per_round() {
     let orders = status.topics.iter().find(|t| t.topic == "orders").unwrap();
     assert_eq!(orders.states.get("MIRRORING"), Some(&3));
     assert!(status.render().contains("orders-2"));
+}
+
+/// A node destination at `root` with both topics added, fetching ahead or not (not run).
+fn added_with(fake: &FakeCluster, root: &std::path::Path, fetch_ahead: bool) -> NodeDriver {
+    let dest = NodeDest::create(root, NodeMeta::new(Some(fake.address(1)), 4)).unwrap();
+    let options = NodeDriverOptions {
+        fetch_ahead,
+        ..options()
+    };
+    let mut driver =
+        NodeDriver::from_dest(dest, Some(source(fake, &["orders", "pay.eu"])), options).unwrap();
+    driver
+        .add_topics(
+            &east(),
+            &[("orders".into(), ORDERS, 3), ("pay.eu".into(), PAY_EU, 2)],
+            0,
+        )
+        .unwrap();
+    driver
+}
+
+#[test]
+fn fetch_ahead_answers_the_partitions_still_catching_up_and_changes_no_byte() {
+    let fake = fake();
+    let dir = tempfile::tempdir().unwrap();
+    let mut stats = Vec::new();
+    for fetch_ahead in [true, false] {
+        let mut driver = added_with(
+            &fake,
+            &dir.path().join(format!("{fetch_ahead}")),
+            fetch_ahead,
+        );
+        run_until_caught_up(&mut driver, &mut ManualClock::default());
+        for p in 0..3 {
+            assert_same_bytes(&fake, &driver, ORDERS, p);
+        }
+        for p in 0..2 {
+            assert_same_bytes(&fake, &driver, PAY_EU, p);
+        }
+        stats.push(driver.stats());
+    }
+    let (ahead, serial) = (stats[0], stats[1]);
+    // Two batches a fetch: every orders partition has more after its first answers, and the
+    // kernel asks for what was guessed once its epoch is settled.
+    assert!(ahead.fetched_ahead >= 3, "{ahead:?}");
+    assert_eq!(serial.fetched_ahead, 0, "{serial:?}");
+    assert_eq!(
+        (ahead.batches, ahead.bytes),
+        (serial.batches, serial.bytes),
+        "the same batches appended"
+    );
+}
+
+#[test]
+fn answers_read_ahead_from_a_source_let_go_of_are_never_used() {
+    let fake = fake();
+    let dir = tempfile::tempdir().unwrap();
+    let mut driver = added_with(&fake, &dir.path().join("west"), true);
+    let mut clock = ManualClock::default();
+    // Up to the first round answered from a fetch-ahead: orders-2 (6 batches, two a fetch)
+    // still has more, so that round read ahead again.
+    while driver.stats().fetched_ahead == 0 {
+        clock.now_ms += 10;
+        driver.run_once(clock.now_ms).unwrap();
+        assert!(clock.now_ms < 100_000, "never fetched ahead");
+    }
+    let swapped = driver.set_source(Some(source(&fake, &["orders", "pay.eu"])));
+    assert!(swapped.is_some());
+    let before = driver.stats();
+    while driver.stats().rounds == before.rounds {
+        clock.now_ms += 10;
+        driver.run_once(clock.now_ms).unwrap();
+    }
+    assert_eq!(
+        driver.stats().fetched_ahead,
+        before.fetched_ahead,
+        "the round after the source was replaced fetched everything again"
+    );
+    run_until_caught_up(&mut driver, &mut clock);
+    for p in 0..3 {
+        assert_same_bytes(&fake, &driver, ORDERS, p);
+    }
 }
 
 #[test]
