@@ -3,16 +3,16 @@
 //!
 //! A node's fetch loop is serial: a round's coalesced fetches (one Fetch per source broker),
 //! then its answers fed to the kernel, whose appends are the writes, then the next round from
-//! the new log ends. Reading and writing cost about the same per byte, so one of them is idle
-//! at any time. An answer also names the kernel's next request for its partition: the offset
-//! after its last batch, with that batch's leader epoch as the last fetched epoch (the same
-//! request again when it has none). When the answer says the source has more (it stopped
-//! below the high watermark, or below the last stable offset for read-committed: a partition
-//! still catching up, or one whose share of the response's `max_bytes` went to others),
-//! [`NodeDriver`](super::NodeDriver) sends that guessed request, all of a round's in one more
-//! coalesced fetch, on a second thread while it feeds the round. A partition at the source's
-//! end is not guessed: at the live tail its next fetch is small, and a Fetch of nothing new
-//! would only hold the thread for the broker's `max_wait_ms`.
+//! the new log ends, so while one half runs the other waits. An answer also names the
+//! kernel's next request for its partition: the offset after its last batch, with that
+//! batch's leader epoch as the last fetched epoch (the same request again when it has none).
+//! When the answer says the source has more (it stopped below the high watermark, or below
+//! the last stable offset for read-committed: a partition still catching up, or one whose
+//! share of the response's `max_bytes` went to others), [`NodeDriver`](super::NodeDriver)
+//! sends that guessed request, all of a round's in one more coalesced fetch, on a second
+//! thread while it feeds the round. A partition at the source's end is not guessed: at the
+//! live tail its next fetch is small, and a Fetch of nothing new would only hold the thread
+//! for the broker's `max_wait_ms`.
 //!
 //! **The kernel still decides every fetch.** A guessed answer is kept for one round only: the
 //! next round the kernel asks for ([`NodeMirror::poll_fetches`]). A partition whose request in
