@@ -38,6 +38,14 @@
 //!   and closed the way [`NodeDriver::close`] closes its logs: in partition order, split into
 //!   consecutive chunks over up to [`CLOSE_THREADS`] threads. The destination side of the
 //!   mirror with no decision, no parsing, no index, no checkpoint and no network.
+//! - `raw_copy_with_first_checkpoints` (decomposition, same run): the raw copy plus what a new
+//!   destination cannot skip: each partition's first `leader-epoch-checkpoint` (epoch 0 from
+//!   offset 0), written as the driver's close writes it, right after the partition's data is
+//!   fdatasynced (a `.tmp` file written and fsynced, renamed, the directory fsynced).
+//! - `raw_copy_with_first_checkpoints_in_background` (decomposition, same run): the same
+//!   checkpoints handed to a pool of [`CLOSE_THREADS`] threads as each partition's first bytes
+//!   are written, and waited for before the close: what writing them during the fetch rounds
+//!   instead of at close would gain.
 //! - `fetch_only` (decomposition, same run): the same fetch rounds through
 //!   [`SourceCluster::fetch`] with nothing written: the wire protocol, the fake broker and the
 //!   client's batch parsing (CRC-32C checked), which the raw copy does not pay.
@@ -59,19 +67,23 @@ use std::cell::Cell;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use criterion::{criterion_group, Criterion, Throughput};
 use fake_source::{FakePartition, FakeSource, FakeTopic};
-use kmirror_harness::file_log::FlushPolicy;
+use kmirror_harness::file_log::{FlushPolicy, LEADER_EPOCH_FILE};
 use kmirror_harness::node::driver::CLOSE_THREADS;
 use kmirror_harness::node::{NodeDest, NodeDriver, NodeDriverOptions, NodeMeta};
 use kmirror_harness::record_batch::RawBatch;
+use kmirror_harness::segment;
 use kmirror_harness::wire::source_cluster::{CurrentLeaderEpoch, PartitionFetchRequest};
 use kmirror_harness::wire::{SourceCluster, SourceClusterOptions, TopicSelection};
 use kmirror_kernel::batch::BatchHeader;
+use kmirror_kernel::checkpoint;
 use kmirror_kernel::config::FetchIsolation;
+use kmirror_kernel::epoch_cache::EpochCache;
 use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::{MirrorName, TopicId};
 
@@ -345,43 +357,118 @@ fn fetch_rounds(source: &WarmSource) -> (Vec<Round>, Duration) {
     (rounds, elapsed)
 }
 
+/// The leader-epoch checkpoints [`raw_copy`] writes besides the bytes.
+#[derive(Clone, Copy)]
+enum FirstCheckpoints {
+    /// None: the baseline.
+    None,
+    /// Each partition's first checkpoint written at close, after its data is fdatasynced, as
+    /// a new destination's log writes it at its first flush.
+    AtClose,
+    /// Each partition's first checkpoint written while the data is written: handed to a pool
+    /// of [`CLOSE_THREADS`] threads when the partition's first bytes are, waited for before
+    /// the close.
+    InBackground,
+}
+
 /// The baseline: the same writes into 1,000 fresh files (directories and empty files made
-/// untimed), then every file fdatasynced and closed as the driver closes its logs.
-fn raw_copy(root: &Path, sources: &[Bytes], rounds: &[Round]) -> Duration {
+/// untimed), then every file fdatasynced and closed as the driver closes its logs; with
+/// `checkpoints`, also each partition's first leader-epoch checkpoint (the source's epoch 0
+/// from offset 0), written as the driver writes it ([`segment::write_atomically`]).
+fn raw_copy(
+    root: &Path,
+    sources: &[Bytes],
+    rounds: &[Round],
+    checkpoints: FirstCheckpoints,
+) -> Duration {
     let paths = segment_paths(root);
     let start = Instant::now();
     let mut files: Vec<fs::File> = paths
         .iter()
         .map(|p| fs::OpenOptions::new().append(true).open(p).expect("open"))
         .collect();
-    for round in rounds {
-        for &(i, at, len) in round {
-            files[i]
-                .write_all(&sources[i][at..at + len])
-                .expect("write");
+    let background = matches!(checkpoints, FirstCheckpoints::InBackground);
+    let (to_pool, jobs) = mpsc::channel::<&Path>();
+    let jobs = Mutex::new(jobs);
+    std::thread::scope(|scope| {
+        let pool: Vec<_> = (0..if background { CLOSE_THREADS } else { 0 })
+            .map(|_| {
+                let jobs = &jobs;
+                scope.spawn(move || loop {
+                    // The lock is released before the write, so the pool writes in parallel.
+                    let job = jobs.lock().expect("the job queue").recv();
+                    match job {
+                        Ok(dir) => write_first_checkpoint(dir),
+                        Err(mpsc::RecvError) => break,
+                    }
+                })
+            })
+            .collect();
+        let mut started = vec![false; files.len()];
+        for round in rounds {
+            for &(i, at, len) in round {
+                files[i]
+                    .write_all(&sources[i][at..at + len])
+                    .expect("write");
+                if background && !std::mem::replace(&mut started[i], true) {
+                    to_pool.send(partition_dir(&paths[i])).expect("the pool");
+                }
+            }
         }
-    }
-    close_files(files);
+        drop(to_pool);
+        for worker in pool {
+            worker.join().expect("a checkpoint thread");
+        }
+    });
+    let dirs = matches!(checkpoints, FirstCheckpoints::AtClose)
+        .then(|| paths.iter().map(|p| partition_dir(p)).collect());
+    close_files(files, dirs);
     start.elapsed()
+}
+
+/// The partition directory of a segment file.
+fn partition_dir(segment: &Path) -> &Path {
+    segment.parent().expect("a partition directory")
+}
+
+/// Writes a partition's first `leader-epoch-checkpoint` (epoch 0 from offset 0) the way its
+/// log does: atomically, the temporary file and the directory fsynced.
+fn write_first_checkpoint(dir: &Path) {
+    let mut cache = EpochCache::new();
+    cache.assign(0, 0).expect("a valid entry");
+    segment::write_atomically(
+        dir,
+        LEADER_EPOCH_FILE,
+        checkpoint::encode(&cache).as_bytes(),
+    )
+    .expect("the checkpoint written");
 }
 
 /// Fdatasyncs and closes `files` as [`NodeDriver::close`] closes its partition logs: in order,
 /// split into consecutive chunks of `files.len() / CLOSE_THREADS` (rounded up), one thread
-/// each.
-fn close_files(files: Vec<fs::File>) {
+/// each; with `dirs` (one per file), each file's partition then gets its first checkpoint.
+fn close_files(files: Vec<fs::File>, dirs: Option<Vec<&Path>>) {
     let per_thread = files.len().div_ceil(CLOSE_THREADS).max(1);
-    let mut chunks: Vec<Vec<fs::File>> = Vec::new();
+    let mut dirs = dirs.map(Vec::into_iter);
+    let mut chunks: Vec<Vec<(fs::File, Option<&Path>)>> = Vec::new();
     let mut rest = files.into_iter();
     loop {
-        let chunk: Vec<fs::File> = rest.by_ref().take(per_thread).collect();
+        let chunk: Vec<_> = rest
+            .by_ref()
+            .take(per_thread)
+            .map(|file| (file, dirs.as_mut().and_then(Iterator::next)))
+            .collect();
         if chunk.is_empty() {
             break;
         }
         chunks.push(chunk);
     }
-    let close = |chunk: Vec<fs::File>| {
-        for file in chunk {
+    let close = |chunk: Vec<(fs::File, Option<&Path>)>| {
+        for (file, dir) in chunk {
             file.sync_data().expect("fdatasync");
+            if let Some(dir) = dir {
+                write_first_checkpoint(dir);
+            }
         }
     };
     if chunks.len() <= 1 {
@@ -453,14 +540,15 @@ fn mm2_style(source: &WarmSource, root: &Path) -> Duration {
             break;
         }
     }
-    close_files(files);
+    close_files(files, None);
     let elapsed = start.elapsed();
     source.give_back(Some(cluster));
     fake.set_filled(false);
     elapsed
 }
 
-/// The 1,000 empty segment files of the baselines, in the destination's layout.
+/// The 1,000 empty segment files of the baselines, in the destination's layout, made
+/// durable (untimed).
 fn segment_paths(root: &Path) -> Vec<PathBuf> {
     (0..PARTITIONS)
         .map(|i| {
@@ -472,6 +560,10 @@ fn segment_paths(root: &Path) -> Vec<PathBuf> {
             fs::create_dir_all(&dir).expect("dir");
             let path = dir.join("00000000000000000000.log");
             fs::File::create(&path).expect("file");
+            // Made durable, as the driver's untimed setup makes its partitions.
+            fs::File::open(&dir)
+                .and_then(|d| d.sync_all())
+                .expect("fsync dir");
             path
         })
         .collect()
@@ -515,16 +607,25 @@ fn node_mirroring(c: &mut Criterion) {
     group.throughput(Throughput::Bytes(total));
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(20));
-    group.bench_function("raw_copy_same_writes", |b| {
-        b.iter_custom(|iters| {
-            let mut sum = Duration::ZERO;
-            for _ in 0..iters {
-                sum += raw_copy(&dest, &sources, &rounds);
-                fs::remove_dir_all(&dest).expect("dest removed");
-            }
-            sum
-        })
-    });
+    for (name, checkpoints) in [
+        ("raw_copy_same_writes", FirstCheckpoints::None),
+        ("raw_copy_with_first_checkpoints", FirstCheckpoints::AtClose),
+        (
+            "raw_copy_with_first_checkpoints_in_background",
+            FirstCheckpoints::InBackground,
+        ),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut sum = Duration::ZERO;
+                for _ in 0..iters {
+                    sum += raw_copy(&dest, &sources, &rounds, checkpoints);
+                    fs::remove_dir_all(&dest).expect("dest removed");
+                }
+                sum
+            })
+        });
+    }
     group.bench_function("fetch_only", |b| {
         b.iter_custom(|iters| (0..iters).map(|_| fetch_rounds(&source).1).sum())
     });

@@ -83,7 +83,7 @@
 //! | mirrored (follower) batches, a fetch round per write | no; at a roll, flush, close (their writeback is started at each append, [`crate::writeback`], so that those fsyncs wait only for the last bytes) | a lost tail is cut by recovery and fetched again: the fetcher restarts at the recovered LEO |
 //! | offset index entries | with their segment at a roll, flush, close | derived data: recovery checks it against the batches and rebuilds it |
 //! | high watermark, recovery point | checkpointed at a roll (recovery point), flush, close | only ever name fsynced data; recovery clamps the HW to the recovered LEO |
-//! | leader-epoch checkpoint | written atomically when the cache changes (a new source epoch: rare) | may run ahead of a lost tail: recovery rebuilds the cache from the batches that survived and rewrites it |
+//! | leader-epoch checkpoint | when the cache changes (a new source epoch: rare), atomically; a log's first entry (the cache was empty and the recovery point is at the log start) written in place and fdatasynced | may run ahead of a lost tail: recovery rebuilds the cache from the batches that survived and rewrites it. The in-place first write is one file sync where the atomic one makes a new file and syncs it and the directory (at a node's first flush: 1,000 partitions, BENCHMARKS section 8); a crash may cut it, and recovery can tell: a checkpoint that does not parse while no batch lies below the recovery point was owed by no flushed batch, and is rebuilt |
 //! | leader batches (`MIRROR_PID_RESET`, ABORT markers, local produces) | yes, before the append returns | this cluster's own decision: no source holds it |
 //! | truncations (LME, LSO, divergence) | yes | the kernel names the new end in records it writes next |
 //! | `__mirror_state` records (state, LME) | yes, before the write is acknowledged ([`crate::mirror_state_log`]) | persist first, act after |
@@ -821,11 +821,18 @@ impl FileLog {
 
     fn persist_epoch_cache(&mut self, cache: &EpochCache) -> Result<(), FileLogError> {
         if self.persisted.epoch_cache != *cache {
-            segment::write_atomically(
-                &self.dir,
-                LEADER_EPOCH_FILE,
-                kmirror_kernel::checkpoint::encode(cache).as_bytes(),
-            )?;
+            let text = kmirror_kernel::checkpoint::encode(cache);
+            // A first entry is written in place (one sync, no new file): a crash that cuts
+            // it leaves a file recovery rebuilds, since no batch below the recovery point is
+            // owed an entry (the recovery point moves only after this write). Any other
+            // change is atomic, as Kafka writes it.
+            let first = self.persisted.epoch_cache.is_empty()
+                && self.persisted.recovery_point <= self.persisted.log_start_offset;
+            let in_place = first
+                && segment::overwrite_in_place(&self.dir, LEADER_EPOCH_FILE, text.as_bytes())?;
+            if !in_place {
+                segment::write_atomically(&self.dir, LEADER_EPOCH_FILE, text.as_bytes())?;
+            }
             self.persisted.epoch_cache = cache.clone();
         }
         Ok(())

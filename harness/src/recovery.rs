@@ -7,7 +7,11 @@
 //!    interrupted segment deletion) and `.index` files without their `.log`.
 //! 2. The checkpoints are read: log start offset, high watermark, recovery point, leader epochs.
 //!    A file that does not parse, or names another partition, is a
-//!    [`FileLogError::Checkpoint`] naming the file and line. A missing one takes its default
+//!    [`FileLogError::Checkpoint`] naming the file and line, with one exception: a leader-epoch
+//!    checkpoint that does not parse while the recovery point is at the log start offset is a
+//!    log's first checkpoint cut by a crash (the log writes that one in place and raises the
+//!    recovery point only after syncing it): it is rebuilt from the batches like a missing one
+//!    ([`RecoveryReport::torn_first_epoch_checkpoint`]). A missing one takes its default
 //!    (log start: the first segment's base offset, or 0; high watermark and recovery point: the
 //!    log start offset) and is rewritten.
 //! 3. Every segment is scanned, oldest first, Kafka's way: batches **from the recovery point on**
@@ -114,6 +118,11 @@ pub struct RecoveryReport {
     /// `(checkpointed, rebuilt from the batches)` when the leader-epoch checkpoint disagreed with
     /// the batches and was rewritten.
     pub epoch_checkpoint_repaired: Option<(Vec<EpochEntry>, Vec<EpochEntry>)>,
+    /// Why the leader-epoch checkpoint did not parse, when it was a log's first checkpoint
+    /// cut short by a crash (written in place, see [`FileLog`](crate::file_log::FileLog)) and
+    /// so was rebuilt from the batches: no batch lay below the recovery point, so none was
+    /// owed an entry.
+    pub torn_first_epoch_checkpoint: Option<String>,
     /// The offset from which batches were verified whole (CRC included): the recovery point,
     /// or the log start offset with [`Verify::All`].
     pub verified_from: Offset,
@@ -134,6 +143,7 @@ impl RecoveryReport {
             && self.high_watermark_clamped.is_none()
             && self.recovery_point_clamped.is_none()
             && self.epoch_checkpoint_repaired.is_none()
+            && self.torn_first_epoch_checkpoint.is_none()
     }
 }
 
@@ -745,7 +755,7 @@ pub(crate) fn recover(
     let ckpt_log_start = read(CheckpointKind::LogStartOffset)?;
     let ckpt_hw = read(CheckpointKind::HighWatermark)?;
     let ckpt_rp = read(CheckpointKind::RecoveryPoint)?;
-    let ckpt_epochs = read_epoch_checkpoint(dir, &mut report)?;
+    let ckpt_epochs = read_epoch_checkpoint(dir, &mut report);
     if report.created {
         report.missing_checkpoints.clear();
     }
@@ -768,6 +778,17 @@ pub(crate) fn recover(
     }
     let recovery_point = ckpt_rp.unwrap_or(log_start).max(log_start);
     report.recovery_point = recovery_point;
+    // A checkpoint that does not parse is damage, unless no batch lies below the recovery
+    // point: then it can only be a first checkpoint written in place and cut by a crash (the
+    // log raises its recovery point only after that write is synced), and the batches say
+    // everything it would.
+    let ckpt_epochs = match ckpt_epochs {
+        Err(FileLogError::Checkpoint(e)) if recovery_point <= log_start => {
+            report.torn_first_epoch_checkpoint = Some(e.reason);
+            None
+        }
+        other => other?,
+    };
 
     // Verify every segment, cutting a bad tail at or after the recovery point.
     let verify_from = match verify {

@@ -600,6 +600,29 @@ pub fn write_atomically(dir: &Path, name: &str, contents: &[u8]) -> Result<(), F
     sync_dir(dir)
 }
 
+/// Writes `contents` over the start of the existing file `dir/name`, cuts what follows, and
+/// fdatasyncs it: one file sync, where [`write_atomically`] makes a new file and syncs it and
+/// the directory.
+/// **Not atomic**: a crash may leave the old bytes, the new ones, a prefix of them, or a mix;
+/// callers use it only where recovery can tell such a file from a damaged one and rebuild it
+/// (see `FileLog`'s first leader-epoch checkpoint). Returns `Ok(false)`, writing nothing, when the
+/// file does not exist.
+pub fn overwrite_in_place(dir: &Path, name: &str, contents: &[u8]) -> Result<bool, FileLogError> {
+    let path = dir.join(name);
+    let file = match OpenOptions::new().write(true).open(&path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(FileLogError::io("open", &path, e)),
+    };
+    fault::write_at(&file, &path, contents, 0).map_err(|e| FileLogError::io("write", &path, e))?;
+    fault::gate(&path).map_err(|e| FileLogError::io("truncate", &path, e))?;
+    file.set_len(contents.len() as u64)
+        .map_err(|e| FileLogError::io("truncate", &path, e))?;
+    file.sync_data()
+        .map_err(|e| FileLogError::io("fdatasync", &path, e))?;
+    Ok(true)
+}
+
 /// Fsyncs a directory, making renames, creations and deletions in it durable.
 pub fn sync_dir(dir: &Path) -> Result<(), FileLogError> {
     File::open(dir)
@@ -744,6 +767,16 @@ mod tests {
         let (seg, rebuilt) = Segment::open_verified(dir.path(), 0, batches, 50).unwrap();
         assert!(rebuilt);
         assert_eq!(seg.index_entries(), &entries[..]);
+    }
+
+    #[test]
+    fn an_in_place_overwrite_replaces_the_whole_file_and_creates_none() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!overwrite_in_place(dir.path(), "x", b"new").unwrap());
+        assert!(!dir.path().join("x").exists());
+        fs::write(dir.path().join("x"), b"older and longer").unwrap();
+        assert!(overwrite_in_place(dir.path(), "x", b"new").unwrap());
+        assert_eq!(fs::read(dir.path().join("x")).unwrap(), b"new");
     }
 
     #[test]

@@ -21,7 +21,7 @@ use kmirror_harness::recovery::RecoveryReport;
 use kmirror_harness::segment::{index_file_name, log_file_name};
 use kmirror_harness::writeback;
 use kmirror_kernel::batch::{BatchHeader, ControlType, LeaderBatch};
-use kmirror_kernel::epoch_cache::EpochCache;
+use kmirror_kernel::epoch_cache::{EpochCache, EpochEntry};
 use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::producer_state::ProducerStateTable;
 use kmirror_kernel::testkit::{self, LogSnapshot};
@@ -586,6 +586,40 @@ fn bad_checkpoint_files_are_typed_errors_naming_the_file() {
     assert_eq!(report.missing_checkpoints, vec![RECOVERY_POINT_FILE]);
     assert_eq!(log.log_end_offset(), 2);
     assert!(path.exists());
+}
+
+/// A log's first leader-epoch checkpoint is written in place; a crash can cut it. While the
+/// recovery point is still at the log start (it moves only after that write is synced), no
+/// flushed batch is owed an entry, so recovery rebuilds the file from the batches instead of
+/// refusing it (a bad checkpoint above the log start is refused, in the test above).
+#[test]
+fn a_first_epoch_checkpoint_cut_by_a_crash_is_rebuilt_from_the_batches() {
+    let root = tempfile::tempdir().unwrap();
+    let config = FileLogConfig::default();
+    let (mut log, _) = open(root.path(), config);
+    log.append_as_leader(3, records(2)).unwrap();
+    drop(log);
+    let dir = root.path().join(tp().dir_name());
+    for cut in ["0\n1\n", "0\n1\n3", "0\n1\n3 ", "\0\0\0\0\0\0\0\0"] {
+        fs::write(dir.join(RECOVERY_POINT_FILE), "0\n1\nmirror-topic 0 0\n").unwrap();
+        fs::write(dir.join(LEADER_EPOCH_FILE), cut).unwrap();
+        let (log, report) = reopen(root.path(), config).expect(cut);
+        assert!(report.torn_first_epoch_checkpoint.is_some(), "{cut:?}");
+        assert!(!report.is_clean());
+        assert_eq!(
+            log.epoch_cache().entries().collect::<Vec<_>>(),
+            vec![EpochEntry {
+                epoch: 3,
+                start_offset: 0
+            }]
+        );
+        assert_eq!(
+            fs::read_to_string(dir.join(LEADER_EPOCH_FILE)).unwrap(),
+            "0\n1\n3 0\n"
+        );
+        assert_eq!(log.log_end_offset(), 2);
+        drop(log);
+    }
 }
 
 #[test]

@@ -1004,6 +1004,8 @@ impl TornTally {
             "offset index"
         } else if name == "leader-epoch-checkpoint.tmp" {
             "leader-epoch checkpoint"
+        } else if name == "leader-epoch-checkpoint" {
+            "first leader-epoch checkpoint (in place)"
         } else if name == "node.properties.tmp" {
             "node.properties"
         } else {
@@ -1082,7 +1084,7 @@ fn a_torn_write_at_every_write_of_mirroring_many_partitions() {
         "segment append",
         "offset index",
         "__mirror_state append",
-        "leader-epoch checkpoint",
+        "first leader-epoch checkpoint (in place)",
         "log-dir checkpoint",
     ] {
         assert!(
