@@ -59,13 +59,20 @@
 //!
 //! The time to bring the 1,000 partitions to MIRRORING on real files (the state writes, each
 //! fsynced) is printed once, before criterion runs.
+//!
+//! Two environment variables help find where the time goes. `NODE_MIRRORING_SPLIT=1` prints
+//! each sample's split: the mirror's fetch rounds and close, the raw copy's writes and close,
+//! and the CPU time the process used in the timed part (the mirror's threads, the fake
+//! brokers', the baselines'; not the kernel's writeback). `NODE_MIRRORING_PERF=<control
+//! fifo>,<ack fifo>` lets `perf record -D -1 --control=fifo:<control fifo>,<ack fifo>` sample
+//! only the timed part of the mirror's and the raw copy's samples (BENCHMARKS.md section 8c).
 
 #[path = "support/fake_source.rs"]
 mod fake_source;
 
 use std::cell::Cell;
 use std::fs;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
@@ -270,6 +277,8 @@ fn first_batches_bytes() -> u64 {
 fn mirror(source: &WarmSource, mut driver: NodeDriver, total: u64) -> Duration {
     let fake = source.fake;
     fake.set_filled(true);
+    let cpu = cpu_time();
+    perf_control("enable");
     let start = Instant::now();
     let before = driver.stats().bytes;
     let mut now = 1_000_000;
@@ -285,12 +294,14 @@ fn mirror(source: &WarmSource, mut driver: NodeDriver, total: u64) -> Duration {
     source.give_back(driver.set_source(None));
     driver.close().expect("closed");
     let elapsed = start.elapsed();
+    perf_control("disable");
     if std::env::var_os("NODE_MIRRORING_SPLIT").is_some() {
         let stats = driver_stats;
         println!(
-            "node_mirroring: rounds {rounds:.2?}, close {:.2?}; {} rounds, {} source fetches, \
-             {} of {} partition answers read ahead",
+            "node_mirroring: rounds {rounds:.2?}, close {:.2?}, CPU {:.2?}; {} rounds, {} source \
+             fetches, {} of {} partition answers read ahead",
             elapsed - rounds,
+            cpu_time() - cpu,
             stats.rounds,
             stats.source_fetches,
             stats.fetched_ahead,
@@ -299,6 +310,44 @@ fn mirror(source: &WarmSource, mut driver: NodeDriver, total: u64) -> Duration {
     }
     fake.set_filled(false);
     elapsed
+}
+
+/// With `NODE_MIRRORING_PERF=<control fifo>,<ack fifo>`, tells a `perf record -D -1
+/// --control=fifo:<control fifo>,<ack fifo>` running this benchmark to start (`enable`) or
+/// stop (`disable`) sampling, and waits for its acknowledgement: the profile then holds the
+/// timed part of the mirror's and the raw copy's samples only, not their untimed setup
+/// (creating 1,000 partitions), which takes most of the process's time.
+fn perf_control(command: &str) {
+    let Some(fifos) = std::env::var_os("NODE_MIRRORING_PERF") else {
+        return;
+    };
+    let fifos = fifos.to_string_lossy();
+    let (control, ack) = fifos
+        .split_once(',')
+        .expect("NODE_MIRRORING_PERF is <control fifo>,<ack fifo>");
+    let mut control = fs::OpenOptions::new()
+        .write(true)
+        .open(control)
+        .expect("perf's control fifo");
+    writeln!(control, "{command}").expect("perf told");
+    let mut acknowledged = [0u8; 5];
+    fs::File::open(ack)
+        .and_then(|mut f| f.read_exact(&mut acknowledged))
+        .expect("perf's acknowledgement");
+}
+
+/// The CPU time (user and system) this process's threads have used so far: the mirror's, the
+/// fake brokers' and the baselines' (not the kernel's writeback threads).
+#[allow(unsafe_code)]
+fn cpu_time() -> Duration {
+    // SAFETY: `getrusage` writes one `rusage` into the zeroed local it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    Duration::from_micros(micros(usage.ru_utime) + micros(usage.ru_stime))
 }
 
 /// One fetch round's writes: (partition index, byte position in its source, length).
@@ -382,6 +431,8 @@ fn raw_copy(
     checkpoints: FirstCheckpoints,
 ) -> Duration {
     let paths = segment_paths(root);
+    let cpu = cpu_time();
+    perf_control("enable");
     let start = Instant::now();
     let mut files: Vec<fs::File> = paths
         .iter()
@@ -422,8 +473,18 @@ fn raw_copy(
     });
     let dirs = matches!(checkpoints, FirstCheckpoints::AtClose)
         .then(|| paths.iter().map(|p| partition_dir(p)).collect());
+    let writes = start.elapsed();
     close_files(files, dirs);
-    start.elapsed()
+    let elapsed = start.elapsed();
+    perf_control("disable");
+    if std::env::var_os("NODE_MIRRORING_SPLIT").is_some() {
+        println!(
+            "node_mirroring: raw copy: writes {writes:.2?}, close {:.2?}, CPU {:.2?}",
+            elapsed - writes,
+            cpu_time() - cpu
+        );
+    }
+    elapsed
 }
 
 /// The partition directory of a segment file.

@@ -20,6 +20,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use kmirror_kernel::batch::BatchHeader;
@@ -112,7 +113,8 @@ pub struct Segment {
     base_offset: Offset,
     log_path: PathBuf,
     index_path: PathBuf,
-    log: File,
+    /// Shared with the writeback thread while a start of its writeback waits there.
+    log: Arc<File>,
     index: File,
     batches: Vec<BatchEntry>,
     index_entries: Vec<IndexEntry>,
@@ -155,7 +157,7 @@ impl Segment {
             base_offset,
             log_path,
             index_path,
-            log,
+            log: Arc::new(log),
             index,
             batches: Vec::new(),
             index_entries: Vec::new(),
@@ -190,7 +192,7 @@ impl Segment {
             base_offset,
             log_path,
             index_path,
-            log,
+            log: Arc::new(log),
             index,
             batches,
             index_entries: Vec::new(),

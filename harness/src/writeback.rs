@@ -20,6 +20,9 @@
 //! next append completes it. Elsewhere than Linux, [`start`] does nothing.
 
 use std::fs::File;
+use std::sync::Arc;
+#[cfg(target_os = "linux")]
+use std::sync::{mpsc, OnceLock};
 
 /// The page size writeback is aligned to.
 pub const PAGE_BYTES: u64 = 4096;
@@ -39,10 +42,65 @@ pub fn range_to_start(from: u64, end: u64) -> Option<(u64, u64)> {
 }
 
 /// Asks the operating system to start writing `len` bytes of `file` from `from` to disk,
-/// without waiting. Errors are ignored: the fsync that the flush rules do later reports them.
+/// without waiting, on the process's writeback thread (or on the caller's with
+/// `KMIRROR_WRITEBACK_ON_CALLER=1`, to compare). Errors are ignored: the fsync that the flush
+/// rules do later reports them. When the thread cannot be started, the caller starts the
+/// writeback itself.
+#[cfg(target_os = "linux")]
+pub fn start(file: &Arc<File>, from: u64, len: u64) {
+    if std::env::var_os("KMIRROR_WRITEBACK_ON_CALLER").is_some_and(|v| v == "1") {
+        return start_now(file, from, len);
+    }
+    let job = Job {
+        file: Arc::clone(file),
+        from,
+        len,
+    };
+    match writeback_thread().map(|queue| queue.send(job)) {
+        Some(Ok(())) => {}
+        Some(Err(mpsc::SendError(job))) => start_now(&job.file, job.from, job.len),
+        None => start_now(file, from, len),
+    }
+}
+
+/// Does nothing: early writeback is a Linux system call.
+#[cfg(not(target_os = "linux"))]
+pub fn start(_file: &Arc<File>, _from: u64, _len: u64) {}
+
+/// One start of writeback waiting for the writeback thread; the file stays open until it is
+/// done.
+#[cfg(target_os = "linux")]
+struct Job {
+    file: Arc<File>,
+    from: u64,
+    len: u64,
+}
+
+/// The queue of the process's writeback thread (`kmirror-writeback`), started on first use;
+/// `None` if it could not be started.
+#[cfg(target_os = "linux")]
+fn writeback_thread() -> Option<&'static mpsc::Sender<Job>> {
+    static QUEUE: OnceLock<Option<mpsc::Sender<Job>>> = OnceLock::new();
+    QUEUE
+        .get_or_init(|| {
+            let (queue, jobs) = mpsc::channel::<Job>();
+            std::thread::Builder::new()
+                .name("kmirror-writeback".into())
+                .spawn(move || {
+                    for job in jobs {
+                        start_now(&job.file, job.from, job.len);
+                    }
+                })
+                .ok()
+                .map(|_| queue)
+        })
+        .as_ref()
+}
+
+/// Starts the writeback on the calling thread.
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
-pub fn start(file: &File, from: u64, len: u64) {
+fn start_now(file: &File, from: u64, len: u64) {
     use std::os::fd::AsRawFd;
     let (Ok(offset), Ok(nbytes)) = (i64::try_from(from), i64::try_from(len)) else {
         return;
@@ -59,10 +117,6 @@ pub fn start(file: &File, from: u64, len: u64) {
         )
     };
 }
-
-/// Does nothing: early writeback is a Linux system call.
-#[cfg(not(target_os = "linux"))]
-pub fn start(_file: &File, _from: u64, _len: u64) {}
 
 #[cfg(test)]
 mod tests {
