@@ -149,15 +149,14 @@ fn raw_copy(segments: &[PathBuf], dest: &Path, writeback_chunk: Option<u64>) -> 
     let start = Instant::now();
     for segment in segments {
         let mut input = fs::File::open(segment).expect("open");
-        let out = std::sync::Arc::new(
-            fs::File::create(dest.join(segment.file_name().expect("a file"))).expect("create"),
-        );
+        let mut out =
+            fs::File::create(dest.join(segment.file_name().expect("a file"))).expect("create");
         let copied = match writeback_chunk {
-            None => std::io::copy(&mut input, &mut &*out).expect("copy"),
+            None => std::io::copy(&mut input, &mut out).expect("copy"),
             Some(chunk) => {
                 let (mut copied, mut started) = (0, 0);
                 loop {
-                    let n = std::io::copy(&mut (&mut input).take(chunk), &mut &*out).expect("copy");
+                    let n = std::io::copy(&mut (&mut input).take(chunk), &mut out).expect("copy");
                     if n == 0 {
                         break copied;
                     }
@@ -182,9 +181,8 @@ fn raw_copy_buffered(segments: &[PathBuf], dest: &Path, buf: &mut [u8]) -> Durat
     let start = Instant::now();
     for segment in segments {
         let mut input = fs::File::open(segment).expect("open");
-        let mut out = std::sync::Arc::new(
-            fs::File::create(dest.join(segment.file_name().expect("a file"))).expect("create"),
-        );
+        let mut out =
+            fs::File::create(dest.join(segment.file_name().expect("a file"))).expect("create");
         loop {
             let n = input.read(buf).expect("read");
             if n == 0 {

@@ -20,7 +20,6 @@ use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use bytes::Bytes;
 use kmirror_kernel::batch::BatchHeader;
@@ -113,8 +112,7 @@ pub struct Segment {
     base_offset: Offset,
     log_path: PathBuf,
     index_path: PathBuf,
-    /// Shared with the writeback thread while a start of its writeback waits there.
-    log: Arc<File>,
+    log: File,
     index: File,
     batches: Vec<BatchEntry>,
     index_entries: Vec<IndexEntry>,
@@ -157,7 +155,7 @@ impl Segment {
             base_offset,
             log_path,
             index_path,
-            log: Arc::new(log),
+            log,
             index,
             batches: Vec::new(),
             index_entries: Vec::new(),
@@ -192,7 +190,7 @@ impl Segment {
             base_offset,
             log_path,
             index_path,
-            log: Arc::new(log),
+            log,
             index,
             batches,
             index_entries: Vec::new(),

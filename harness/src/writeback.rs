@@ -9,8 +9,15 @@
 //! state write and at close. Instead, each append of a segment [`start`]s the writeback of the
 //! whole pages it completed, once at least [`MIN_BYTES`] of them wait: Linux's
 //! `sync_file_range(SYNC_FILE_RANGE_WRITE)`, which queues the pages for writing and returns,
-//! with no cache flush, no metadata and no waiting. By the time a flush comes, most of its
-//! bytes are on their way or already written.
+//! with no cache flush, no metadata and no waiting for the disk. By the time a flush comes,
+//! most of its bytes are on their way or already written.
+//!
+//! The call is not free for its caller: with delayed allocation, ext4 allocates the range's
+//! blocks in it and builds and submits the requests, and it waits when the device's queue is
+//! full. A node mirroring 1,000 partitions spent 29 to 53 ms of each sample's 189 to 201 ms of
+//! fetch rounds in it (a timing print, one run of `node_mirroring`). Handing the calls to a thread of their own (tried on 2026-12-05, BENCHMARKS.md
+//! section 8c) shortened the rounds by as much and lengthened the close by as much (the
+//! writeback started later), so they stay on the appending thread.
 //!
 //! **Nothing about durability changes.** Starting writeback promises nothing: the flush rules
 //! still fsync before anything relies on the bytes, and recovery still trusts only what an
@@ -20,9 +27,6 @@
 //! next append completes it. Elsewhere than Linux, [`start`] does nothing.
 
 use std::fs::File;
-use std::sync::Arc;
-#[cfg(target_os = "linux")]
-use std::sync::{mpsc, OnceLock};
 
 /// The page size writeback is aligned to.
 pub const PAGE_BYTES: u64 = 4096;
@@ -42,65 +46,10 @@ pub fn range_to_start(from: u64, end: u64) -> Option<(u64, u64)> {
 }
 
 /// Asks the operating system to start writing `len` bytes of `file` from `from` to disk,
-/// without waiting, on the process's writeback thread (or on the caller's with
-/// `KMIRROR_WRITEBACK_ON_CALLER=1`, to compare). Errors are ignored: the fsync that the flush
-/// rules do later reports them. When the thread cannot be started, the caller starts the
-/// writeback itself.
-#[cfg(target_os = "linux")]
-pub fn start(file: &Arc<File>, from: u64, len: u64) {
-    if std::env::var_os("KMIRROR_WRITEBACK_ON_CALLER").is_some_and(|v| v == "1") {
-        return start_now(file, from, len);
-    }
-    let job = Job {
-        file: Arc::clone(file),
-        from,
-        len,
-    };
-    match writeback_thread().map(|queue| queue.send(job)) {
-        Some(Ok(())) => {}
-        Some(Err(mpsc::SendError(job))) => start_now(&job.file, job.from, job.len),
-        None => start_now(file, from, len),
-    }
-}
-
-/// Does nothing: early writeback is a Linux system call.
-#[cfg(not(target_os = "linux"))]
-pub fn start(_file: &Arc<File>, _from: u64, _len: u64) {}
-
-/// One start of writeback waiting for the writeback thread; the file stays open until it is
-/// done.
-#[cfg(target_os = "linux")]
-struct Job {
-    file: Arc<File>,
-    from: u64,
-    len: u64,
-}
-
-/// The queue of the process's writeback thread (`kmirror-writeback`), started on first use;
-/// `None` if it could not be started.
-#[cfg(target_os = "linux")]
-fn writeback_thread() -> Option<&'static mpsc::Sender<Job>> {
-    static QUEUE: OnceLock<Option<mpsc::Sender<Job>>> = OnceLock::new();
-    QUEUE
-        .get_or_init(|| {
-            let (queue, jobs) = mpsc::channel::<Job>();
-            std::thread::Builder::new()
-                .name("kmirror-writeback".into())
-                .spawn(move || {
-                    for job in jobs {
-                        start_now(&job.file, job.from, job.len);
-                    }
-                })
-                .ok()
-                .map(|_| queue)
-        })
-        .as_ref()
-}
-
-/// Starts the writeback on the calling thread.
+/// without waiting. Errors are ignored: the fsync that the flush rules do later reports them.
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
-fn start_now(file: &File, from: u64, len: u64) {
+pub fn start(file: &File, from: u64, len: u64) {
     use std::os::fd::AsRawFd;
     let (Ok(offset), Ok(nbytes)) = (i64::try_from(from), i64::try_from(len)) else {
         return;
@@ -117,6 +66,10 @@ fn start_now(file: &File, from: u64, len: u64) {
         )
     };
 }
+
+/// Does nothing: early writeback is a Linux system call.
+#[cfg(not(target_os = "linux"))]
+pub fn start(_file: &File, _from: u64, _len: u64) {}
 
 #[cfg(test)]
 mod tests {

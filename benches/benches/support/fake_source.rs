@@ -1,33 +1,23 @@
 //! A fake Kafka source cluster for the node benchmarks: `n` brokers on loopback answering
 //! ApiVersions, Metadata, Fetch and ListOffsets from in-memory partitions, as the harness's
 //! test-only `wire::fake_broker` does, but serving Fetch as a Kafka broker does for
-//! throughput: at most `partition_max_bytes` per partition and `max_bytes` per response in
-//! whole batches (at least one batch for the first partition with data), and the records sent
-//! the way Kafka's broker sends them, zero-copy from the log file (`sendfile`, which Kafka's
-//! `FileRecords.writeTo` reaches through `FileChannel.transferTo`): the response's fields are
-//! encoded into a buffer reused per connection, each partition's records go from one file
-//! holding every partition's batches (written and fdatasynced at start, so its pages are clean
-//! in the page cache, as a hot log tail is) straight to the socket. The records are never
-//! copied in user space, so the stand-in source takes as little of the machine's CPU as a
-//! broker serving from its page cache would; `FAKE_SOURCE_ENCODE=1` encodes them into the send
-//! buffer instead (the fake source before 2026-12-05), to measure what that costs the mirror
-//! it shares the cores with.
+//! throughput: each partition's records are a slice of one buffer (no copy before encoding;
+//! the response is encoded once into a send buffer sized for it and reused per connection),
+//! at most `partition_max_bytes` per partition and `max_bytes` per response in whole batches
+//! (at least one batch for the first partition with data).
 //!
 //! Every source partition starts empty ([`FakeSource::set_filled`] `false`) so that a
 //! destination can be brought to MIRRORING untimed, then gets its data at once (`true`), or
 //! its first batches only ([`FakeSource::set_visible_batches`]) for a destination that already
 //! mirrors some of it.
 
-use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -82,39 +72,6 @@ struct State {
     topics: Vec<FakeTopic>,
     /// How many batches of each partition the brokers serve.
     visible: AtomicUsize,
-    /// The source's log: every partition's bytes back to back, topic by topic.
-    log: SourceLog,
-    /// Whether Fetch responses copy the records into the send buffer (`FAKE_SOURCE_ENCODE=1`)
-    /// instead of sending them from `log` with `sendfile`.
-    encode_records: bool,
-}
-
-/// The file the brokers send records from (an unnamed temporary file).
-struct SourceLog {
-    file: File,
-    /// Where each partition's bytes start in the file, by topic then partition index.
-    bases: Vec<Vec<u64>>,
-}
-
-impl SourceLog {
-    /// Writes every partition's bytes into one temporary file and fdatasyncs it, so that its
-    /// pages are clean (no writeback competing with the benchmark's own disk writes).
-    fn write(topics: &[FakeTopic]) -> io::Result<SourceLog> {
-        let mut file = tempfile::tempfile()?;
-        let mut at = 0u64;
-        let mut bases = Vec::with_capacity(topics.len());
-        for topic in topics {
-            let mut topic_bases = Vec::with_capacity(topic.partitions.len());
-            for partition in &topic.partitions {
-                topic_bases.push(at);
-                file.write_all(&partition.bytes)?;
-                at += partition.bytes.len() as u64;
-            }
-            bases.push(topic_bases);
-        }
-        file.sync_data()?;
-        Ok(SourceLog { file, bases })
-    }
 }
 
 /// The fake cluster (brokers 1..=n, cluster id `fake-source`).
@@ -133,15 +90,11 @@ impl FakeSource {
             .iter()
             .map(|(id, l)| (*id, l.local_addr().expect("address").to_string()))
             .collect();
-        let log = SourceLog::write(&topics).expect("the source log written");
         let state = Arc::new(State {
             brokers,
             topics,
             visible: AtomicUsize::new(0),
-            log,
-            encode_records: std::env::var_os("FAKE_SOURCE_ENCODE").is_some_and(|v| v == "1"),
         });
-        check_gathered_encoding(&state);
         for (id, listener) in listeners {
             let state = Arc::clone(&state);
             std::thread::spawn(move || {
@@ -176,7 +129,6 @@ fn serve(id: i32, mut stream: TcpStream, state: &State) {
     // Reused between responses, as a broker reuses its send buffers: no fresh allocation (and
     // its page faults) per response.
     let mut body = BytesMut::new();
-    let mut holes = Vec::new();
     loop {
         let mut size = [0u8; 4];
         if stream.read_exact(&mut size).is_err() {
@@ -197,7 +149,6 @@ fn serve(id: i32, mut stream: TcpStream, state: &State) {
         let header =
             RequestHeader::decode(&mut buf, api.request_header_version(version)).expect("header");
         body.clear();
-        holes.clear();
         body.put_i32(0); // the frame size, set below
         ResponseHeader::default()
             .with_correlation_id(header.correlation_id)
@@ -215,14 +166,10 @@ fn serve(id: i32, mut stream: TcpStream, state: &State) {
             }
             ApiKey::Fetch => {
                 let request = FetchRequest::decode(&mut buf, version).expect("request");
-                let (response, ranges) = fetch(id, state, visible, &request);
-                if state.encode_records || version < GATHERED_MIN_VERSION {
-                    // Sized once, as a broker sizes its send: no regrowing copy of the records.
-                    body.reserve(response.compute_size(version).expect("size"));
-                    response.encode(&mut body, version).expect("encode");
-                } else {
-                    encode_gathered(&response, &ranges, version, &mut body, &mut holes);
-                }
+                let response = fetch(id, state, visible, &request);
+                // Sized once, as a broker sizes its send: no regrowing copy of the records.
+                body.reserve(response.compute_size(version).expect("size"));
+                response.encode(&mut body, version).expect("encode");
             }
             ApiKey::ListOffsets => {
                 let request = ListOffsetsRequest::decode(&mut buf, version).expect("request");
@@ -232,190 +179,10 @@ fn serve(id: i32, mut stream: TcpStream, state: &State) {
             }
             _ => return,
         }
-        let records: usize = holes.iter().map(|h: &Hole| h.len).sum();
-        let size = (body.len() + records - 4) as i32;
+        let size = (body.len() - 4) as i32;
         body[..4].copy_from_slice(&size.to_be_bytes());
-        if send_gathered(&mut stream, &state.log.file, &body, &holes).is_err() {
+        if stream.write_all(&body).is_err() {
             return;
-        }
-    }
-}
-
-/// The first Fetch version whose responses [`encode_gathered`] lays out: v13, the first
-/// addressing topics by id (all flexible versions from v12 end a partition with its records).
-const GATHERED_MIN_VERSION: i16 = 13;
-
-/// A partition's records left out of an encoded response: they belong at byte `at` of the
-/// encoded fields, and are the `len` bytes of the source log from `pos`.
-#[derive(Clone, Copy, Debug)]
-struct Hole {
-    at: usize,
-    pos: u64,
-    len: usize,
-}
-
-/// Encodes `response` (Fetch v13 or later) into `out` without its records, pushing one
-/// [`Hole`] per partition with records (`ranges`: each partition's `(log position, length)`,
-/// in the response's order). The layout is Fetch's flexible one: the response's fields, a
-/// compact array of topics (id, compact array of partitions, no tagged fields), no tagged
-/// fields; a partition is its fields as `kafka_protocol` encodes them with the records last,
-/// so its records are a length (unsigned varint, length + 1) and the bytes, then its tagged
-/// fields. [`check_gathered_encoding`] checks the result against `kafka_protocol`'s own.
-fn encode_gathered(
-    response: &FetchResponse,
-    ranges: &[Option<(u64, usize)>],
-    version: i16,
-    out: &mut BytesMut,
-    holes: &mut Vec<Hole>,
-) {
-    assert!(response.node_endpoints.is_empty() && response.unknown_tagged_fields.is_empty());
-    out.put_i32(response.throttle_time_ms);
-    out.put_i16(response.error_code);
-    out.put_i32(response.session_id);
-    put_uvarint(out, response.responses.len() + 1);
-    let mut ranges = ranges.iter();
-    for topic in &response.responses {
-        assert!(topic.unknown_tagged_fields.is_empty());
-        out.put_slice(topic.topic_id.as_bytes());
-        put_uvarint(out, topic.partitions.len() + 1);
-        for partition in &topic.partitions {
-            let range = ranges.next().expect("a range per partition");
-            // The partition without its records: ends with a null record set (0) and no
-            // tagged fields (0); the records and the tagged fields are put back after it.
-            let start = out.len();
-            partition
-                .clone()
-                .with_records(None)
-                .encode(out, version)
-                .expect("encode a partition");
-            assert_eq!(&out[start..][out.len() - start - 2..], [0, 0]);
-            out.truncate(out.len() - 2);
-            match (&partition.records, range) {
-                (None, _) => out.put_u8(0),
-                (Some(records), None) => {
-                    assert!(records.is_empty(), "records without a place in the log");
-                    out.put_u8(1);
-                }
-                (Some(records), Some((pos, len))) => {
-                    assert_eq!(records.len(), *len);
-                    put_uvarint(out, len + 1);
-                    if *len > 0 {
-                        holes.push(Hole {
-                            at: out.len(),
-                            pos: *pos,
-                            len: *len,
-                        });
-                    }
-                }
-            }
-            out.put_u8(0);
-        }
-        out.put_u8(0);
-    }
-    out.put_u8(0);
-}
-
-/// Kafka's unsigned varint.
-fn put_uvarint(out: &mut BytesMut, mut n: usize) {
-    while n >= 0x80 {
-        out.put_u8((n as u8 & 0x7f) | 0x80);
-        n >>= 7;
-    }
-    out.put_u8(n as u8);
-}
-
-/// Sends `head` with each hole's records spliced in from `log` by `sendfile`, as Kafka's
-/// broker sends a Fetch response.
-fn send_gathered(
-    stream: &mut TcpStream,
-    log: &File,
-    head: &[u8],
-    holes: &[Hole],
-) -> io::Result<()> {
-    let mut from = 0;
-    for hole in holes {
-        stream.write_all(&head[from..hole.at])?;
-        send_file(stream, log, hole.pos, hole.len)?;
-        from = hole.at;
-    }
-    stream.write_all(&head[from..])
-}
-
-/// Sends `len` bytes of `log` from `pos` to `stream` with `sendfile(2)` (the standard library's
-/// `io::copy` reads a file to a socket through a buffer instead).
-#[allow(unsafe_code)]
-fn send_file(stream: &TcpStream, log: &File, pos: u64, mut len: usize) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let mut offset = libc::off_t::try_from(pos).map_err(io::Error::other)?;
-    while len > 0 {
-        // SAFETY: both descriptors stay open for the call (`stream` and `log` are borrowed),
-        // and `offset` is a live local the kernel reads and advances; `sendfile` writes no
-        // other memory of this process.
-        let sent = unsafe { libc::sendfile(stream.as_raw_fd(), log.as_raw_fd(), &mut offset, len) };
-        match sent {
-            n if n > 0 => len -= n as usize,
-            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
-            _ => {
-                let error = io::Error::last_os_error();
-                if error.kind() != io::ErrorKind::Interrupted {
-                    return Err(error);
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Checks, for every Fetch version the fake source lays out itself, that a response with
-/// every partition's first batch encodes to the same bytes gathered as `kafka_protocol`
-/// encodes it: the benchmark's client would reject a malformed response, but this names the
-/// cause.
-fn check_gathered_encoding(state: &State) {
-    let request = FetchRequest::default()
-        .with_max_bytes(i32::MAX)
-        .with_topics(
-            state
-                .topics
-                .iter()
-                .map(|t| {
-                    FetchTopic::default()
-                        .with_topic_id(Uuid::from_bytes(t.id.0))
-                        .with_partitions(
-                            (0..t.partitions.len() as i32)
-                                .map(|p| {
-                                    FetchPartition::default()
-                                        .with_partition(p)
-                                        .with_partition_max_bytes(16 << 10)
-                                })
-                                .collect(),
-                        )
-                })
-                .collect(),
-        );
-    for &(id, _) in &state.brokers {
-        let (response, ranges) = fetch(id, state, usize::MAX, &request);
-        for version in GATHERED_MIN_VERSION..=FetchResponse::VERSIONS.max {
-            let mut expected = BytesMut::new();
-            response.encode(&mut expected, version).expect("encode");
-            let (mut head, mut holes) = (BytesMut::new(), Vec::new());
-            encode_gathered(&response, &ranges, version, &mut head, &mut holes);
-            let mut gathered = Vec::new();
-            let mut from = 0;
-            for hole in &holes {
-                gathered.extend_from_slice(&head[from..hole.at]);
-                let mut records = vec![0u8; hole.len];
-                (state.log.file)
-                    .read_exact_at(&mut records, hole.pos)
-                    .expect("the source log read");
-                gathered.extend_from_slice(&records);
-                from = hole.at;
-            }
-            gathered.extend_from_slice(&head[from..]);
-            assert!(
-                gathered == expected[..],
-                "the fake source's gathered Fetch v{version} response differs from \
-                 kafka_protocol's encoding"
-            );
         }
     }
 }
@@ -475,27 +242,17 @@ fn metadata(state: &State) -> MetadataResponse {
         .with_topics(topics)
 }
 
-/// Answers `request` as broker `id` with the first `visible` batches of each partition: the
-/// response, and each partition's records as `(position in the source log, length)` in the
-/// response's order (`None` for a partition answered with an error).
-fn fetch(
-    id: i32,
-    state: &State,
-    visible: usize,
-    request: &FetchRequest,
-) -> (FetchResponse, Vec<Option<(u64, usize)>>) {
-    let mut ranges = Vec::new();
+fn fetch(id: i32, state: &State, visible: usize, request: &FetchRequest) -> FetchResponse {
     let mut budget = usize::try_from(request.max_bytes.max(0)).unwrap_or(usize::MAX);
     let mut any = false;
     let responses = request
         .topics
         .iter()
         .map(|t| {
-            let index = state
+            let topic = state
                 .topics
                 .iter()
-                .position(|x| Uuid::from_bytes(x.id.0) == t.topic_id);
-            let topic = index.map(|i| &state.topics[i]);
+                .find(|x| Uuid::from_bytes(x.id.0) == t.topic_id);
             let partitions = t
                 .partitions
                 .iter()
@@ -507,16 +264,13 @@ fn fetch(
                         .with_log_start_offset(-1);
                     let Some(p) = topic.and_then(|t| t.partitions.get(asked.partition as usize))
                     else {
-                        ranges.push(None);
                         return data.with_error_code(3);
                     };
                     if p.leader != id {
-                        ranges.push(None);
                         return data.with_error_code(6);
                     }
                     let leo = p.log_end(visible);
                     if asked.fetch_offset < 0 || asked.fetch_offset > leo {
-                        ranges.push(None);
                         return data.with_error_code(1);
                     }
                     let data = data
@@ -541,8 +295,6 @@ fn fetch(
                         any = true;
                         budget = budget.saturating_sub(end - start);
                     }
-                    let base = index.map_or(0, |i| state.log.bases[i][asked.partition as usize]);
-                    ranges.push(Some((base + start as u64, end - start)));
                     data.with_records(Some(p.bytes.slice(start..end)))
                 })
                 .collect();
@@ -551,7 +303,7 @@ fn fetch(
                 .with_partitions(partitions)
         })
         .collect();
-    (FetchResponse::default().with_responses(responses), ranges)
+    FetchResponse::default().with_responses(responses)
 }
 
 fn list_offsets(
