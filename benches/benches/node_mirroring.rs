@@ -74,6 +74,7 @@ use std::cell::Cell;
 use std::fs;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -312,6 +313,10 @@ fn mirror(source: &WarmSource, mut driver: NodeDriver, total: u64) -> Duration {
     elapsed
 }
 
+/// Whether criterion's samples have begun (the mirror run before them, which pays the warm
+/// client's first allocations, is not profiled).
+static SAMPLING: AtomicBool = AtomicBool::new(false);
+
 /// With `NODE_MIRRORING_PERF=<control fifo>,<ack fifo>`, tells a `perf record -D -1
 /// --control=fifo:<control fifo>,<ack fifo>` running this benchmark to start (`enable`) or
 /// stop (`disable`) sampling, and waits for its acknowledgement: the profile then holds the
@@ -321,6 +326,9 @@ fn perf_control(command: &str) {
     let Some(fifos) = std::env::var_os("NODE_MIRRORING_PERF") else {
         return;
     };
+    if !SAMPLING.load(Ordering::Relaxed) {
+        return;
+    }
     let fifos = fifos.to_string_lossy();
     let (control, ack) = fifos
         .split_once(',')
@@ -664,6 +672,8 @@ fn node_mirroring(c: &mut Criterion) {
         rounds.iter().map(Vec::len).sum::<usize>()
     );
 
+    // From here on the mirrors and raw copies are criterion's samples (profiled, when asked).
+    SAMPLING.store(true, Ordering::Relaxed);
     let mut group = c.benchmark_group("node_mirroring");
     group.throughput(Throughput::Bytes(total));
     group.sample_size(10);
