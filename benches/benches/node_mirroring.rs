@@ -300,13 +300,15 @@ fn mirror(source: &WarmSource, mut driver: NodeDriver, total: u64) -> Duration {
         let stats = driver_stats;
         println!(
             "node_mirroring: rounds {rounds:.2?}, close {:.2?}, CPU {:.2?}; {} rounds, {} source \
-             fetches, {} of {} partition answers read ahead",
+             fetches, {} of {} partition answers read ahead, {} fetchers' answers fed while \
+             other brokers' were read",
             elapsed - rounds,
             cpu_time() - cpu,
             stats.rounds,
             stats.source_fetches,
             stats.fetched_ahead,
-            stats.partition_fetches
+            stats.partition_fetches,
+            stats.fed_while_fetching
         );
     }
     fake.set_filled(false);

@@ -24,11 +24,17 @@
 //! errors (leadership moved, broker unreachable) as `Retriable` (the partition waits the fetch
 //! backoff, the metadata is refreshed), others as `Failed` (the partition goes FAILED and
 //! retries with its backoff).
-//! While a round's answers are fed, the partitions whose answer says the source has more
-//! are fetched again on a second thread, from where the kernel will ask next; the next round
-//! takes such an answer only for a request exactly equal to the one guessed and fetches the
-//! rest as usual ([`fetch_ahead`](super::fetch_ahead); [`NodeDriverOptions::fetch_ahead`]
-//! turns it off).
+//! Each fetcher's answer is fed as soon as all its partitions are answered, in the kernel's
+//! fetcher order, while the other brokers' Fetches are still being read
+//! ([`SourceCluster::fetch_each`]): the first broker's records are written while the last
+//! one's are on the wire, and a fetcher answered wholly from the fetch-ahead is fed while the
+//! round's Fetches run. The order of the inputs, hence of the effects, is the order without
+//! it: only when they run changes. The answers complete last are fed after the round's
+//! Fetches, while the partitions whose answer says the source has more are fetched again on
+//! a second thread, from where the kernel will ask next; the next round takes such an answer
+//! only for a request exactly equal to the one guessed and fetches the rest as usual
+//! ([`fetch_ahead`](super::fetch_ahead)). [`NodeDriverOptions::fetch_ahead`] turns both off:
+//! fetching and feeding then take turns.
 //!
 //! **Source leaders** are input ([`NodeInput::SourceTopic`]): fed at start and after every
 //! round in which the source cluster's metadata names other leaders.
@@ -83,8 +89,8 @@ use kmirror_kernel::effect::{Effect, LogEffect, RequestId};
 use kmirror_kernel::input::{FetchOutcome, Input};
 use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::node::{
-    CoalescedFetchResponse, NodeConfig, NodeEffect, NodeError as KernelNodeError, NodeInput,
-    NodeMirror, PartitionFetchResponse, PartitionFetchResult, PartitionKey,
+    CoalescedFetch, CoalescedFetchResponse, NodeConfig, NodeEffect, NodeError as KernelNodeError,
+    NodeInput, NodeMirror, PartitionFetchResponse, PartitionFetchResult, PartitionKey,
 };
 use kmirror_kernel::partition::Activity;
 use kmirror_kernel::partitioner::mirror_state_partition;
@@ -129,7 +135,8 @@ pub struct NodeDriverOptions {
     /// executed (counted from the driver's creation), leaving the files as a crash at that
     /// point would. Crash tests drop the driver (or kill the process) there.
     pub halt_after_effects: Option<u64>,
-    /// Whether the next round's fetches are read while this round's answers are written
+    /// Whether each broker's answer is written while the other brokers' are still read, and
+    /// the next round's fetches are read while this round's answers are written
     /// ([`fetch_ahead`](super::fetch_ahead); on by default). Off, fetching and writing take
     /// turns.
     pub fetch_ahead: bool,
@@ -190,6 +197,9 @@ pub struct NodeStats {
     pub partition_fetches: u64,
     /// Partition answers that came from the last round's fetch-ahead.
     pub fetched_ahead: u64,
+    /// Fetchers' answers fed while other brokers' answers of the same round were still being
+    /// read.
+    pub fed_while_fetching: u64,
     /// Batches appended.
     pub batches: u64,
     /// Bytes appended.
@@ -216,6 +226,75 @@ struct RoundItem {
 struct Queued {
     input: NodeInput,
     batches: BTreeMap<PartitionKey, Vec<RawBatch>>,
+}
+
+/// A fetch round's answers turned into the kernel's inputs, one coalesced response per fetcher
+/// in the kernel's order, each as soon as all its partitions are answered.
+struct RoundStream {
+    /// Where each fetcher's partitions are in the round (consecutive, in fetcher order).
+    ranges: Vec<std::ops::Range<usize>>,
+    /// The next fetcher to turn into an input.
+    next: usize,
+    /// How many of the round's partitions still wait for the source's answer.
+    unanswered: usize,
+    /// The inputs made and not fed, in order.
+    unfed: Vec<Queued>,
+    /// The guessed next request of each partition whose answer left more at the source.
+    guesses: Vec<(PartitionKey, PartitionFetchRequest)>,
+}
+
+impl RoundStream {
+    fn new(fetches: &[CoalescedFetch], round: &[RoundItem]) -> Self {
+        let mut ranges = vec![0..0; fetches.len()];
+        for (i, item) in round.iter().enumerate() {
+            let range: &mut std::ops::Range<usize> = &mut ranges[item.fetcher];
+            if range.end == 0 {
+                range.start = i;
+            }
+            range.end = i + 1;
+        }
+        RoundStream {
+            ranges,
+            next: 0,
+            unanswered: round.iter().filter(|item| item.answer.is_none()).count(),
+            unfed: Vec::new(),
+            guesses: Vec::new(),
+        }
+    }
+
+    /// The next fetcher's input, if all its partitions are answered.
+    fn next_complete(
+        &mut self,
+        driver: &mut NodeDriver,
+        fetches: &[CoalescedFetch],
+        round: &mut [RoundItem],
+    ) -> Option<Queued> {
+        let fetch = fetches.get(self.next)?;
+        let range = self.ranges[self.next].clone();
+        if round[range.clone()]
+            .iter()
+            .any(|item| item.answer.is_none())
+        {
+            return None;
+        }
+        self.next += 1;
+        let mut batches = BTreeMap::new();
+        let partitions = round[range]
+            .iter_mut()
+            .map(|item| PartitionFetchResponse {
+                key: item.key,
+                request: item.request,
+                result: driver.hear_answer(item, &mut batches, &mut self.guesses),
+            })
+            .collect();
+        Some(Queued {
+            input: NodeInput::FetchResponse(CoalescedFetchResponse {
+                fetcher: fetch.fetcher,
+                partitions,
+            }),
+            batches,
+        })
+    }
 }
 
 impl Queued {
@@ -820,85 +899,51 @@ impl NodeDriver {
         }
         drop(ahead);
         self.stats.rounds += 1;
+        let mut stream = RoundStream::new(&fetches, &round);
+        let mut fed = Ok(());
         if !requests.is_empty() {
-            let Some(source) = self.source.as_mut() else {
+            let Some(mut source) = self.source.take() else {
                 return Ok(false);
             };
-            let mut results = source.fetch(&requests).into_iter();
+            let waiting: Vec<usize> = (0..round.len())
+                .filter(|&i| round[i].answer.is_none())
+                .collect();
+            let streaming = self.options.fetch_ahead;
+            source.fetch_each(&requests, |answered| {
+                for (k, result) in answered {
+                    round[waiting[k]].answer = Some(result.outcome);
+                    stream.unanswered -= 1;
+                }
+                // Each fetcher's answer is fed once complete, in the kernel's order, while
+                // other brokers' answers are still read; the last is left to the fetch-ahead.
+                if streaming && stream.unanswered > 0 {
+                    while let Some(queued) = stream.next_complete(self, &fetches, &mut round) {
+                        if fed.is_ok() {
+                            self.stats.fed_while_fetching += 1;
+                            fed = self.feed(queued);
+                        } else {
+                            stream.unfed.push(queued);
+                        }
+                    }
+                }
+            });
+            self.source = Some(source);
             self.stats.source_fetches += 1;
-            for item in round.iter_mut().filter(|item| item.answer.is_none()) {
-                item.answer = results.next().map(|result| result.outcome);
-            }
         }
-        let mut responses: Vec<Queued> = fetches
-            .iter()
-            .map(|f| Queued {
-                input: NodeInput::FetchResponse(CoalescedFetchResponse {
-                    fetcher: f.fetcher,
-                    partitions: Vec::new(),
-                }),
-                batches: BTreeMap::new(),
-            })
-            .collect();
-        let mut guesses = Vec::new();
-        for item in round {
-            let RoundItem {
-                fetcher: i,
-                key,
-                request,
-                asked,
-                answer,
-            } = item;
-            let answer = match answer {
-                Some(Ok(PartitionFetched { response, position })) => {
-                    if let Some(p) = position {
-                        self.positions.insert(key, p);
-                    }
-                    if let Some(next) = guess_next(&asked, &response) {
-                        guesses.push((key, next));
-                    }
-                    let (outcome, batches) = response.into_parts();
-                    let nothing_new =
-                        batches.is_empty() && matches!(outcome, FetchOutcome::Records { .. });
-                    if nothing_new {
-                        self.caught_up.insert(key);
-                    } else {
-                        self.caught_up.remove(&key);
-                    }
-                    self.last_errors.remove(&key);
-                    if !batches.is_empty() {
-                        responses[i].batches.insert(key, batches);
-                    }
-                    PartitionFetchResult::Completed(outcome)
-                }
-                Some(Err(e)) => {
-                    self.caught_up.remove(&key);
-                    let error = e.to_string();
-                    self.last_errors.insert(key, error.clone());
-                    if e.is_retryable() {
-                        PartitionFetchResult::Retriable(error)
-                    } else {
-                        PartitionFetchResult::Failed(error)
-                    }
-                }
-                None => {
-                    // The source cluster answers every request it is given.
-                    self.caught_up.remove(&key);
-                    PartitionFetchResult::Retriable(format!(
-                        "no answer to the fetch of partition {key}"
-                    ))
-                }
-            };
-            if let NodeInput::FetchResponse(r) = &mut responses[i].input {
-                r.partitions.push(PartitionFetchResponse {
-                    key,
-                    request,
-                    result: answer,
-                });
-            }
+        while let Some(queued) = stream.next_complete(self, &fetches, &mut round) {
+            stream.unfed.push(queued);
         }
-        let count = responses.len();
-        self.queue.extend(responses);
+        // The round's unfed answers go before whatever the fed ones queued, as if every
+        // answer had been queued before any was fed.
+        let count = stream.unfed.len();
+        for queued in stream.unfed.into_iter().rev() {
+            self.queue.push_front(queued);
+        }
+        let guesses = stream.guesses;
+        if let Err(e) = fed {
+            self.sync_source_leaders(false);
+            return Err(e);
+        }
         if !self.options.fetch_ahead || guesses.is_empty() {
             self.sync_source_leaders(false);
             return Ok(true);
@@ -906,6 +951,57 @@ impl NodeDriver {
         let fed = self.feed_while_fetching_ahead(count, &guesses);
         self.sync_source_leaders(false);
         fed.map(|()| true)
+    }
+
+    /// A partition's answer as the kernel hears it: records the driver's bookkeeping (the
+    /// source position, caught up, the last error) and the guess of its next request.
+    fn hear_answer(
+        &mut self,
+        item: &mut RoundItem,
+        batches: &mut BTreeMap<PartitionKey, Vec<RawBatch>>,
+        guesses: &mut Vec<(PartitionKey, PartitionFetchRequest)>,
+    ) -> PartitionFetchResult {
+        let key = item.key;
+        match item.answer.take() {
+            Some(Ok(PartitionFetched { response, position })) => {
+                if let Some(p) = position {
+                    self.positions.insert(key, p);
+                }
+                if let Some(next) = guess_next(&item.asked, &response) {
+                    guesses.push((key, next));
+                }
+                let (outcome, fetched) = response.into_parts();
+                let nothing_new =
+                    fetched.is_empty() && matches!(outcome, FetchOutcome::Records { .. });
+                if nothing_new {
+                    self.caught_up.insert(key);
+                } else {
+                    self.caught_up.remove(&key);
+                }
+                self.last_errors.remove(&key);
+                if !fetched.is_empty() {
+                    batches.insert(key, fetched);
+                }
+                PartitionFetchResult::Completed(outcome)
+            }
+            Some(Err(e)) => {
+                self.caught_up.remove(&key);
+                let error = e.to_string();
+                self.last_errors.insert(key, error.clone());
+                if e.is_retryable() {
+                    PartitionFetchResult::Retriable(error)
+                } else {
+                    PartitionFetchResult::Failed(error)
+                }
+            }
+            None => {
+                // The source cluster answers every request it is given.
+                self.caught_up.remove(&key);
+                PartitionFetchResult::Retriable(format!(
+                    "no answer to the fetch of partition {key}"
+                ))
+            }
+        }
     }
 
     /// Feeds the first `count` queued inputs (a round's answers) while `guesses` are fetched

@@ -175,6 +175,61 @@ fn fetch_ahead_answers_the_partitions_still_catching_up_and_changes_no_byte() {
 }
 
 #[test]
+fn a_brokers_answer_is_written_while_another_broker_long_polls() {
+    // orders-0 (broker 1) has six batches to mirror, two a fetch; orders-1 (broker 2) none,
+    // and broker 2 holds a Fetch with nothing new for its 100 ms wait, as Kafka does.
+    let fake = FakeCluster::start(
+        2,
+        vec![crate::wire::fake_broker::FakeTopic {
+            name: "orders".into(),
+            id: ORDERS,
+            partitions: vec![
+                FakePartition::with_batches(1, 5, 6),
+                FakePartition::with_batches(2, 5, 0),
+            ],
+        }],
+    );
+    fake.state().long_poll = true;
+    let dir = tempfile::tempdir().unwrap();
+    let mut stats = Vec::new();
+    for fetch_ahead in [true, false] {
+        let dest = NodeDest::create(
+            &dir.path().join(format!("{fetch_ahead}")),
+            NodeMeta::new(Some(fake.address(1)), 4),
+        )
+        .unwrap();
+        let source = crate::wire::SourceCluster::new(
+            &fake.address(1),
+            crate::wire::TopicSelection::names(&["orders"]).unwrap(),
+            crate::wire::SourceClusterOptions {
+                fetch_max_wait_ms: 100,
+                ..crate::wire::SourceClusterOptions::default()
+            },
+        );
+        let options = NodeDriverOptions {
+            fetch_ahead,
+            ..options()
+        };
+        let mut driver = NodeDriver::from_dest(dest, Some(source), options).unwrap();
+        driver
+            .add_topics(&east(), &[("orders".into(), ORDERS, 2)], 0)
+            .unwrap();
+        run_until_caught_up(&mut driver, &mut ManualClock::default());
+        assert_same_bytes(&fake, &driver, ORDERS, 0);
+        stats.push(driver.stats());
+    }
+    let (streaming, serial) = (stats[0], stats[1]);
+    // Broker 1's answers (its fetcher first in the kernel's order) were fed while broker 2
+    // still held its Fetch; taking turns, never.
+    assert!(streaming.fed_while_fetching >= 3, "{streaming:?}");
+    assert_eq!(serial.fed_while_fetching, 0, "{serial:?}");
+    assert_eq!(
+        (streaming.batches, streaming.bytes),
+        (serial.batches, serial.bytes)
+    );
+}
+
+#[test]
 fn answers_read_ahead_from_a_source_let_go_of_are_never_used() {
     let fake = fake();
     let dir = tempfile::tempdir().unwrap();

@@ -17,7 +17,8 @@
 //! - **The coalesced fetch** ([`SourceCluster::fetch`]): the per-partition requests are grouped
 //!   by their leader in the metadata; each broker gets one Fetch (one per isolation level asked:
 //!   Kafka's Fetch has one) with all its partitions, the brokers in parallel (one thread each,
-//!   like Kafka's fetcher threads), the partitions' order rotated every round so that a full
+//!   like Kafka's fetcher threads; [`SourceCluster::fetch_each`] hands each broker's answers
+//!   over as soon as they are read), the partitions' order rotated every round so that a full
 //!   response does not always starve the same ones. Each partition's answer is mapped exactly as
 //!   [`KafkaSource`](super::KafkaSource) maps its single partition (same function): records
 //!   as raw batches (a partial trailing batch dropped, batches ending below the fetch offset
@@ -1057,8 +1058,50 @@ impl SourceCluster {
     /// level), the brokers in parallel; one result per request, in the order asked. See the
     /// [module documentation](self).
     pub fn fetch(&mut self, requests: &[PartitionFetchRequest]) -> Vec<PartitionFetchResult> {
-        let mut outcomes: Vec<Option<(Option<i32>, Outcome)>> =
+        let mut results: Vec<Option<PartitionFetchResult>> =
             (0..requests.len()).map(|_| None).collect();
+        self.fetch_each(requests, |answered| {
+            for (index, result) in answered {
+                results[index] = Some(result);
+            }
+        });
+        requests
+            .iter()
+            .zip(results)
+            .map(|(request, result)| result.unwrap_or_else(|| unfinished(request)))
+            .collect()
+    }
+
+    /// As [`SourceCluster::fetch`], but hands the results to `on_answered` as they come, on the
+    /// calling thread: once the Fetches are sent, those known without asking (possibly none),
+    /// then each broker's as soon as its Fetch is read, while the other brokers' are still
+    /// being read (each broker's Fetch runs on a thread of its own, even when there is one).
+    /// Each result comes with its index in `requests`; every request gets exactly one.
+    pub fn fetch_each(
+        &mut self,
+        requests: &[PartitionFetchRequest],
+        mut on_answered: impl FnMut(Vec<(usize, PartitionFetchResult)>),
+    ) {
+        let mut answered = vec![false; requests.len()];
+        let mut deliver = |answered: &mut Vec<bool>,
+                           results: Vec<(usize, Option<i32>, Outcome)>| {
+            let results = results
+                .into_iter()
+                .map(|(index, broker, outcome)| {
+                    answered[index] = true;
+                    let request = &requests[index];
+                    let result = PartitionFetchResult {
+                        topic_id: request.topic_id,
+                        partition: request.partition,
+                        broker,
+                        outcome,
+                    };
+                    (index, result)
+                })
+                .collect();
+            on_answered(results);
+        };
+        let mut early = Vec::new();
         self.refresh_if_due();
         let mut jobs: BTreeMap<i32, Vec<JobItem>> = BTreeMap::new();
         let mut addresses: BTreeMap<i32, String> = BTreeMap::new();
@@ -1067,7 +1110,8 @@ impl SourceCluster {
         for (index, request) in requests.iter().enumerate() {
             let hex = || topic_id_hex(request.topic_id);
             if !seen.insert((request.topic_id, request.partition)) {
-                outcomes[index] = Some((
+                early.push((
+                    index,
                     None,
                     Err(PartitionFetchError::Duplicate {
                         topic_id: hex(),
@@ -1079,7 +1123,7 @@ impl SourceCluster {
             match self.resolve(request.topic_id, request.partition) {
                 Err(error) => {
                     refresh |= !matches!(error, PartitionFetchError::NoMetadata { .. });
-                    outcomes[index] = Some((None, Err(error)));
+                    early.push((index, None, Err(error)));
                 }
                 Ok(leader) => {
                     addresses.insert(leader.broker, leader.address);
@@ -1106,56 +1150,69 @@ impl SourceCluster {
             })
             .collect();
         let options = self.options;
-        let outputs: Vec<JobOutput> = if jobs.len() <= 1 {
-            jobs.into_iter().map(|job| run_job(job, &options)).collect()
-        } else {
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = jobs
+        let (done, outputs) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = jobs
+                .into_iter()
+                .map(|job| {
+                    let done = done.clone();
+                    let options = &options;
+                    scope.spawn(move || {
+                        let _ = done.send(run_job(job, options));
+                    })
+                })
+                .collect();
+            drop(done);
+            // The Fetches are under way: the caller may work on what it already has.
+            deliver(&mut answered, early);
+            // Until every thread has sent its output or died (a panicked one sends none).
+            for output in outputs {
+                refresh |= output.refresh;
+                let broker = output.broker;
+                self.brokers.insert(broker, output.connection);
+                let results = output
+                    .results
                     .into_iter()
-                    .map(|job| scope.spawn(move || run_job(job, &options)))
+                    .map(|(index, outcome)| (index, Some(broker), outcome))
                     .collect();
-                handles.into_iter().filter_map(|h| h.join().ok()).collect()
-            })
-        };
-        for output in outputs {
-            refresh |= output.refresh;
-            for (index, outcome) in output.results {
-                outcomes[index] = Some((Some(output.broker), outcome));
+                deliver(&mut answered, results);
             }
-            self.brokers.insert(output.broker, output.connection);
-        }
+            for handle in handles {
+                let _ = handle.join();
+            }
+        });
         if refresh {
             self.stale = true;
         }
-        requests
+        let missing: Vec<(usize, Option<i32>, Outcome)> = answered
             .iter()
-            .zip(outcomes)
-            .map(|(request, outcome)| {
-                let (broker, outcome) = outcome.unwrap_or_else(|| {
-                    // Only a panicked fetch thread leaves a partition without an answer.
-                    (
-                        None,
-                        Err(PartitionFetchError::Failed {
-                            topic: topic_id_hex(request.topic_id),
-                            partition: request.partition,
-                            source: Box::new(WireError::Malformed {
-                                address: String::new(),
-                                api: "Fetch",
-                                version: -1,
-                                reason: "the fetch of this partition's broker did not finish"
-                                    .into(),
-                            }),
-                        }),
-                    )
-                });
-                PartitionFetchResult {
-                    topic_id: request.topic_id,
-                    partition: request.partition,
-                    broker,
-                    outcome,
-                }
-            })
-            .collect()
+            .enumerate()
+            .filter(|(_, done)| !**done)
+            .map(|(index, _)| (index, None, unfinished(&requests[index]).outcome))
+            .collect();
+        if !missing.is_empty() {
+            deliver(&mut answered, missing);
+        }
+    }
+}
+
+/// The result of a partition whose broker's fetch did not finish (only a panicked fetch
+/// thread leaves one).
+fn unfinished(request: &PartitionFetchRequest) -> PartitionFetchResult {
+    PartitionFetchResult {
+        topic_id: request.topic_id,
+        partition: request.partition,
+        broker: None,
+        outcome: Err(PartitionFetchError::Failed {
+            topic: topic_id_hex(request.topic_id),
+            partition: request.partition,
+            source: Box::new(WireError::Malformed {
+                address: String::new(),
+                api: "Fetch",
+                version: -1,
+                reason: "the fetch of this partition's broker did not finish".into(),
+            }),
+        }),
     }
 }
 
@@ -1682,6 +1739,35 @@ mod tests {
         assert_eq!(stats[&2].fetch_requests, 3);
         assert_eq!(stats[&2].partitions_fetched, 12);
         assert_eq!(source.bootstrap_metadata_requests(), 1);
+    }
+
+    #[test]
+    fn fetch_each_hands_over_each_brokers_answers_as_one_batch_and_answers_everything_once() {
+        let fake = fake();
+        let mut source = cluster(&fake, "orders,pay.*");
+        let mut asked = all(0);
+        // A duplicate is answered without asking anyone, before the brokers' answers.
+        asked.push(asked[0]);
+        let mut calls: Vec<Vec<(usize, Option<i32>)>> = Vec::new();
+        source.fetch_each(&asked, |answered| {
+            calls.push(answered.iter().map(|(i, r)| (*i, r.broker)).collect());
+        });
+        // Once the Fetches are sent (the duplicate), then once per broker.
+        assert_eq!(calls.len(), 3, "{calls:?}");
+        assert_eq!(calls[0], vec![(6, None)]);
+        let mut brokers: Vec<i32> = calls[1..]
+            .iter()
+            .map(|call| {
+                let broker = call[0].1.expect("a broker's answer");
+                assert!(call.iter().all(|(_, b)| *b == Some(broker)), "{call:?}");
+                broker
+            })
+            .collect();
+        brokers.sort();
+        assert_eq!(brokers, vec![1, 2]);
+        let mut indices: Vec<usize> = calls.iter().flatten().map(|(i, _)| *i).collect();
+        indices.sort();
+        assert_eq!(indices, (0..asked.len()).collect::<Vec<_>>());
     }
 
     #[test]
