@@ -213,8 +213,6 @@ pub type TopicResults = BTreeMap<String, Result<(), MirrorRequestError>>;
 
 /// One partition of a fetch round.
 struct RoundItem {
-    /// The index of its coalesced fetch in the round.
-    fetcher: usize,
     key: PartitionKey,
     /// The kernel's request id.
     request: RequestId,
@@ -226,6 +224,15 @@ struct RoundItem {
 struct Queued {
     input: NodeInput,
     batches: BTreeMap<PartitionKey, Vec<RawBatch>>,
+}
+
+impl Queued {
+    fn plain(input: NodeInput) -> Self {
+        Queued {
+            input,
+            batches: BTreeMap::new(),
+        }
+    }
 }
 
 /// A fetch round's answers turned into the kernel's inputs, one coalesced response per fetcher
@@ -244,15 +251,17 @@ struct RoundStream {
 }
 
 impl RoundStream {
+    /// The stream of `round`, whose items are `fetches`' partitions, fetcher after fetcher.
     fn new(fetches: &[CoalescedFetch], round: &[RoundItem]) -> Self {
-        let mut ranges = vec![0..0; fetches.len()];
-        for (i, item) in round.iter().enumerate() {
-            let range: &mut std::ops::Range<usize> = &mut ranges[item.fetcher];
-            if range.end == 0 {
-                range.start = i;
-            }
-            range.end = i + 1;
-        }
+        let mut start = 0;
+        let ranges = fetches
+            .iter()
+            .map(|f| {
+                let range = start..start + f.partitions.len();
+                start = range.end;
+                range
+            })
+            .collect();
         RoundStream {
             ranges,
             next: 0,
@@ -294,15 +303,6 @@ impl RoundStream {
             }),
             batches,
         })
-    }
-}
-
-impl Queued {
-    fn plain(input: NodeInput) -> Self {
-        Queued {
-            input,
-            batches: BTreeMap::new(),
-        }
     }
 }
 
@@ -867,11 +867,11 @@ impl NodeDriver {
             return Ok(false);
         }
         let max_batches = self.options.max_fetch_batches.max(1);
-        // Every partition of the round in the kernel's order: its fetcher, key, request id,
-        // what is asked, and the answer once there is one.
+        // Every partition of the round in the kernel's order, fetcher after fetcher: its key,
+        // request id, what is asked, and the answer once there is one.
         let mut round: Vec<RoundItem> = Vec::new();
         let mut requests = Vec::new();
-        for (i, f) in fetches.iter().enumerate() {
+        for f in &fetches {
             for (key, req) in &f.partitions {
                 let asked = PartitionFetchRequest {
                     topic_id: key.topic_id,
@@ -889,7 +889,6 @@ impl NodeDriver {
                     requests.push(asked);
                 }
                 round.push(RoundItem {
-                    fetcher: i,
                     key: *key,
                     request: req.request,
                     asked,
