@@ -16,8 +16,9 @@
 //!   --until-caught-up --quiet` into a fresh destination, run in this process through the
 //!   `kmirror` crate's own command code (the binary's `main` minus the process start): the
 //!   topics' metadata, the node destination created, 60 partitions taken to MIRRORING, one
-//!   Fetch per source broker per round (read-committed, Kafka's consumer defaults: 50 MiB per
-//!   response, 1 MiB per partition) until caught up, every batch written to the destination's
+//!   Fetch per source broker per round (read-committed, the source cluster's defaults: 10 MiB
+//!   per response, 1 MiB per partition, Kafka's replica fetcher defaults; section 9 of
+//!   BENCHMARKS.md was measured at 50 MiB, the consumer's) until caught up, every batch written to the destination's
 //!   segment files (`--flush kafka`: left in the page cache, fsynced at close) and
 //!   `__mirror_state` written. The destination is deleted untimed.
 //! - `live_cluster/10x6/kafka_consumer_perf_test` (baseline): `org.apache.kafka.tools.ConsumerPerformance` (the

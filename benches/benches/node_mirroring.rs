@@ -1,7 +1,8 @@
 //! The data path at node scale (issues #11 and #12): bytes per second mirrored by the
 //! [`NodeDriver`] into 1,000 partitions (100 topics x 10) of a node destination on real
 //! segment files, `--flush kafka` and `--flush every-append`, from a fake 3-broker Kafka source on loopback
-//! (`support/fake_source.rs`: in-memory partitions served over the Kafka protocol).
+//! (`support/fake_source.rs`: in-memory partitions served over the Kafka protocol, the
+//! records sent from memory without a user-space copy, as a broker sends them zero-copy).
 //!
 //! Each partition holds 16 batches of 500 synthetic records (11,858 bytes each; Kafka's
 //! default `batch.size` is 16 KiB): 1,000 partitions, 16,000 batches, 189,732,000 bytes
@@ -9,11 +10,11 @@
 //! a fresh destination untimed and brings its 1,000 partitions to MIRRORING against the empty
 //! source (each partition's leader epoch 1, above the source batches' epoch 0, so no epoch bump
 //! comes with the data); then the source gets its data at once and the timed part runs: fetch
-//! rounds (one Fetch per source broker, 50 MiB per response and 1 MiB per partition, Kafka's
-//! consumer defaults; 100 batches per partition at most) until every partition has everything,
+//! rounds (one Fetch per source broker, 10 MiB per response and 1 MiB per partition, Kafka's
+//! replica fetcher defaults; 100 batches per partition at most) until every partition has everything,
 //! then `close` (every segment fsynced). The destination is deleted untimed. Every fetching
 //! variant uses one client of the source kept warm across samples ([`WarmSource`]), as a
-//! running process keeps its connections: the response buffers (up to 50 MiB per broker, two
+//! running process keeps its connections: the response buffers (up to 10 MiB per broker, two
 //! per connection with fetch-ahead) are allocated and page-faulted once, by the first run, not
 //! by each sample.
 //!
@@ -59,6 +60,9 @@
 //!
 //! The time to bring the 1,000 partitions to MIRRORING on real files (the state writes, each
 //! fsynced) is printed once, before criterion runs.
+//!
+//! `NODE_MIRRORING_FETCH_MAX_MIB=<n>` sets each Fetch response's `max_bytes` in MiB (default
+//! the source cluster's, 10; Kafka's consumer default is 50).
 //!
 //! Two environment variables help find where the time goes. `NODE_MIRRORING_SPLIT=1` prints
 //! each sample's split: the mirror's fetch rounds and close, the raw copy's writes and close,
@@ -142,9 +146,25 @@ fn source_topics() -> Vec<FakeTopic> {
 /// The most bytes a partition's answer holds in the `small_answers` variants: four batches.
 const SMALL_ANSWER_BYTES: i32 = 48 << 10;
 
+/// Each Fetch response's `max_bytes` in MiB: `NODE_MIRRORING_FETCH_MAX_MIB`, by default the
+/// source cluster's (10, Kafka's replica fetcher default).
+fn fetch_max_mib() -> i32 {
+    match std::env::var("NODE_MIRRORING_FETCH_MAX_MIB") {
+        Err(_) => SourceClusterOptions::default().fetch_max_bytes >> 20,
+        Ok(v) => v
+            .parse()
+            .ok()
+            .filter(|m| (1..=1024).contains(m))
+            .unwrap_or_else(|| {
+                panic!("NODE_MIRRORING_FETCH_MAX_MIB={v:?}: expected whole MiB from 1 to 1024")
+            }),
+    }
+}
+
 fn source_options() -> SourceClusterOptions {
     SourceClusterOptions {
         fetch_max_wait_ms: 0,
+        fetch_max_bytes: fetch_max_mib() << 20,
         ..SourceClusterOptions::default()
     }
 }

@@ -30,10 +30,13 @@
 //! one's are on the wire, and a fetcher answered wholly from the fetch-ahead is fed while the
 //! round's Fetches run. The order of the inputs, hence of the effects, is the order without
 //! it: only when they run changes. The answers complete last are fed after the round's
-//! Fetches, while the partitions whose answer says the source has more are fetched again on
-//! a second thread, from where the kernel will ask next; the next round takes such an answer
-//! only for a request exactly equal to the one guessed and fetches the rest as usual
-//! ([`fetch_ahead`](super::fetch_ahead)). [`NodeDriverOptions::fetch_ahead`] turns both off:
+//! Fetches, while, if any answer says the source has more, every partition answered with
+//! records is fetched again on a second thread, from where the kernel will ask next; the next
+//! round takes such an answer only for a request exactly equal to the one guessed (leaving out
+//! a partition it found with nothing new, as an incremental fetch session does) and fetches
+//! the rest as usual ([`fetch_ahead`](super::fetch_ahead)): while the source has more, a round
+//! asks the source only for partitions the last round did not (newly ready ones).
+//! [`NodeDriverOptions::fetch_ahead`] turns both off:
 //! fetching and feeding then take turns.
 //!
 //! **Source leaders** are input ([`NodeInput::SourceTopic`]): fed at start and after every
@@ -112,7 +115,7 @@ use crate::wire::TopicSelection;
 
 use super::control::{ControlServer, TopicsVerb};
 use super::dest::{NodeDest, NodeMeta};
-use super::fetch_ahead::{guess_next, FetchedAhead};
+use super::fetch_ahead::{guess_next, source_has_more, AheadAnswer, FetchedAhead};
 use super::state_log::StatePartition;
 use super::status::{NodeStatus, PartitionStatus};
 use super::NodeError;
@@ -197,6 +200,9 @@ pub struct NodeStats {
     pub partition_fetches: u64,
     /// Partition answers that came from the last round's fetch-ahead.
     pub fetched_ahead: u64,
+    /// Partitions left out of a round's answers because the last round's fetch-ahead read
+    /// nothing new for them (asked again in the next round).
+    pub left_out_ahead: u64,
     /// Fetchers' answers fed while other brokers' answers of the same round were still being
     /// read.
     pub fed_while_fetching: u64,
@@ -217,8 +223,17 @@ struct RoundItem {
     /// The kernel's request id.
     request: RequestId,
     asked: PartitionFetchRequest,
-    /// The source's answer (or the one read ahead), once there is one.
-    answer: Option<Result<PartitionFetched, PartitionFetchError>>,
+    answer: RoundAnswer,
+}
+
+/// Where a partition's answer in a fetch round is.
+enum RoundAnswer {
+    /// Asked of the source in this round's Fetches; not read yet.
+    Waiting,
+    /// The source's answer, or the one read ahead.
+    Answered(Result<PartitionFetched, PartitionFetchError>),
+    /// Read ahead with nothing new: left out of the fetcher's answer, asked again next round.
+    LeftOut,
 }
 
 struct Queued {
@@ -246,8 +261,17 @@ struct RoundStream {
     unanswered: usize,
     /// The inputs made and not fed, in order.
     unfed: Vec<Queued>,
-    /// The guessed next request of each partition whose answer left more at the source.
+    /// What the next round is expected to ask.
+    next_round: NextRound,
+}
+
+/// The next fetch round as a round's answers predict it ([`fetch_ahead`](super::fetch_ahead)).
+#[derive(Default)]
+struct NextRound {
+    /// The guessed next request of each partition answered with records, or left out.
     guesses: Vec<(PartitionKey, PartitionFetchRequest)>,
+    /// Whether an answer said the source has more: only then is the next round read ahead.
+    source_has_more: bool,
 }
 
 impl RoundStream {
@@ -265,9 +289,12 @@ impl RoundStream {
         RoundStream {
             ranges,
             next: 0,
-            unanswered: round.iter().filter(|item| item.answer.is_none()).count(),
+            unanswered: round
+                .iter()
+                .filter(|item| matches!(item.answer, RoundAnswer::Waiting))
+                .count(),
             unfed: Vec::new(),
-            guesses: Vec::new(),
+            next_round: NextRound::default(),
         }
     }
 
@@ -282,20 +309,24 @@ impl RoundStream {
         let range = self.ranges[self.next].clone();
         if round[range.clone()]
             .iter()
-            .any(|item| item.answer.is_none())
+            .any(|item| matches!(item.answer, RoundAnswer::Waiting))
         {
             return None;
         }
         self.next += 1;
         let mut batches = BTreeMap::new();
-        let partitions = round[range]
-            .iter_mut()
-            .map(|item| PartitionFetchResponse {
+        let mut partitions = Vec::with_capacity(range.len());
+        for item in &mut round[range] {
+            if matches!(item.answer, RoundAnswer::LeftOut) {
+                self.next_round.guesses.push((item.key, item.asked));
+                continue;
+            }
+            partitions.push(PartitionFetchResponse {
                 key: item.key,
                 request: item.request,
-                result: driver.hear_answer(item, &mut batches, &mut self.guesses),
-            })
-            .collect();
+                result: driver.hear_answer(item, &mut batches, &mut self.next_round),
+            });
+        }
         Some(Queued {
             input: NodeInput::FetchResponse(CoalescedFetchResponse {
                 fetcher: fetch.fetcher,
@@ -838,9 +869,11 @@ impl NodeDriver {
 
     /// One fetch round: every ready coalesced fetch, sent as one call to the source cluster
     /// (one Fetch per source broker), except the partitions whose request the last round's
-    /// fetch-ahead answered. With fetch-ahead, the round's answers are fed while the next
-    /// round's guessed fetches are read on a second thread ([`fetch_ahead`](super::fetch_ahead));
-    /// without, they are queued. False when the kernel asked no fetch.
+    /// fetch-ahead answered or found with nothing new (those are left out of the answers).
+    /// With fetch-ahead, while an answer says the source has more, the round's answers are
+    /// fed while the next round's guessed fetches are read on a second thread
+    /// ([`fetch_ahead`](super::fetch_ahead)); otherwise they are queued. False when the kernel
+    /// asked no fetch.
     fn fetch_round(&mut self) -> Result<bool, NodeError> {
         if self.source.is_none() {
             return Ok(false);
@@ -882,12 +915,20 @@ impl NodeDriver {
                     isolation: req.isolation,
                     max_batches,
                 };
-                let answer = ahead.take(key, &asked).map(Ok);
-                if answer.is_some() {
-                    self.stats.fetched_ahead += 1;
-                } else {
-                    requests.push(asked);
-                }
+                let answer = match ahead.take(key, &asked) {
+                    Some(AheadAnswer::Fetched(fetched)) => {
+                        self.stats.fetched_ahead += 1;
+                        RoundAnswer::Answered(Ok(fetched))
+                    }
+                    Some(AheadAnswer::NothingNew) => {
+                        self.stats.left_out_ahead += 1;
+                        RoundAnswer::LeftOut
+                    }
+                    None => {
+                        requests.push(asked);
+                        RoundAnswer::Waiting
+                    }
+                };
                 round.push(RoundItem {
                     key: *key,
                     request: req.request,
@@ -905,12 +946,12 @@ impl NodeDriver {
                 return Ok(false);
             };
             let waiting: Vec<usize> = (0..round.len())
-                .filter(|&i| round[i].answer.is_none())
+                .filter(|&i| matches!(round[i].answer, RoundAnswer::Waiting))
                 .collect();
             let streaming = self.options.fetch_ahead;
             source.fetch_each(&requests, |answered| {
                 for (k, result) in answered {
-                    round[waiting[k]].answer = Some(result.outcome);
+                    round[waiting[k]].answer = RoundAnswer::Answered(result.outcome);
                     stream.unanswered -= 1;
                 }
                 // Each fetcher's answer is fed once complete, in the kernel's order, while
@@ -938,16 +979,16 @@ impl NodeDriver {
         for queued in stream.unfed.into_iter().rev() {
             self.queue.push_front(queued);
         }
-        let guesses = stream.guesses;
         if let Err(e) = fed {
             self.sync_source_leaders(false);
             return Err(e);
         }
-        if !self.options.fetch_ahead || guesses.is_empty() {
+        let next_round = stream.next_round;
+        if !self.options.fetch_ahead || !next_round.source_has_more {
             self.sync_source_leaders(false);
             return Ok(true);
         }
-        let fed = self.feed_while_fetching_ahead(count, &guesses);
+        let fed = self.feed_while_fetching_ahead(count, &next_round.guesses);
         self.sync_source_leaders(false);
         fed.map(|()| true)
     }
@@ -958,20 +999,23 @@ impl NodeDriver {
         &mut self,
         item: &mut RoundItem,
         batches: &mut BTreeMap<PartitionKey, Vec<RawBatch>>,
-        guesses: &mut Vec<(PartitionKey, PartitionFetchRequest)>,
+        next_round: &mut NextRound,
     ) -> PartitionFetchResult {
         let key = item.key;
-        match item.answer.take() {
-            Some(Ok(PartitionFetched { response, position })) => {
+        match std::mem::replace(&mut item.answer, RoundAnswer::LeftOut) {
+            RoundAnswer::Answered(Ok(PartitionFetched { response, position })) => {
                 if let Some(p) = position {
                     self.positions.insert(key, p);
                 }
+                let more = source_has_more(&item.asked, &response);
+                next_round.source_has_more |= more;
                 if let Some(next) = guess_next(&item.asked, &response) {
-                    guesses.push((key, next));
+                    next_round.guesses.push((key, next));
                 }
                 let (outcome, fetched) = response.into_parts();
+                // Caught up: nothing new, and not because the response's bytes went to others.
                 let nothing_new =
-                    fetched.is_empty() && matches!(outcome, FetchOutcome::Records { .. });
+                    fetched.is_empty() && !more && matches!(outcome, FetchOutcome::Records { .. });
                 if nothing_new {
                     self.caught_up.insert(key);
                 } else {
@@ -983,7 +1027,7 @@ impl NodeDriver {
                 }
                 PartitionFetchResult::Completed(outcome)
             }
-            Some(Err(e)) => {
+            RoundAnswer::Answered(Err(e)) => {
                 self.caught_up.remove(&key);
                 let error = e.to_string();
                 self.last_errors.insert(key, error.clone());
@@ -993,7 +1037,7 @@ impl NodeDriver {
                     PartitionFetchResult::Failed(error)
                 }
             }
-            None => {
+            RoundAnswer::Waiting | RoundAnswer::LeftOut => {
                 // The source cluster answers every request it is given.
                 self.caught_up.remove(&key);
                 PartitionFetchResult::Retriable(format!(

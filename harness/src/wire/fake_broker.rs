@@ -131,6 +131,9 @@ pub struct FakeState {
     /// Whether a Fetch with nothing new waits up to its `max_wait_ms` (at most 500 ms) before
     /// it is answered, as Kafka's long poll does (off: answered at once).
     pub long_poll: bool,
+    /// The Fetches held for their `max_wait_ms` because they had nothing new (with
+    /// `long_poll`).
+    pub long_polls: usize,
     /// The one SASL PLAIN user `(name, password)` the brokers accept (SASL_PLAINTEXT, only
     /// the `PLAIN` mechanism enabled).
     pub plain_user: Option<(String, String)>,
@@ -264,6 +267,7 @@ fn serve(id: i32, mut stream: TcpStream, state_mutex: &Mutex<FakeState>) {
                 {
                     // Kafka holds an empty fetch up to max_wait_ms: so does a long-polling fake
                     // (capped at half a second), then answers what it has then.
+                    state.long_polls += 1;
                     drop(state);
                     let wait = u64::try_from(request.max_wait_ms.min(500)).unwrap_or(0);
                     std::thread::sleep(std::time::Duration::from_millis(wait));

@@ -84,15 +84,18 @@ pub struct SourceClusterOptions {
 }
 
 impl Default for SourceClusterOptions {
-    /// 3 s to connect, 30 s per request, fetches held at most 100 ms, 50 MiB per fetch and
-    /// 1 MiB per partition (Kafka's consumer defaults), metadata at most 5 minutes old and
-    /// refreshed at most every 100 ms, fetch sessions on.
+    /// 3 s to connect, 30 s per request, fetches held at most 100 ms, 10 MiB per fetch and
+    /// 1 MiB per partition (the KIP-1279 prototype's `mirror.fetch.response.max.bytes` and
+    /// `mirror.fetch.max.bytes`, Kafka's replica fetcher defaults: a mirror fetches as a
+    /// follower does; smaller answers also let the node driver write one while it reads the
+    /// next, BENCHMARKS.md section 8e), metadata at most 5 minutes old and refreshed at most
+    /// every 100 ms, fetch sessions on.
     fn default() -> Self {
         SourceClusterOptions {
             connect_timeout: Duration::from_secs(3),
             request_timeout: Duration::from_secs(30),
             fetch_max_wait_ms: 100,
-            fetch_max_bytes: 50 << 20,
+            fetch_max_bytes: 10 << 20,
             partition_max_bytes: 1 << 20,
             metadata_max_age: Duration::from_secs(300),
             metadata_refresh_backoff: Duration::from_millis(100),
