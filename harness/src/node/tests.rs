@@ -174,51 +174,62 @@ fn fetch_ahead_answers_the_partitions_still_catching_up_and_changes_no_byte() {
     );
 }
 
-#[test]
-fn a_brokers_answer_is_written_while_another_broker_long_polls() {
-    // orders-0 (broker 1) has six batches to mirror, two a fetch; orders-1 (broker 2) none,
-    // and broker 2 holds a Fetch with nothing new for its 100 ms wait, as Kafka does.
+/// orders-0 led by broker 1 with six batches to mirror (two a fetch), orders-1 led by
+/// `tail_leader` with none, on brokers that hold a Fetch with nothing new for its 100 ms wait,
+/// as Kafka does.
+fn long_polling_orders(tail_leader: i32) -> FakeCluster {
     let fake = FakeCluster::start(
-        2,
+        tail_leader.max(1),
         vec![crate::wire::fake_broker::FakeTopic {
             name: "orders".into(),
             id: ORDERS,
             partitions: vec![
                 FakePartition::with_batches(1, 5, 6),
-                FakePartition::with_batches(2, 5, 0),
+                FakePartition::with_batches(tail_leader, 5, 0),
             ],
         }],
     );
     fake.state().long_poll = true;
-    let dir = tempfile::tempdir().unwrap();
-    let mut stats = Vec::new();
-    for fetch_ahead in [true, false] {
-        let dest = NodeDest::create(
-            &dir.path().join(format!("{fetch_ahead}")),
-            NodeMeta::new(Some(fake.address(1)), 4),
-        )
+    fake
+}
+
+/// Mirrors orders from `fake` into a new node destination at `root` until caught up, with
+/// fetch-ahead on or off; returns the driver's stats and how many Fetches the brokers held.
+fn mirror_long_polled(
+    fake: &FakeCluster,
+    root: &std::path::Path,
+    fetch_ahead: bool,
+) -> (NodeStats, usize) {
+    let dest = NodeDest::create(root, NodeMeta::new(Some(fake.address(1)), 4)).unwrap();
+    let source = crate::wire::SourceCluster::new(
+        &fake.address(1),
+        crate::wire::TopicSelection::names(&["orders"]).unwrap(),
+        crate::wire::SourceClusterOptions {
+            fetch_max_wait_ms: 100,
+            ..crate::wire::SourceClusterOptions::default()
+        },
+    );
+    let options = NodeDriverOptions {
+        fetch_ahead,
+        ..options()
+    };
+    let mut driver = NodeDriver::from_dest(dest, Some(source), options).unwrap();
+    driver
+        .add_topics(&east(), &[("orders".into(), ORDERS, 2)], 0)
         .unwrap();
-        let source = crate::wire::SourceCluster::new(
-            &fake.address(1),
-            crate::wire::TopicSelection::names(&["orders"]).unwrap(),
-            crate::wire::SourceClusterOptions {
-                fetch_max_wait_ms: 100,
-                ..crate::wire::SourceClusterOptions::default()
-            },
-        );
-        let options = NodeDriverOptions {
-            fetch_ahead,
-            ..options()
-        };
-        let mut driver = NodeDriver::from_dest(dest, Some(source), options).unwrap();
-        driver
-            .add_topics(&east(), &[("orders".into(), ORDERS, 2)], 0)
-            .unwrap();
-        run_until_caught_up(&mut driver, &mut ManualClock::default());
-        assert_same_bytes(&fake, &driver, ORDERS, 0);
-        stats.push(driver.stats());
-    }
-    let (streaming, serial) = (stats[0], stats[1]);
+    let held_before = fake.state().long_polls;
+    run_until_caught_up(&mut driver, &mut ManualClock::default());
+    assert_same_bytes(fake, &driver, ORDERS, 0);
+    (driver.stats(), fake.state().long_polls - held_before)
+}
+
+#[test]
+fn a_brokers_answer_is_written_while_another_broker_long_polls() {
+    // orders-1 on broker 2, which holds every Fetch of it with nothing new.
+    let fake = long_polling_orders(2);
+    let dir = tempfile::tempdir().unwrap();
+    let (streaming, _) = mirror_long_polled(&fake, &dir.path().join("ahead"), true);
+    let (serial, _) = mirror_long_polled(&fake, &dir.path().join("serial"), false);
     // Broker 1's answers (its fetcher first in the kernel's order) were fed while broker 2
     // still held its Fetch (in the first round at least: later, while orders-0 is read ahead,
     // orders-1 rides in the same Fetch ahead and no round asks it alone); taking turns, never.
@@ -232,53 +243,14 @@ fn a_brokers_answer_is_written_while_another_broker_long_polls() {
 
 #[test]
 fn a_partition_at_the_tail_does_not_hold_a_backlog_in_a_long_poll() {
-    // orders-0 has six batches to mirror, two a fetch; orders-1, on the same broker, none.
-    // The broker holds a Fetch with nothing new for its 100 ms wait, as Kafka does. While
-    // orders-0 is read ahead, orders-1 goes in the same Fetch ahead and is left out of the
-    // round when it has nothing new, so no round asks it alone: the only Fetch held is the
-    // one that finds both partitions caught up, as when fetching and writing take turns.
-    let fake = FakeCluster::start(
-        1,
-        vec![crate::wire::fake_broker::FakeTopic {
-            name: "orders".into(),
-            id: ORDERS,
-            partitions: vec![
-                FakePartition::with_batches(1, 5, 6),
-                FakePartition::with_batches(1, 5, 0),
-            ],
-        }],
-    );
-    fake.state().long_poll = true;
+    // orders-1 on broker 1 too. While orders-0 is read ahead, orders-1 goes in the same Fetch
+    // ahead and is left out of the round when it has nothing new, so no round asks it alone:
+    // the only Fetch held is the one that finds both partitions caught up, as when fetching
+    // and writing take turns.
+    let fake = long_polling_orders(1);
     let dir = tempfile::tempdir().unwrap();
-    let mut runs = Vec::new();
-    for fetch_ahead in [true, false] {
-        let dest = NodeDest::create(
-            &dir.path().join(format!("{fetch_ahead}")),
-            NodeMeta::new(Some(fake.address(1)), 4),
-        )
-        .unwrap();
-        let source = crate::wire::SourceCluster::new(
-            &fake.address(1),
-            crate::wire::TopicSelection::names(&["orders"]).unwrap(),
-            crate::wire::SourceClusterOptions {
-                fetch_max_wait_ms: 100,
-                ..crate::wire::SourceClusterOptions::default()
-            },
-        );
-        let options = NodeDriverOptions {
-            fetch_ahead,
-            ..options()
-        };
-        let mut driver = NodeDriver::from_dest(dest, Some(source), options).unwrap();
-        driver
-            .add_topics(&east(), &[("orders".into(), ORDERS, 2)], 0)
-            .unwrap();
-        let held_before = fake.state().long_polls;
-        run_until_caught_up(&mut driver, &mut ManualClock::default());
-        assert_same_bytes(&fake, &driver, ORDERS, 0);
-        runs.push((fake.state().long_polls - held_before, driver.stats()));
-    }
-    let ((held_ahead, ahead), (held_serial, serial)) = (runs[0], runs[1]);
+    let (ahead, held_ahead) = mirror_long_polled(&fake, &dir.path().join("ahead"), true);
+    let (serial, held_serial) = mirror_long_polled(&fake, &dir.path().join("serial"), false);
     assert_eq!((held_ahead, held_serial), (1, 1), "{ahead:?} {serial:?}");
     assert!(ahead.fetched_ahead >= 2, "{ahead:?}");
     assert!(ahead.left_out_ahead >= 2, "{ahead:?}");
