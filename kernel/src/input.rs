@@ -140,4 +140,8 @@ pub enum Input {
         /// The attempt the timer was set for.
         attempt: u32,
     },
+    /// The source cluster no longer has the partition's topic: its metadata lists no topic with
+    /// this topic id (deleted, or re-created under another id). A partition still asked to
+    /// mirror goes FAILED, not retryable; a stop goes on (it needs nothing of the source).
+    SourceTopicDeleted,
 }

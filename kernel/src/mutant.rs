@@ -76,11 +76,21 @@ pub enum Mutant {
     /// The mirror fetcher sends no last fetched epoch (a consumer fetch before KIP-320), so the
     /// source never reports a divergence and the destination keeps what the source lost.
     FetchWithoutLastEpoch,
+    /// A new leadership leaves the produce gate as the executor holds it (persisted by an
+    /// earlier incarnation), so a partition STOPPED and writable before a restart stays
+    /// writable through a failback's PREPARING and MIRRORING.
+    KeepPersistedGate,
+    /// Discovery (`crate::discovery`) adds a failed-over topic (`<mirror>.removed`) back to
+    /// the mirror that matches it, without the operator's failback.
+    ImplicitFailback,
+    /// The node manager: a source topic's new partitions are never asked of the destination
+    /// (no `CreatePartitions`), so they are never mirrored.
+    SourceGrowthIgnored,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 22] = [
+    pub const ALL: [Mutant; 25] = [
         Mutant::SkipIsrWait,
         Mutant::ActBeforePersist,
         Mutant::SkipEpochBump,
@@ -103,15 +113,21 @@ impl Mutant {
         Mutant::EpochTieNotBumped,
         Mutant::KeepStateAfterFailedWrite,
         Mutant::FetchWithoutLastEpoch,
+        Mutant::KeepPersistedGate,
+        Mutant::ImplicitFailback,
+        Mutant::SourceGrowthIgnored,
     ];
 
     /// The mutants of the node manager (`kernel/src/node/`): only the node model
     /// (`kmirror check --node`, `model/src/node/`) runs a `NodeMirror`, so only it can show
     /// them; every other mutant is in `PartitionMirror` or the coordinator.
-    pub const NODE: [Mutant; 3] = [
+    pub const NODE: [Mutant; 6] = [
         Mutant::CoalescedFetchDropsAfterFailure,
         Mutant::StopRoutedToEveryTopic,
         Mutant::FetchPartToWrongPartition,
+        Mutant::KeepPersistedGate,
+        Mutant::ImplicitFailback,
+        Mutant::SourceGrowthIgnored,
     ];
 
     /// Whether this is one of [`Mutant::NODE`].
@@ -144,6 +160,9 @@ impl Mutant {
             Mutant::EpochTieNotBumped => "epoch-tie-not-bumped",
             Mutant::KeepStateAfterFailedWrite => "keep-state-after-failed-write",
             Mutant::FetchWithoutLastEpoch => "fetch-without-last-epoch",
+            Mutant::KeepPersistedGate => "keep-persisted-gate",
+            Mutant::ImplicitFailback => "implicit-failback",
+            Mutant::SourceGrowthIgnored => "source-growth-ignored",
         }
     }
 
@@ -198,6 +217,15 @@ impl Mutant {
             }
             Mutant::FetchWithoutLastEpoch => {
                 "The mirror fetcher sends no last fetched epoch (needs --unclean-source)"
+            }
+            Mutant::KeepPersistedGate => {
+                "A new leadership keeps the produce gate an earlier one opened (needs --node)"
+            }
+            Mutant::ImplicitFailback => {
+                "Discovery re-adds a failed-over topic without a failback (needs --node)"
+            }
+            Mutant::SourceGrowthIgnored => {
+                "The node never creates the partitions a source topic gained (needs --node)"
             }
         }
     }

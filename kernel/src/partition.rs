@@ -197,6 +197,9 @@ pub struct PartitionMirror {
     /// The prototype design: a desired-state change arrived while a read or write was in
     /// flight, so the answer is a trigger to decide on.
     decision_pending: bool,
+    /// The source's topic is gone ([`Input::SourceTopicDeleted`]); in memory only, like the
+    /// source metadata it comes from: what persists is the FAILED record it leads to.
+    source_deleted: bool,
     next_request: u64,
 }
 
@@ -221,6 +224,7 @@ impl PartitionMirror {
             asserted: false,
             fencing_epoch: None,
             decision_pending: false,
+            source_deleted: false,
             next_request: 0,
         }
     }
@@ -288,6 +292,12 @@ impl PartitionMirror {
         self.writable
     }
 
+    /// Whether this leadership was told the source's topic is gone
+    /// ([`Input::SourceTopicDeleted`]).
+    pub fn source_deleted(&self) -> bool {
+        self.source_deleted
+    }
+
     /// Handles one input against the local log `log` (read only) and returns the effects to
     /// execute, in order. An input that changes nothing returns [`Ignored`].
     pub fn handle(
@@ -302,7 +312,7 @@ impl PartitionMirror {
                 leader_epoch,
                 replicas,
                 isr,
-            } => self.on_became_leader(leader_epoch, replicas, isr, &mut out)?,
+            } => self.on_became_leader(config, leader_epoch, replicas, isr, &mut out)?,
             Input::BecameFollower => self.on_became_follower(&mut out),
             Input::IsrChanged { replicas, isr } => {
                 let leadership = self.leadership.as_mut().ok_or(Ignored::NotLeader)?;
@@ -430,6 +440,19 @@ impl PartitionMirror {
             Input::RequestFailed { request, error } => {
                 self.on_failure(config, request, error, &mut out)?
             }
+            Input::SourceTopicDeleted => {
+                if self.source_deleted {
+                    return Err(self.not_applicable("SourceTopicDeleted"));
+                }
+                self.source_deleted = true;
+                match self.activity {
+                    // Decided when the answer arrives.
+                    Activity::Reading(_) | Activity::Writing { .. } => {
+                        self.decision_pending = config.design == Design::Prototype;
+                    }
+                    _ => self.reconcile(config, log, &mut out),
+                }
+            }
             Input::RetryDue { attempt } => {
                 if self.activity != (Activity::AwaitingRetry { attempt }) {
                     return Err(self.not_applicable("RetryDue"));
@@ -470,6 +493,7 @@ impl PartitionMirror {
 
     fn on_became_leader(
         &mut self,
+        config: &MirrorConfig,
         leader_epoch: LeaderEpoch,
         replicas: OrdSet<BrokerId>,
         isr: OrdSet<BrokerId>,
@@ -493,6 +517,13 @@ impl PartitionMirror {
                 return Ok(());
             }
         }
+        // The produce gate is the kernel's: whatever the executor holds (an earlier leadership
+        // or process may have opened it and persisted that), it is closed before anything else
+        // and opened again only once this leadership reads or writes STOPPED.
+        if self.writable || !mutant::active(config.mutant, Mutant::KeepPersistedGate) {
+            out.push(Effect::SetWritable(false));
+        }
+        self.writable = false;
         self.on_became_follower(out);
         self.leadership = Some(Leadership {
             leader_epoch,
@@ -641,6 +672,13 @@ impl PartitionMirror {
             return;
         }
         let state = self.state();
+        if decide && self.fails_for_deleted_source(state) {
+            let error = "the source topic was deleted (or re-created under another topic id): \
+                         the partition stays FAILED and read-only, with what it mirrored"
+                .to_owned();
+            self.write_non_retryable_failure(config, error, out);
+            return;
+        }
         let transition = decide
             .then(|| self.immediate_transition(config, state))
             .flatten();
@@ -651,15 +689,42 @@ impl PartitionMirror {
         }
     }
 
+    /// Whether the source's topic is gone while the operator still asks to mirror (or pause)
+    /// from it in a state that needs the source: FAILED for good. A stop (STOPPING, STOPPED,
+    /// or a stop asked) needs nothing of the source and goes on; a FAILED record that is not
+    /// retried already says it.
+    fn fails_for_deleted_source(&self, state: MirrorState) -> bool {
+        use MirrorState::*;
+        self.source_deleted
+            && matches!(
+                self.desired,
+                DesiredState::Mirror(_) | DesiredState::Pause(_)
+            )
+            && match state {
+                Stopping | Stopped => false,
+                Failed => {
+                    self.stored_value().map(|v| v.retry_attempt) != Some(NON_RETRYABLE_ATTEMPT)
+                }
+                _ => true,
+            }
+    }
+
     /// Whether the stored state must be re-asserted before its side effect runs: every stored
     /// state except a STOPPING whose epoch bump is not recorded yet when the stop order starts
     /// with the bump (its side effect starts by writing exactly that record). In any other
     /// order the first step acts on the log, so the record is re-asserted first.
+    ///
+    /// A record written at this leadership's own epoch needs no re-assertion: an epoch is one
+    /// leadership, so its writer was this leadership (an earlier incarnation of it, which the
+    /// executor guarantees can write no more, as a node's lock does across a restart), and
+    /// the coordinator already fences every older leader's late write by leader epoch.
     fn needs_reassert(&self, config: &MirrorConfig) -> bool {
+        let epoch = self.leadership.as_ref().map(|l| l.leader_epoch);
         self.stored_value().is_some_and(|v| {
-            v.state != MirrorState::Stopping
-                || v.previous_state == Some(MirrorState::Stopping)
-                || config.stop_order.steps()[0] != StopStep::Bump
+            Some(v.leader_epoch) != epoch
+                && (v.state != MirrorState::Stopping
+                    || v.previous_state == Some(MirrorState::Stopping)
+                    || config.stop_order.steps()[0] != StopStep::Bump)
         })
     }
 
@@ -915,35 +980,9 @@ impl PartitionMirror {
         log: &impl LogView,
         out: &mut Vec<Effect>,
     ) {
-        let leo = log.log_end_offset();
-        let truncated_to = match lme {
-            None => {
-                out.push(Effect::Log(LogEffect::TruncateFullyAndStartAt {
-                    offset: source_log_start_offset,
-                    cause: TruncationCause::NoLastMirroredEpoch,
-                }));
-                source_log_start_offset
-            }
-            Some(lme) => {
-                let answer = log.epoch_cache().end_offset_for(lme.epoch, leo);
-                let epoch_end = if answer.is_undefined() {
-                    leo
-                } else {
-                    answer.end_offset
-                };
-                let mut target = epoch_end.min(lme.end_offset).min(leo);
-                if mutant::active(config.mutant, Mutant::LmeOffByOne) {
-                    target = (target + 1).min(leo);
-                }
-                if target < leo {
-                    out.push(Effect::Log(LogEffect::TruncateTo {
-                        offset: target,
-                        cause: TruncationCause::LastMirroredEpoch,
-                    }));
-                }
-                target
-            }
-        };
+        let (truncated_to, effect) =
+            crate::lme::lme_truncation(lme, source_log_start_offset, log, config.mutant);
+        out.extend(effect.map(Effect::Log));
         self.activity = Activity::AwaitingReplicas {
             truncated_to,
             done: OrdSet::unit(self.broker),

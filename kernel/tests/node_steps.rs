@@ -199,6 +199,7 @@ impl Node {
         assert_eq!(
             self.settle(out),
             vec![
+                tagged(key, Effect::SetWritable(false)),
                 tagged(
                     key,
                     Effect::Log(LogEffect::TruncateFullyAndStartAt {
@@ -304,13 +305,17 @@ fn unknown_and_stale_keys_are_typed_errors() {
 
     assert_eq!(
         n.lead(A0, 1).effects,
-        vec![tagged(
-            A0,
-            Effect::ReadState {
-                request: RequestId(1),
-                key: mirror_key(A0)
-            }
-        )]
+        vec![
+            tagged(A0, Effect::SetWritable(false)),
+            tagged(
+                A0,
+                Effect::ReadState {
+                    request: RequestId(1),
+                    key: mirror_key(A0)
+                }
+            )
+        ],
+        "the gate is closed before anything else"
     );
     let out = n.partition(
         A0,
@@ -369,13 +374,16 @@ fn leadership_creates_and_drops_the_partition_and_numbering_continues() {
     // to request 1 is stale.
     assert_eq!(
         n.lead(A0, 2).effects,
-        vec![tagged(
-            A0,
-            Effect::ReadState {
-                request: RequestId(5),
-                key: mirror_key(A0)
-            }
-        )]
+        vec![
+            tagged(A0, Effect::SetWritable(false)),
+            tagged(
+                A0,
+                Effect::ReadState {
+                    request: RequestId(5),
+                    key: mirror_key(A0)
+                }
+            )
+        ]
     );
     let out = n.partition(
         A0,
@@ -771,6 +779,7 @@ fn source_growth_asks_for_partitions_once_and_a_shrink_is_refused() {
     assert_eq!(
         out.effects,
         vec![
+            tagged(A0, Effect::SetWritable(false)),
             tagged(
                 A0,
                 Effect::ReadState {

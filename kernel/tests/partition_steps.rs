@@ -22,10 +22,13 @@ fn new_leader_reads_then_persists_preparing_before_querying_the_lme() {
     let mut d = Driver::new(MirrorConfig::default());
     assert_eq!(
         d.lead(1, &[ME, 2]),
-        vec![Effect::ReadState {
-            request: RequestId(1),
-            key: key()
-        }]
+        vec![
+            Effect::SetWritable(false),
+            Effect::ReadState {
+                request: RequestId(1),
+                key: key()
+            }
+        ]
     );
     assert_eq!(
         d.read(1),
@@ -644,10 +647,13 @@ fn a_restarted_leader_resumes_a_bumped_stop_without_a_second_bump_or_pid_reset()
     d.log.advance_high_watermark(6).unwrap();
     assert_eq!(
         d.lead(5, &[ME]),
-        vec![Effect::ReadState {
-            request: RequestId(1),
-            key: key()
-        }]
+        vec![
+            Effect::SetWritable(false),
+            Effect::ReadState {
+                request: RequestId(1),
+                key: key()
+            }
+        ]
     );
     // It first re-asserts the record under its leadership, keeping the stop epoch (4).
     let w = d.read(1);
@@ -947,10 +953,13 @@ fn losing_leadership_stops_the_fetcher_and_forgets_everything() {
     // Request ids keep growing so completions from the old term stay stale.
     assert_eq!(
         d.lead(2, &[ME]),
-        vec![Effect::ReadState {
-            request: RequestId(5),
-            key: key()
-        }]
+        vec![
+            Effect::SetWritable(false),
+            Effect::ReadState {
+                request: RequestId(5),
+                key: key()
+            }
+        ]
     );
 }
 
@@ -958,7 +967,11 @@ fn losing_leadership_stops_the_fetcher_and_forgets_everything() {
 fn a_topic_that_is_not_mirrored_needs_nothing() {
     let mut d = Driver::new(MirrorConfig::default());
     d.mirror = PartitionMirror::new(ME, key().topic_id, 0, DesiredState::NotMirrored);
-    assert_eq!(d.lead(1, &[ME]), vec![]);
+    assert_eq!(
+        d.lead(1, &[ME]),
+        vec![Effect::SetWritable(false)],
+        "the gate is closed (it only matters while the topic is mirrored)"
+    );
 }
 
 #[test]

@@ -447,7 +447,7 @@ fn lme_recorded_after_a_leader_change(config: MirrorConfig) -> LastMirroredEpoch
     );
     assert_eq!(d.log.log_end_offset(), 4);
     let read = d.lead(2, &[ME]);
-    let [Effect::ReadState { request, .. }] = read[..] else {
+    let [Effect::SetWritable(false), Effect::ReadState { request, .. }] = read[..] else {
         panic!("a new leader reads its state: {read:?}");
     };
     let w = d.read(request.0);

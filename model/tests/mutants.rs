@@ -115,7 +115,10 @@ fn case(mutant: Mutant) -> (ModelConfig, &'static str) {
         // The node manager's mutants need the node model: model/tests/node.rs.
         Mutant::CoalescedFetchDropsAfterFailure
         | Mutant::StopRoutedToEveryTopic
-        | Mutant::FetchPartToWrongPartition => unreachable!("{mutant:?} is a node mutant"),
+        | Mutant::FetchPartToWrongPartition
+        | Mutant::KeepPersistedGate
+        | Mutant::ImplicitFailback
+        | Mutant::SourceGrowthIgnored => unreachable!("{mutant:?} is a node mutant"),
     }
 }
 

@@ -115,7 +115,7 @@ fn p4_local_writes_at_the_recorded_lme_epoch() {
     let config = with_network_fault();
     assert_eq!(
         shortest(&config, "local_writes_after_stop_above_lme"),
-        Some(29)
+        Some(27)
     );
     let mut fixed = config;
     fixed.kernel.lme_capture = LmeCapture::BeforeStopWrites;

@@ -55,6 +55,13 @@ pub enum NodeInput {
         /// The source leader of each partition.
         leaders: Vec<Option<BrokerId>>,
     },
+    /// The source cluster no longer has the topic (its metadata has no topic with this id):
+    /// every partition of it this node leads, now or later, hears
+    /// [`Input::SourceTopicDeleted`]. Sent once; repeats change nothing.
+    SourceTopicDeleted {
+        /// The topic.
+        topic_id: TopicId,
+    },
     /// An input for one partition: leadership, ISR, replica reports, the high watermark, or the
     /// completion of one of its requests. Not `DesiredStateChanged` (see [`NodeInput::Topic`]).
     Partition {

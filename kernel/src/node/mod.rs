@@ -45,6 +45,9 @@
 //!   yields [`NodeEffect::CreatePartitions`] (Kafka Admin `createPartitions`), asked once per
 //!   count by the node leading destination partition 0; fewer yields
 //!   [`NodeError::SourcePartitionsShrank`] and no effect.
+//! - **A deleted source topic** ([`NodeInput::SourceTopicDeleted`]) is fanned out to the
+//!   topic's led partitions as [`Input::SourceTopicDeleted`], and again to each partition led
+//!   later: the partitions decide (FAILED for good unless stopping).
 //! - **`__mirror_state` placement**: each mirrored partition's state lives on `__mirror_state`
 //!   partition [`mirror_state_partition`](crate::partitioner::mirror_state_partition) of its
 //!   key. Coordinator answers ([`NodeInput::CoordinatorAnswer`]) are checked against it and
@@ -244,6 +247,8 @@ struct Topic {
     source_leaders: Option<Vec<Option<BrokerId>>>,
     /// The largest count `createPartitions` was asked for.
     requested_partitions: Option<PartitionIndex>,
+    /// The source no longer has the topic ([`NodeInput::SourceTopicDeleted`]).
+    source_deleted: bool,
 }
 
 /// A partition this node leads.
@@ -375,7 +380,10 @@ impl NodeMirror {
                 partitions,
             } => self.on_topic(config, topic_id, desired, partitions, logs, &mut out),
             NodeInput::SourceTopic { topic_id, leaders } => {
-                self.on_source_topic(topic_id, leaders, &mut out)
+                self.on_source_topic(config, topic_id, leaders, &mut out)
+            }
+            NodeInput::SourceTopicDeleted { topic_id } => {
+                self.on_source_topic_deleted(config, topic_id, logs, &mut out)
             }
             NodeInput::Partition { key, input } => self.route(config, key, input, logs, &mut out),
             NodeInput::CoordinatorAnswer {

@@ -77,6 +77,13 @@ impl NodeMirror {
         let follower = matches!(input, Input::BecameFollower);
         let leader = matches!(input, Input::BecameLeader { .. });
         self.route_unchecked(config, key, input, logs, out);
+        let told = self
+            .led
+            .get(&key)
+            .is_some_and(|l| l.mirror.source_deleted());
+        if leader && !told && self.source_deleted(&key.topic_id) {
+            self.route_unchecked(config, key, Input::SourceTopicDeleted, logs, out);
+        }
         if follower {
             if let Some(led) = self.led.remove(&key) {
                 self.retired.insert(key, led.mirror);
@@ -84,7 +91,7 @@ impl NodeMirror {
             }
         }
         if leader && key.partition == 0 {
-            self.check_growth(key.topic_id, out);
+            self.check_growth(config, key.topic_id, out);
         }
     }
 

@@ -32,6 +32,7 @@ impl NodeMirror {
                         partitions,
                         source_leaders: None,
                         requested_partitions: None,
+                        source_deleted: false,
                     },
                 );
                 false
@@ -68,11 +69,12 @@ impl NodeMirror {
                 self.route_unchecked(config, key, input, logs, out);
             }
         }
-        self.check_growth(topic_id, out);
+        self.check_growth(config, topic_id, out);
     }
 
     pub(super) fn on_source_topic(
         &mut self,
+        config: &MirrorConfig,
         topic_id: TopicId,
         leaders: Vec<Option<BrokerId>>,
         out: &mut NodeOutput,
@@ -122,12 +124,47 @@ impl NodeMirror {
                 }
             }
         }
-        self.check_growth(topic_id, out);
+        self.check_growth(config, topic_id, out);
+    }
+
+    pub(super) fn on_source_topic_deleted(
+        &mut self,
+        config: &MirrorConfig,
+        topic_id: TopicId,
+        logs: &impl NodeLogs,
+        out: &mut NodeOutput,
+    ) {
+        let Some(topic) = self.topics.get_mut(&topic_id) else {
+            out.errors.push(NodeError::UnknownTopic { topic_id });
+            return;
+        };
+        if std::mem::replace(&mut topic.source_deleted, true) {
+            return;
+        }
+        topic.source_leaders = None;
+        let keys: Vec<PartitionKey> = self
+            .led
+            .range(PartitionKey::topic_range(topic_id))
+            .map(|(k, _)| *k)
+            .collect();
+        for key in keys {
+            self.route_unchecked(config, key, Input::SourceTopicDeleted, logs, out);
+        }
+    }
+
+    /// Whether the source no longer has `topic_id`.
+    pub(super) fn source_deleted(&self, topic_id: &TopicId) -> bool {
+        self.topics.get(topic_id).is_some_and(|t| t.source_deleted)
     }
 
     /// Asks for the destination partitions the source has and the destination lacks, once per
     /// count, from the leader of destination partition 0 only.
-    pub(super) fn check_growth(&mut self, topic_id: TopicId, out: &mut NodeOutput) {
+    pub(super) fn check_growth(
+        &mut self,
+        config: &MirrorConfig,
+        topic_id: TopicId,
+        out: &mut NodeOutput,
+    ) {
         if !self.led.contains_key(&PartitionKey::new(topic_id, 0)) {
             return;
         }
@@ -145,6 +182,7 @@ impl NodeMirror {
         if mirrored
             && source > topic.partitions
             && topic.requested_partitions.is_none_or(|r| r < source)
+            && !mutant::active(config.mutant, Mutant::SourceGrowthIgnored)
         {
             topic.requested_partitions = Some(source);
             out.effects.push(NodeEffect::CreatePartitions {
