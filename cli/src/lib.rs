@@ -22,4 +22,5 @@ pub mod node_model_cli;
 pub mod node_progress;
 pub mod node_sync_cli;
 pub mod replay;
+pub mod signals;
 pub mod sync_cli;

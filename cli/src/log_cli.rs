@@ -165,9 +165,9 @@ pub struct MirrorArgs {
     /// The source cluster directory.
     #[arg(long, value_name = "DIR")]
     pub source: Option<PathBuf>,
-    /// A live Kafka broker to mirror from, instead of a directory (with --topic, or --topics
-    /// for a node destination).
-    #[arg(long, value_name = "HOST:PORT")]
+    /// Live Kafka brokers to mirror from, instead of a directory (with --topic, or --topics
+    /// for a node destination): one or more `host:port`, separated by commas.
+    #[arg(long, value_name = "HOST:PORT[,HOST:PORT...]")]
     pub source_bootstrap: Option<String>,
     /// How to connect to --source-bootstrap: a Kafka client.properties file
     /// (security.protocol, ssl.truststore.location as PEM, ssl.keystore.location,
@@ -187,6 +187,25 @@ pub struct MirrorArgs {
         conflicts_with_all = ["topic", "source"]
     )]
     pub topics: Option<String>,
+    /// With --topics: globs of topics not to mirror even when a glob of --topics matches them
+    /// (a topic named exactly in --topics is mirrored anyway), applied again at every refresh
+    /// of the source's metadata; '' excludes nothing.
+    #[arg(long, value_name = "LIST", requires = "topics", default_value = "__*")]
+    pub exclude: String,
+    /// With --topics: how often a following mirror refreshes the source's metadata, so that
+    /// topics and partitions created at the source are mirrored (and deleted ones noticed)
+    /// within that time.
+    #[arg(long, value_name = "MS", requires = "topics", default_value_t = 30_000)]
+    pub metadata_refresh_ms: u64,
+    /// With --topics: also mirror again the selected topics that were failed over
+    /// (`kmirror stop`), truncating each partition by the last-mirrored-epoch rule. Without it
+    /// such topics are skipped. The command first prints what each partition loses and does
+    /// nothing more unless --yes is given (or nothing is lost).
+    #[arg(long, requires = "topics")]
+    pub failback: bool,
+    /// With --failback: go ahead even though the failback truncates local records.
+    #[arg(long, requires = "failback")]
+    pub yes: bool,
     /// The partition to mirror from the broker of --source-bootstrap.
     #[arg(
         long,

@@ -28,14 +28,20 @@ use std::sync::Arc;
 use kmirror_harness::driver::Clock;
 use kmirror_harness::node::control::SETTLE_MS;
 use kmirror_harness::node::dest::STATUS_FILE;
+use kmirror_harness::node::failback;
+use kmirror_harness::node::follow::{left_line, Follow};
 use kmirror_harness::node::verify::verify_node;
 use kmirror_harness::node::{
     ControlClient, ControlRequest, ControlResponse, NodeDest, NodeDriver, NodeDriverOptions,
     NodeError, NodeIdle, NodeMeta, NodeStatus, NodeUntil, PartitionStatus, RequestStatus,
-    TopicResults, TopicsVerb,
+    TopicChange, TopicResults, TopicsVerb,
 };
+use kmirror_harness::wire::client::EARLIEST_TIMESTAMP;
 use kmirror_harness::wire::{SecurityConfig, SourceCluster, SourceClusterOptions, TopicSelection};
-use kmirror_kernel::config::{MirrorConfig, RetryPolicy, StopStrategy};
+use kmirror_kernel::config::{FetchIsolation, MirrorConfig, RetryPolicy, StopStrategy};
+use kmirror_kernel::desired::DesiredState;
+use kmirror_kernel::discovery::{discover, Left};
+use kmirror_kernel::node::PartitionKey;
 use kmirror_kernel::types::MirrorName;
 
 use crate::log_cli::{
@@ -96,20 +102,27 @@ fn source_cluster(
     )
 }
 
-/// Prints one line per topic; returns whether every topic was accepted.
-fn print_results(action: &str, results: &TopicResults) -> bool {
+/// Prints one line per topic of an AddTopicsToMirror into `mirror` (`failback`: the
+/// failed-over ones it puts back); returns whether every topic was accepted.
+fn print_results(mirror: &MirrorName, failback: &[String], results: &TopicResults) -> bool {
     for (topic, result) in results {
         match result {
-            Ok(()) => println!("{topic}: {action}"),
+            Ok(TopicChange::Changed) if failback.contains(topic) => {
+                println!("{topic}: failing back: in mirror {mirror} again")
+            }
+            Ok(TopicChange::Changed) => println!("{topic}: in mirror {mirror}"),
+            Ok(TopicChange::Unchanged) => println!("{topic}: already in mirror {mirror}"),
             Err(e) => eprintln!("kmirror: {topic}: {e}"),
         }
     }
     results.values().all(Result::is_ok)
 }
 
-/// Writes `status.json` (best effort: it only feeds the lag column of a later status).
+/// Writes `status.json` (best effort: it only feeds the lag column of a later status), dated.
 fn write_status(driver: &NodeDriver) {
-    if let Ok(text) = serde_json::to_string_pretty(&driver.status()) {
+    let mut status = driver.status();
+    status.measured_at_ms = Some(SystemClock.now_ms());
+    if let Ok(text) = serde_json::to_string_pretty(&status) {
         let _ = kmirror_harness::segment::write_atomically(
             driver.dest().root(),
             STATUS_FILE,
@@ -290,7 +303,17 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
                 .to_owned(),
         );
     }
-    let selection = TopicSelection::parse(topics).map_err(|e| e.to_string())?;
+    let include = TopicSelection::parse(topics).map_err(|e| e.to_string())?;
+    let exclude = match args.exclude.trim() {
+        "" => None,
+        list => Some(TopicSelection::parse(list).map_err(|e| format!("--exclude: {e}"))?),
+    };
+    if args.dest.exists() && !args.dest.is_dir() {
+        return Err(format!(
+            "{} is a file, not a directory: give --dest a directory (new or a node destination)",
+            args.dest.display()
+        ));
+    }
     if NodeDest::is_single_partition(&args.dest) {
         return Err(NodeError::SinglePartition {
             dir: args.dest.clone(),
@@ -299,8 +322,9 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
     }
     // The selection resolved on the source cluster.
     let security = crate::log_cli::source_security(args.source_config.as_deref())?;
-    let mut resolver = SourceCluster::new(bootstrap, selection, SourceClusterOptions::default())
-        .with_security(security.clone());
+    let mut resolver =
+        SourceCluster::new(bootstrap, include.clone(), SourceClusterOptions::default())
+            .with_security(security.clone());
     let metadata = resolver.metadata().map_err(|e| e.to_string())?.clone();
     // A missing Read ACL (or a refused login): nothing is created or run.
     match resolver.check_read_access() {
@@ -325,6 +349,30 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
             return Err("the source cluster has no cluster id; pass --mirror-name".to_owned())
         }
     };
+    let follow = Follow {
+        mirror: mirror.clone(),
+        include,
+        exclude,
+        metadata_refresh_ms: i64::try_from(args.metadata_refresh_ms.max(1)).unwrap_or(i64::MAX),
+    };
+    let matched: Vec<&str> = metadata
+        .topics
+        .keys()
+        .map(String::as_str)
+        .filter(|name| follow.selects(name, false))
+        .collect();
+    if matched.is_empty() {
+        eprintln!(
+            "kmirror: mirror: no topic of the source matches --topics {topics:?}{}; nothing \
+             changed",
+            if follow.exclude.is_some() {
+                format!(" outside --exclude {:?}", args.exclude)
+            } else {
+                String::new()
+            }
+        );
+        return Ok(ExitCode::from(2));
+    }
     let options = options(Some(&args.run), StopStrategy::TruncateToLso);
     let mut driver = if NodeDest::is_node_dest(&args.dest) {
         let driver = open(&mut clock, &args.dest, options)?;
@@ -338,9 +386,6 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
         }
         driver
     } else {
-        if metadata.topics.is_empty() {
-            return Err("no topic of the source matches --topics; nothing was created".to_owned());
-        }
         let meta = NodeMeta::new(
             Some(bootstrap.to_owned()),
             kmirror_harness::node::dest::DEFAULT_MIRROR_STATE_PARTITIONS,
@@ -348,9 +393,40 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
         let dest = NodeDest::create(&args.dest, meta).map_err(|e| e.to_string())?;
         NodeDriver::from_dest(dest, None, options).map_err(|e| e.to_string())?
     };
-    let wanted: Vec<(String, kmirror_kernel::types::TopicId, i32)> = metadata
-        .topics
-        .values()
+    // What this run puts in the mirror: never a failed-over topic, unless --failback.
+    let mut catalogue = driver.dest().meta().catalogue();
+    catalogue.insert_mirror(mirror.clone());
+    let found = discover(&catalogue, &mirror, matched, args.failback, None);
+    for (topic, left) in &found.left {
+        if matches!(left, Left::FailedOver) {
+            println!("{}", left_line(topic, left));
+        }
+    }
+    if args.failback && found.failback.is_empty() {
+        println!("no failed-over topic matches --topics {topics:?}: nothing to fail back");
+    }
+    if !found.failback.is_empty()
+        && !failback_confirmed(&driver, &found.failback, &mut resolver, args.yes)?
+    {
+        driver.close().map_err(|e| e.to_string())?;
+        return Ok(ExitCode::from(2));
+    }
+    // A topic in another mirror (or with a bad mirror.name) is asked anyway: the controller
+    // refuses it with Kafka's error code, as AddTopicsToMirror would.
+    // Topics already in the mirror are asked again too: a repeat changes nothing, and the
+    // destination's checks against the source (same id, no fewer partitions) still run.
+    let mut asked = found.request_topics();
+    asked.extend(found.already.iter().cloned());
+    asked.extend(
+        found
+            .left
+            .iter()
+            .filter(|(_, left)| !matches!(left, Left::FailedOver))
+            .map(|(topic, _)| topic.clone()),
+    );
+    let wanted: Vec<(String, kmirror_kernel::types::TopicId, i32)> = asked
+        .iter()
+        .filter_map(|name| metadata.topics.get(name))
         .map(|t| {
             (
                 t.name.clone(),
@@ -363,29 +439,43 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
     let results = driver
         .add_topics(&mirror, &wanted, now)
         .map_err(|e| e.to_string())?;
-    let mut described = TopicResults::new();
-    for (topic, r) in results {
-        described.insert(topic, r);
-    }
-    refused |= !print_results(&format!("in mirror {mirror}"), &described);
-    if !described.values().any(Result::is_ok) {
-        // Every selected topic refused: nothing runs, nothing changes.
+    refused |= !print_results(&mirror, &found.failback, &results);
+    if !results.is_empty() && !results.values().any(Result::is_ok) {
+        // Every topic asked for refused: nothing runs, nothing changes.
         driver.close().map_err(|e| e.to_string())?;
         eprintln!(
             "kmirror: mirror: {} of {} refused; nothing changed",
-            described.len(),
-            count_topics(described.len())
+            results.len(),
+            count_topics(results.len())
         );
         return Ok(ExitCode::from(2));
     }
-    let names: Vec<String> = driver.dest().meta().topics.keys().cloned().collect();
-    if names.is_empty() {
-        return Err("no topic is mirrored; nothing to do".to_owned());
+    let mirrored_any = driver.dest().meta().topics.iter().any(|(name, t)| {
+        t.desired(name)
+            .is_ok_and(|d| matches!(d, DesiredState::Mirror(_) | DesiredState::Pause(_)))
+    });
+    if !mirrored_any {
+        // Nothing to follow: every selected topic refused or skipped.
+        driver.close().map_err(|e| e.to_string())?;
+        eprintln!(
+            "kmirror: mirror: no topic of {} is in a mirror; nothing to follow",
+            args.dest.display()
+        );
+        return Ok(ExitCode::from(2));
     }
     driver
         .set_source_bootstrap(bootstrap)
         .map_err(|e| e.to_string())?;
-    driver.set_source(Some(source_cluster(bootstrap, &names, &security)?));
+    let source_options = SourceClusterOptions {
+        metadata_max_age: std::time::Duration::from_millis(args.metadata_refresh_ms.max(1)),
+        ..SourceClusterOptions::default()
+    };
+    let selection = follow.source_selection(driver.dest().meta());
+    driver.set_source(Some(
+        SourceCluster::new(bootstrap, selection, source_options).with_security(security.clone()),
+    ));
+    driver.follow(follow);
+    driver.interrupt_on(crate::signals::stop_flag());
     // `kmirror stop|pause|resume --topics` reach this run through the control channel.
     driver.serve_control().map_err(|e| e.to_string())?;
     let until = if args.run.until_caught_up {
@@ -395,6 +485,7 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
             poll_ms: i64::try_from(args.run.poll_ms).unwrap_or(i64::MAX),
         }
     };
+    let names: Vec<String> = driver.dest().meta().topics.keys().cloned().collect();
     let mut sync = match args.sync_interval_ms {
         Some(ms) => Some(InProcessSync::new(
             ms, &args.sync, bootstrap, &names[0], &security,
@@ -423,6 +514,7 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
         args.dest.display(),
         match end {
             NodeIdle::CaughtUp => "caught up with the source",
+            NodeIdle::Interrupted => "stopped by a signal (closed cleanly)",
             _ => "settled",
         },
         mirror,
@@ -446,6 +538,49 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Prints what a failback of `topics` truncates, partition by partition, and whether it may go
+/// ahead: always when nothing is lost, otherwise only with `yes`.
+fn failback_confirmed(
+    driver: &NodeDriver,
+    topics: &[String],
+    source: &mut SourceCluster,
+    yes: bool,
+) -> Result<bool, String> {
+    let meta = driver.dest().meta();
+    let keys: Vec<PartitionKey> = topics
+        .iter()
+        .filter_map(|name| meta.topics.get(name))
+        .flat_map(|t| (0..t.partitions).map(|p| PartitionKey::new(t.topic_id, p)))
+        .collect();
+    let asked: Vec<(kmirror_kernel::types::TopicId, i32)> =
+        keys.iter().map(|k| (k.topic_id, k.partition)).collect();
+    let answers = source.list_offsets(&asked, EARLIEST_TIMESTAMP, FetchIsolation::ReadUncommitted);
+    let mut starts = BTreeMap::new();
+    for (key, answer) in keys.into_iter().zip(answers) {
+        let start = answer.map_err(|e| {
+            format!("cannot preview the failback: the source's log start is unknown: {e}")
+        })?;
+        starts.insert(key, start);
+    }
+    let previews = failback::previews(driver, topics, &starts);
+    for p in &previews {
+        println!("{}", p.line());
+    }
+    let truncated: i64 = previews.iter().map(|p| p.truncated).sum();
+    let here: i64 = previews.iter().map(|p| p.written_here).sum();
+    if truncated == 0 || yes {
+        return Ok(true);
+    }
+    eprintln!(
+        "kmirror: mirror: the failback of {} truncates {truncated} offsets in {} partitions \
+         ({here} written here since the failover); nothing changed: run again with --yes to go \
+         ahead",
+        count_topics(topics.len()),
+        previews.iter().filter(|p| p.truncated > 0).count()
+    );
+    Ok(false)
 }
 
 /// How long `stop`, `pause` and `resume` wait for a running mirror to claim a request handed
@@ -553,9 +688,15 @@ fn print_topic_results(verb: TopicsVerb, results: &TopicResults) {
         TopicsVerb::Pause => "pausing",
         TopicsVerb::Resume => "resuming",
     };
+    let already = match verb {
+        TopicsVerb::Stop => "already removed from its mirror",
+        TopicsVerb::Pause => "already paused",
+        TopicsVerb::Resume => "already resuming",
+    };
     for (topic, result) in results {
         match result {
-            Ok(()) => println!("{topic}: {action}"),
+            Ok(TopicChange::Changed) => println!("{topic}: {action}"),
+            Ok(TopicChange::Unchanged) => println!("{topic}: {already}"),
             Err(e) => eprintln!("kmirror: {topic}: {}: {}", e.code, e.message),
         }
     }
@@ -567,6 +708,11 @@ fn count_topics(n: usize) -> String {
     } else {
         format!("{n} topics")
     }
+}
+
+/// Whether partition `p` is where `verb` puts it (STOPPED and writable, PAUSED, MIRRORING).
+fn reached(verb: TopicsVerb, p: &PartitionStatus) -> bool {
+    p.state == verb.target().to_string() && (verb != TopicsVerb::Stop || p.writable)
 }
 
 /// The end of `stop`, `pause` or `resume`: one line per partition of the accepted topics,
@@ -604,10 +750,19 @@ fn finish(
     }
     let refused = results.values().filter(|r| r.is_err()).count();
     let accepted = results.len() - refused;
+    let changed = results
+        .values()
+        .filter(|r| matches!(r, Ok(TopicChange::Changed)))
+        .count();
     let done = match verb {
         TopicsVerb::Stop => "stopped (failed over, writable)",
         TopicsVerb::Pause => "paused",
         TopicsVerb::Resume => "mirroring again",
+    };
+    let done = if changed == 0 && accepted > 0 {
+        format!("{done} already; nothing changed")
+    } else {
+        done.to_owned()
     };
     if refused == 0 {
         println!("{}: {} {done}", verb.name(), count_topics(accepted));
@@ -692,6 +847,21 @@ fn request_topics(
         // Nothing accepted: the node is not even started, so nothing is written.
         driver.close().map_err(|e| e.to_string())?;
         return finish(verb, dest, &results, &[]);
+    }
+    let repeats = results
+        .values()
+        .all(|r| !matches!(r, Ok(TopicChange::Changed)));
+    let settled: Vec<PartitionStatus> = driver
+        .status()
+        .partitions
+        .into_iter()
+        .filter(|p| accepted.contains(&&p.topic))
+        .collect();
+    if repeats && settled.iter().all(|p| reached(verb, p)) {
+        // Every accepted topic is already where the request puts it: nothing to run, nothing
+        // written.
+        driver.close().map_err(|e| e.to_string())?;
+        return finish(verb, dest, &results, &settled);
     }
     driver.start(now).map_err(|e| e.to_string())?;
     if let Some(source) = source {
@@ -819,7 +989,7 @@ pub fn status(args: StatusArgs) -> Result<ExitCode, String> {
             serde_json::to_string_pretty(&status).map_err(|e| e.to_string())?
         );
     } else {
-        print!("{}", status.render());
+        print!("{}", status.render(SystemClock.now_ms()));
     }
     Ok(ExitCode::SUCCESS)
 }

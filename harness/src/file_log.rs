@@ -635,6 +635,16 @@ impl FileLog {
         self.fail_on_error(result)
     }
 
+    /// Records the high watermark for the next write of its checkpoint (the log dir's file in
+    /// a node destination), without flushing anything: Kafka writes its high watermarks every
+    /// `replica.high.watermark.checkpoint.interval.ms` whatever was flushed, and recovery
+    /// clamps one above the recovered log end.
+    pub fn checkpoint_high_watermark(&mut self) -> Result<(), FileLogError> {
+        self.check_not_failed()?;
+        let result = self.persist_high_watermark(self.mem.high_watermark(), false);
+        self.fail_on_error(result)
+    }
+
     /// Flushes and closes the log. Dropping a `FileLog` without closing it is like a crash:
     /// the next [`FileLog::open`] verifies everything from the recovery point on.
     pub fn close(mut self) -> Result<(), FileLogError> {

@@ -563,7 +563,7 @@ pub fn pause_mirror_topics<S: AsRef<str>>(
             DesiredState::Stop(_) => {
                 return Err(MirrorRequestError::new(
                     MirrorErrorCode::InvalidClusterMirrorState,
-                    format!("topic {topic:?} is being removed from cluster mirror {m}"),
+                    removed_message(states, m, topic, info, "paused"),
                 ))
             }
             _ => {}
@@ -627,10 +627,29 @@ pub fn resume_mirror_topics<S: AsRef<str>>(
             }
             _ => Err(MirrorRequestError::new(
                 MirrorErrorCode::MirrorTopicNotPaused,
-                format!("topic {topic:?} is being removed from cluster mirror {m}, not paused"),
+                removed_message(states, m, topic, info, "resumed"),
             )),
         },
     )
+}
+
+/// Why a topic removed from mirror `m` cannot be `verb` (paused, resumed): failed over once
+/// every partition is STOPPED, still failing over otherwise.
+fn removed_message(
+    states: &impl MirrorStateLookup,
+    m: &MirrorName,
+    topic: &str,
+    info: &TopicInfo,
+    verb: &str,
+) -> String {
+    if partition_states(states, m, info).all(|(_, s)| s == MirrorState::Stopped) {
+        format!(
+            "topic {topic:?} was removed from cluster mirror {m} and is stopped (failed over, \
+             writable): it cannot be {verb}; a failback (AddTopicsToMirror) mirrors it again"
+        )
+    } else {
+        format!("topic {topic:?} is being removed from cluster mirror {m}: it cannot be {verb}")
+    }
 }
 
 /// Why a produce request to a partition is refused.

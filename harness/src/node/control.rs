@@ -340,7 +340,7 @@ fn describe(results: &TopicResults) -> String {
     let parts: Vec<String> = results
         .iter()
         .map(|(t, r)| match r {
-            Ok(()) => format!("{t} ok"),
+            Ok(_) => format!("{t} ok"),
             Err(e) => format!("{t} {}", e.code),
         })
         .collect();

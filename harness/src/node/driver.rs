@@ -78,6 +78,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use kmirror_kernel::apply::apply_log_effect;
@@ -101,12 +102,13 @@ use kmirror_kernel::records::MirrorPartitionStateValue;
 use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::{MirrorName, MirrorPartition, PartitionIndex, TopicId};
 
+use crate::driver::cluster::topic_id_hex;
 use crate::driver::Clock;
 use crate::file_log::{FileLog, FlushPolicy, Verify};
 use crate::log_dir_checkpoints::LogDirCheckpoints;
 use crate::record_batch::RawBatch;
 use crate::source::SourcePosition;
-use crate::wire::client::EARLIEST_TIMESTAMP;
+use crate::wire::client::{EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use crate::wire::source_cluster::{
     CurrentLeaderEpoch, PartitionFetchError, PartitionFetchRequest, PartitionFetched, SourceCluster,
 };
@@ -116,6 +118,7 @@ use crate::wire::TopicSelection;
 use super::control::{ControlServer, TopicsVerb};
 use super::dest::{NodeDest, NodeMeta};
 use super::fetch_ahead::{guess_next, source_has_more, AheadAnswer, FetchedAhead};
+use super::follow::{discover_topics, is_gone, left_line, Follow, CHECKPOINT_INTERVAL_MS};
 use super::state_log::StatePartition;
 use super::status::{NodeStatus, PartitionStatus};
 use super::NodeError;
@@ -185,6 +188,9 @@ pub enum NodeIdle {
         /// When the first fires.
         due_ms: i64,
     },
+    /// [`NodeDriver::run`] stopped because its interrupt flag was raised
+    /// ([`NodeDriver::interrupt_on`]).
+    Interrupted,
 }
 
 /// Work counters.
@@ -215,7 +221,16 @@ pub struct NodeStats {
 }
 
 /// One topic's answer to a mirror request (Kafka's per-topic result).
-pub type TopicResults = BTreeMap<String, Result<(), MirrorRequestError>>;
+pub type TopicResults = BTreeMap<String, Result<TopicChange, MirrorRequestError>>;
+
+/// What an accepted topic's request changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum TopicChange {
+    /// Its `mirror.name` changed (or it was created): the partitions move on.
+    Changed,
+    /// Its `mirror.name` already said so (a repeat): nothing was written.
+    Unchanged,
+}
 
 /// One partition of a fetch round.
 struct RoundItem {
@@ -337,6 +352,20 @@ impl RoundStream {
     }
 }
 
+/// A running mirror's selection and what it has seen of the source ([`super::follow`]).
+#[derive(Debug)]
+struct Following {
+    follow: Follow,
+    /// The source metadata generation discovery last ran on.
+    generation: u64,
+    /// Topics reported as left out or refused, so each is reported once per run.
+    reported: BTreeSet<String>,
+    /// Mirrored topics the source no longer has (their partitions were told).
+    deleted: BTreeSet<TopicId>,
+    /// When the next refresh of the source's metadata may be attempted (ms).
+    next_refresh_ms: i64,
+}
+
 /// A node's partitions and the world they act on. See the [module documentation](self).
 pub struct NodeDriver {
     dest: NodeDest,
@@ -366,6 +395,16 @@ pub struct NodeDriver {
     last_state_write: Option<u32>,
     /// The control channel, when this driver serves one ([`NodeDriver::serve_control`]).
     control: Option<ControlServer>,
+    /// What the running mirror follows at the source, when it follows ([`NodeDriver::follow`]).
+    following: Option<Following>,
+    /// When the next periodic checkpoint and source-offset refresh is due (ms).
+    next_tick_ms: i64,
+    /// Raised to make [`NodeDriver::run`] return at its next step (SIGINT, SIGTERM).
+    interrupt: Option<Arc<AtomicBool>>,
+    /// The produce gate of each partition as the kernel last set it (`SetWritable`): closed
+    /// until the kernel opens it in this process, whatever `node.properties` says. Written to
+    /// `node.properties` once the inputs queued so far are handled ([`Self::persist_gates`]).
+    gates: BTreeMap<PartitionKey, bool>,
 }
 
 impl std::fmt::Debug for NodeDriver {
@@ -444,6 +483,10 @@ impl NodeDriver {
             effects: 0,
             last_state_write: None,
             control: None,
+            following: None,
+            next_tick_ms: i64::MIN,
+            interrupt: None,
+            gates: BTreeMap::new(),
         };
         for (name, topic) in &meta.topics {
             driver.open_logs(name, topic.topic_id, 0..topic.partitions)?;
@@ -736,6 +779,14 @@ impl NodeDriver {
             self.feed(q)?;
             return Ok(None);
         }
+        self.persist_gates()?;
+        if now_ms >= self.next_tick_ms {
+            self.next_tick_ms = now_ms.saturating_add(CHECKPOINT_INTERVAL_MS);
+            self.tick()?;
+        }
+        if self.follow_source(now_ms)? {
+            return Ok(None);
+        }
         if let Some((&key, &(attempt, _))) = self.timers.iter().find(|(_, (_, d))| *d <= now_ms) {
             self.timers.remove(&key);
             self.feed(Queued::plain(NodeInput::Partition {
@@ -770,6 +821,13 @@ impl NodeDriver {
         on_step: &mut dyn FnMut(&NodeDriver, i64),
     ) -> Result<NodeIdle, NodeError> {
         loop {
+            if self
+                .interrupt
+                .as_ref()
+                .is_some_and(|f| f.load(Ordering::Relaxed))
+            {
+                return Ok(NodeIdle::Interrupted);
+            }
             let now = clock.now_ms();
             let idle = self.run_once(now)?;
             on_step(self, now);
@@ -784,6 +842,7 @@ impl NodeDriver {
                 (NodeIdle::WaitingForRetry { due_ms }, _) => clock.sleep_until(due_ms),
                 (_, NodeUntil::Forever { poll_ms }) => clock.sleep_until(now + poll_ms.max(1)),
                 (NodeIdle::CaughtUp, _) => return Ok(NodeIdle::CaughtUp),
+                (NodeIdle::Interrupted, _) => return Ok(NodeIdle::Interrupted),
                 (NodeIdle::Settled, NodeUntil::Settled) => return Ok(NodeIdle::Settled),
                 (NodeIdle::Settled, NodeUntil::CaughtUp) => {
                     if self.source.is_none() {
@@ -1283,13 +1342,7 @@ impl NodeDriver {
                 }));
             }
             Effect::SetWritable(writable) => {
-                let name = self.topic_name(&key);
-                let mut meta = self.dest.meta().clone();
-                let entry = meta.partitions.entry((name, key.partition)).or_default();
-                if entry.writable != writable {
-                    entry.writable = writable;
-                    self.dest.set_meta(meta)?;
-                }
+                self.gates.insert(key, writable);
             }
             Effect::ScheduleRetry { attempt, delay_ms } => {
                 let delay = i64::try_from(delay_ms).unwrap_or(i64::MAX);
@@ -1411,6 +1464,18 @@ impl NodeDriver {
         if !changed.is_empty() {
             self.dest.set_meta(new_meta.clone())?;
         }
+        let results = outcome
+            .results
+            .into_iter()
+            .map(|(topic, r)| {
+                let change = if changed.contains(&topic) {
+                    TopicChange::Changed
+                } else {
+                    TopicChange::Unchanged
+                };
+                (topic, r.map(|()| change))
+            })
+            .collect();
         if self.started {
             for name in changed {
                 let topic = &new_meta.topics[&name];
@@ -1421,7 +1486,7 @@ impl NodeDriver {
                 }));
             }
         }
-        Ok(outcome.results)
+        Ok(results)
     }
 
     /// `kmirror stop|pause|resume --topics`: resolves `topics` (names and globs, separated by
@@ -1574,6 +1639,7 @@ impl NodeDriver {
             .filter(|n| matches!(outcome.result(n), Some(Ok(()))))
             .cloned()
             .collect();
+        let mut changed = BTreeSet::new();
         if !accepted.is_empty() && !meta.mirrors.contains(mirror) {
             let mut m = meta.clone();
             m.mirrors.insert(mirror.clone());
@@ -1594,6 +1660,7 @@ impl NodeDriver {
             if unchanged {
                 continue;
             }
+            changed.insert(name.clone());
             self.dest.add_topic(name, id, partitions, mirror_name)?;
             self.open_logs(name, id, 0..partitions)?;
             if self.started {
@@ -1608,8 +1675,218 @@ impl NodeDriver {
                 }
             }
         }
-        results.extend(outcome.results);
+        results.extend(outcome.results.into_iter().map(|(topic, r)| {
+            let change = if changed.contains(&topic) {
+                TopicChange::Changed
+            } else {
+                TopicChange::Unchanged
+            };
+            (topic, r.map(|()| change))
+        }));
         Ok(results)
+    }
+
+    /// Makes [`NodeDriver::run`] return [`NodeIdle::Interrupted`] at its next step once `flag`
+    /// is raised (a signal handler's flag): the caller then closes the driver as after any
+    /// other end.
+    pub fn interrupt_on(&mut self, flag: Arc<AtomicBool>) {
+        self.interrupt = Some(flag);
+    }
+
+    /// Follows the source's changes with `follow` from now on: see [`super::follow`]. The
+    /// source cluster (set with [`NodeDriver::set_source`]) should select
+    /// [`Follow::source_selection`].
+    pub fn follow(&mut self, follow: Follow) {
+        self.following = Some(Following {
+            follow,
+            generation: 0,
+            reported: BTreeSet::new(),
+            deleted: BTreeSet::new(),
+            next_refresh_ms: i64::MIN,
+        });
+    }
+
+    /// Refreshes the source's metadata when [`Follow::metadata_refresh_ms`] passed, and runs
+    /// discovery on each new metadata ([`super::follow`]): new topics put in the mirror,
+    /// deleted ones told to their partitions. Returns whether it did anything.
+    fn follow_source(&mut self, now_ms: i64) -> Result<bool, NodeError> {
+        let (Some(following), Some(source)) = (self.following.as_mut(), self.source.as_mut())
+        else {
+            return Ok(false);
+        };
+        let refresh_ms = following.follow.metadata_refresh_ms.max(1);
+        let due = source
+            .metadata_age()
+            .is_none_or(|age| age.as_millis() >= u128::try_from(refresh_ms).unwrap_or(0));
+        if due && now_ms >= following.next_refresh_ms {
+            // At most one attempt per interval: a failure keeps the old metadata, and the
+            // fetch rounds refresh it themselves after errors.
+            following.next_refresh_ms = now_ms.saturating_add(refresh_ms);
+            if let Err(e) = source.refresh_metadata() {
+                self.events
+                    .push(format!("the source's metadata could not be refreshed: {e}"));
+            }
+        }
+        let generation = source.metadata_generation();
+        if generation == following.generation {
+            return Ok(false);
+        }
+        following.generation = generation;
+        let Some(metadata) = source.cached_metadata().cloned() else {
+            return Ok(true);
+        };
+        let found = discover_topics(
+            &following.follow,
+            &metadata,
+            self.dest.meta(),
+            &following.deleted,
+        );
+        let mut gone: Vec<(String, TopicId)> = found.recreated.clone();
+        for (name, id) in &found.missing {
+            if is_gone(source.topic_exists(name), *id) {
+                gone.push((name.clone(), *id));
+            }
+        }
+        let mut notes = Vec::new();
+        for (topic, left) in &found.left {
+            if following.reported.insert(topic.clone()) {
+                notes.push(left_line(topic, left));
+            }
+        }
+        let mirror = following.follow.mirror.clone();
+        self.events.extend(notes);
+        if !found.add.is_empty() {
+            let results = self.add_topics(&mirror, &found.add, now_ms)?;
+            let following = self.following.as_mut().expect("following");
+            for (topic, result) in results {
+                match result {
+                    Ok(TopicChange::Changed) => {
+                        following.reported.remove(&topic);
+                        self.events
+                            .push(format!("{topic}: found at the source: in mirror {mirror}"));
+                    }
+                    Ok(TopicChange::Unchanged) => {}
+                    Err(e) if following.reported.insert(topic.clone()) => self
+                        .events
+                        .push(format!("{topic}: not mirrored: {}: {}", e.code, e.message)),
+                    Err(_) => {}
+                }
+            }
+        }
+        for (name, topic_id) in gone {
+            let following = self.following.as_mut().expect("following");
+            if !following.deleted.insert(topic_id) {
+                continue;
+            }
+            self.events.push(format!(
+                "{name}: the source no longer has this topic (id {}): deleted, or re-created \
+                 under another id; its partitions go FAILED and are not retried, keeping what \
+                 they mirrored, read-only",
+                topic_id_hex(topic_id)
+            ));
+            self.queue
+                .push_back(Queued::plain(NodeInput::SourceTopicDeleted { topic_id }));
+        }
+        self.sync_source_leaders(false);
+        Ok(true)
+    }
+
+    /// The periodic work of a running node (every [`CHECKPOINT_INTERVAL_MS`]): the high
+    /// watermarks to the log dir's checkpoint file, as Kafka's
+    /// `replica.high.watermark.checkpoint.interval.ms` does (a high watermark above what a crash
+    /// keeps is clamped to the log end by recovery), and the source's last stable offset of
+    /// every mirrored partition that is not fetching (paused, failed, preparing), so that its
+    /// lag is measured, not remembered.
+    fn tick(&mut self) -> Result<(), NodeError> {
+        for log in self.logs.values_mut() {
+            log.checkpoint_high_watermark()
+                .map_err(|source| NodeError::Log {
+                    dir: log.dir().to_path_buf(),
+                    source: Box::new(source),
+                })?;
+        }
+        self.write_checkpoints()?;
+        let Some(source) = self.source.as_mut() else {
+            return Ok(());
+        };
+        let idle: Vec<PartitionKey> = self
+            .node
+            .partitions()
+            .filter(|(key, pm)| {
+                matches!(
+                    self.node.desired(&key.topic_id),
+                    Some(DesiredState::Mirror(_) | DesiredState::Pause(_))
+                ) && !matches!(pm.activity(), Activity::Fetching(_))
+            })
+            .map(|(key, _)| *key)
+            .collect();
+        if idle.is_empty() {
+            return Ok(());
+        }
+        let asked: Vec<(TopicId, PartitionIndex)> =
+            idle.iter().map(|k| (k.topic_id, k.partition)).collect();
+        let answers = source.list_offsets(&asked, LATEST_TIMESTAMP, FetchIsolation::ReadCommitted);
+        for (key, answer) in idle.into_iter().zip(answers) {
+            match answer {
+                Ok(lso) => {
+                    self.positions.entry(key).or_default().last_stable_offset = lso;
+                }
+                // Unknown now: the lag is not shown rather than shown stale.
+                Err(_) => {
+                    self.positions.remove(&key);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the produce gates the kernel set to `node.properties` (one atomic write), if any
+    /// differs from what it says. The file's gate is what a process that does not hold the
+    /// destination shows (`kmirror status`); it is never read back as a permission: every
+    /// leadership starts with the gate closed until the kernel opens it, so a gate closed and
+    /// reopened while the queue drained (a STOPPED partition reopened) writes nothing, and a
+    /// crash before this write loses nothing the next process does not decide again.
+    fn persist_gates(&mut self) -> Result<(), NodeError> {
+        let mut meta = self.dest.meta().clone();
+        let mut changed = false;
+        for (key, &writable) in &self.gates {
+            let Some(name) = meta.topic_name(key.topic_id).map(str::to_owned) else {
+                continue;
+            };
+            let entry = meta.partitions.entry((name, key.partition)).or_default();
+            if entry.writable != writable {
+                entry.writable = writable;
+                changed = true;
+            }
+        }
+        if changed {
+            self.dest.set_meta(meta)?;
+        }
+        Ok(())
+    }
+
+    /// Whether local producers may write to `key`: a topic in no mirror always; a mirrored
+    /// one once the kernel opened its gate in this process, or, before the node is started,
+    /// when `node.properties` says so of a partition whose persisted state is STOPPED (the only
+    /// state the kernel opens it in).
+    pub fn writable(&self, key: &PartitionKey) -> bool {
+        let meta = self.dest.meta();
+        let Some(name) = meta.topic_name(key.topic_id) else {
+            return false;
+        };
+        if matches!(
+            meta.topics[name].desired(name),
+            Ok(DesiredState::NotMirrored)
+        ) {
+            return true;
+        }
+        if self.started {
+            return self.gates.get(key).copied().unwrap_or(false);
+        }
+        meta.partitions
+            .get(&(name.to_owned(), key.partition))
+            .is_some_and(|p| p.writable)
+            && self.persisted_state(key) == MirrorState::Stopped
     }
 
     /// Every partition's status (and the per-topic rollup).
@@ -1622,6 +1899,11 @@ impl NodeDriver {
             .filter_map(|(name, p)| {
                 let key = self.key_of(name, *p)?;
                 let log = self.logs.get(&key)?;
+                // The source's position only means a lag while the topic is mirrored.
+                let mirrored = matches!(
+                    self.node.desired(&key.topic_id),
+                    Some(DesiredState::Mirror(_) | DesiredState::Pause(_))
+                );
                 let mut s = PartitionStatus::of(
                     self.dest.meta(),
                     persisted_state(self.dest.meta(), &self.states, &key),
@@ -1629,13 +1911,26 @@ impl NodeDriver {
                     key,
                     log,
                     log.segments().iter().map(|s| s.size()).sum(),
-                    self.positions.get(&key).map(|p| p.last_stable_offset),
+                    self.positions
+                        .get(&key)
+                        .filter(|_| mirrored)
+                        .map(|p| p.last_stable_offset),
                 );
                 s.error = self.last_errors.get(&key).cloned();
+                s.writable = self.writable(&key);
                 Some(s)
             })
             .collect();
+        let source_partitions: BTreeMap<String, PartitionIndex> = self
+            .leaders_fed
+            .iter()
+            .filter_map(|(id, leaders)| {
+                let name = self.dest.meta().topic_name(*id)?.to_owned();
+                Some((name, PartitionIndex::try_from(leaders.len()).ok()?))
+            })
+            .collect();
         NodeStatus::new(self.dest.root(), self.dest.meta(), partitions)
+            .with_source_partitions(&source_partitions)
     }
 
     /// Flushes and closes every log, then every `__mirror_state` partition. The partition logs
@@ -1648,6 +1943,7 @@ impl NodeDriver {
         if let Some(mut control) = self.control.take() {
             control.answer_settled(&self, self.now_ms, true)?;
         }
+        self.persist_gates()?;
         let logs: Vec<FileLog> = self.logs.into_values().collect();
         let per_thread = logs.len().div_ceil(CLOSE_THREADS).max(1);
         let mut chunks: Vec<Vec<FileLog>> = Vec::new();

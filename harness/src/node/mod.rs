@@ -8,6 +8,9 @@
 //!   with a live [`SourceCluster`](crate::wire::SourceCluster) as the source (one Fetch per
 //!   source broker per round).
 //! - [`fetch_ahead`]: the driver reads the next round's fetches while it writes this one's.
+//! - [`failback`]: what an explicit failback will truncate, said before it acts.
+//! - [`follow`]: what a running mirror looks at again on every refresh of the source's
+//!   metadata (new topics, new partitions, deleted topics) and its periodic checkpoints.
 //! - [`metadata_sync`]: [`NodeSync`], topic configs, group offsets and ACLs synced inside the
 //!   mirroring process between fetch rounds, behind the kernel's gate.
 //! - [`status`]: per-partition progress and the per-topic rollup.
@@ -22,7 +25,9 @@ pub mod control;
 pub mod dest;
 pub mod driver;
 pub mod error;
+pub mod failback;
 pub mod fetch_ahead;
+pub mod follow;
 pub mod metadata_sync;
 pub mod state_log;
 pub mod status;
@@ -41,7 +46,9 @@ mod tests;
 
 pub use control::{ControlClient, ControlRequest, ControlResponse, RequestStatus, TopicsVerb};
 pub use dest::{NodeDest, NodeMeta, NodeTopic};
-pub use driver::{NodeDriver, NodeDriverOptions, NodeIdle, NodeStats, NodeUntil, TopicResults};
+pub use driver::{
+    NodeDriver, NodeDriverOptions, NodeIdle, NodeStats, NodeUntil, TopicChange, TopicResults,
+};
 pub use error::NodeError;
 pub use metadata_sync::{NodeSync, NodeSyncPolicy, NodeSyncReport};
 pub use status::{NodeStatus, PartitionStatus, TopicStatus};

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 use kmirror_kernel::config::MirrorConfig;
+use kmirror_kernel::desired::DesiredState;
 use kmirror_kernel::state::MirrorState;
 
 use crate::driver::cluster::topic_id_hex;
@@ -91,12 +92,18 @@ impl PartitionStatus {
             .copied()
             .unwrap_or_default();
         let leo = log.log_end_offset();
+        let mirrored = !matches!(
+            meta.topics.get(topic).map(|t| t.desired(topic)),
+            Some(Ok(DesiredState::NotMirrored))
+        );
         PartitionStatus {
             topic: topic.to_owned(),
             partition: key.partition,
             state: state.to_string(),
             leader_epoch: controller.leader_epoch,
-            writable: controller.writable,
+            // The gate on disk is what the last process left; the kernel opens it only in
+            // STOPPED, and closes it first thing on every start.
+            writable: !mirrored || (controller.writable && state == MirrorState::Stopped),
             log_start_offset: log.log_start_offset(),
             log_end_offset: leo,
             high_watermark: log.high_watermark(),
@@ -134,6 +141,10 @@ pub struct TopicStatus {
     /// Whether `lag_bytes_total` includes an estimate.
     #[serde(default)]
     pub lag_bytes_estimated: bool,
+    /// The source's partition count, when known (a running mirror's metadata): more than
+    /// `partitions` while the new ones are being created, and the lag is then unknown.
+    #[serde(default)]
+    pub source_partitions: Option<PartitionIndex>,
 }
 
 /// A node destination's status. See the [module documentation](self).
@@ -147,6 +158,10 @@ pub struct NodeStatus {
     pub partitions: Vec<PartitionStatus>,
     /// Every topic.
     pub topics: Vec<TopicStatus>,
+    /// When the source's positions were measured (milliseconds since the Unix epoch), if the
+    /// status was written by a run (`status.json`).
+    #[serde(default)]
+    pub measured_at_ms: Option<i64>,
 }
 
 impl NodeStatus {
@@ -173,6 +188,7 @@ impl NodeStatus {
                     lag_total: None,
                     lag_bytes_total: None,
                     lag_bytes_estimated: false,
+                    source_partitions: None,
                 }
             })
             .collect();
@@ -181,12 +197,24 @@ impl NodeStatus {
             source_bootstrap: meta.source_bootstrap.clone(),
             partitions,
             topics,
+            measured_at_ms: None,
         };
         status.roll_up_lags();
         status
     }
 
-    /// Each topic's lag totals from its partitions.
+    /// Records the source's partition count of each topic (by name) a running mirror knows.
+    pub fn with_source_partitions(mut self, counts: &BTreeMap<String, PartitionIndex>) -> Self {
+        for t in &mut self.topics {
+            t.source_partitions = counts.get(&t.topic).copied();
+        }
+        self.roll_up_lags();
+        self
+    }
+
+    /// Each topic's lag totals from its partitions: known only when every partition's is, and
+    /// the source has no partition the destination lacks (a sum over what is known would read
+    /// 0 while records wait on a partition not created yet).
     fn roll_up_lags(&mut self) {
         for t in &mut self.topics {
             let mine: Vec<&PartitionStatus> = self
@@ -194,13 +222,17 @@ impl NodeStatus {
                 .iter()
                 .filter(|p| p.topic == t.topic)
                 .collect();
-            let lags: Vec<i64> = mine.iter().filter_map(|p| p.lag).collect();
-            t.lag_total = (!lags.is_empty()).then(|| lags.iter().sum());
-            let bytes: Vec<u64> = mine.iter().filter_map(|p| p.lag_bytes).collect();
-            t.lag_bytes_total = (!bytes.is_empty()).then(|| bytes.iter().sum());
-            t.lag_bytes_estimated = mine
-                .iter()
-                .any(|p| p.lag_bytes.is_some() && p.lag_bytes_estimated);
+            let complete = !mine.is_empty()
+                && t.source_partitions.is_none_or(|n| n <= t.partitions)
+                && mine.len() == usize::try_from(t.partitions).unwrap_or(0);
+            let lags: Option<Vec<i64>> = mine.iter().map(|p| p.lag).collect();
+            t.lag_total = lags.filter(|_| complete).map(|l| l.iter().sum());
+            let bytes: Option<Vec<u64>> = mine.iter().map(|p| p.lag_bytes).collect();
+            t.lag_bytes_total = bytes.filter(|_| complete).map(|b| b.iter().sum());
+            t.lag_bytes_estimated = t.lag_bytes_total.is_some()
+                && mine
+                    .iter()
+                    .any(|p| p.lag_bytes.is_some() && p.lag_bytes_estimated);
         }
     }
 
@@ -254,8 +286,17 @@ impl NodeStatus {
         Ok(NodeStatus::new(root, &meta, partitions))
     }
 
-    /// Fills the unknown source positions (and lags) from an older status (`status.json`).
+    /// Fills the unknown source positions (and lags) from an older status (`status.json`),
+    /// keeping when they were measured.
     pub fn with_source_positions_from(mut self, older: &NodeStatus) -> Self {
+        self.measured_at_ms = older.measured_at_ms;
+        for t in &mut self.topics {
+            t.source_partitions = older
+                .topics
+                .iter()
+                .find(|o| o.topic == t.topic && o.topic_id == t.topic_id)
+                .and_then(|o| o.source_partitions);
+        }
         for p in &mut self.partitions {
             if p.source_last_stable_offset.is_some() {
                 continue;
@@ -276,14 +317,35 @@ impl NodeStatus {
         self
     }
 
-    /// The table `kmirror status` prints: partitions, then topics.
-    pub fn render(&self) -> String {
+    /// The table `kmirror status` prints: partitions, then topics. A lag the status does not
+    /// know is `?` for a partition or topic that is mirrored (never `0`), `-` for one that is
+    /// not; `now_ms` (milliseconds since the Unix epoch) dates the source's positions.
+    pub fn render(&self, now_ms: i64) -> String {
         let opt = |o: Option<i64>| o.map_or("-".to_owned(), |v| v.to_string());
+        let lag = |o: Option<i64>, mirrored: bool| match o {
+            Some(v) => v.to_string(),
+            None if mirrored => "?".to_owned(),
+            None => "-".to_owned(),
+        };
         let mut out = format!(
-            "node destination {} (source {})\n\n",
+            "node destination {} (source {})\n",
             self.dest,
             self.source_bootstrap.as_deref().unwrap_or("-")
         );
+        if let Some(at) = self.measured_at_ms {
+            out.push_str(&format!(
+                "source positions measured {} s ago\n",
+                (now_ms - at).max(0) / 1_000
+            ));
+        }
+        out.push('\n');
+        let mirrored_topic = |topic: &str| {
+            self.topics.iter().any(|t| {
+                t.topic == topic
+                    && !t.mirror_name.is_empty()
+                    && !t.mirror_name.ends_with(".removed")
+            })
+        };
         let width = self
             .partitions
             .iter()
@@ -315,8 +377,8 @@ impl NodeStatus {
                 p.high_watermark,
                 p.last_stable_offset,
                 opt(p.source_last_stable_offset),
-                opt(p.lag),
-                lag_bytes(p.lag_bytes, p.lag_bytes_estimated),
+                lag(p.lag, mirrored_topic(&p.topic)),
+                lag_bytes(p.lag_bytes, p.lag_bytes_estimated, mirrored_topic(&p.topic)),
             ));
             if let Some(e) = &p.error {
                 out.push_str(&format!("    error: {e}\n"));
@@ -330,24 +392,36 @@ impl NodeStatus {
             .max()
             .unwrap_or(5)
             .max(5);
+        let mwidth = self
+            .topics
+            .iter()
+            .map(|t| t.mirror_name.len())
+            .max()
+            .unwrap_or(11)
+            .max(11);
         out.push_str(&format!(
-            "{:<twidth$}  {:>10}  {:<24} {:>12} {:>8} {:>11}  {}\n",
+            "{:<twidth$}  {:>10}  {:<mwidth$} {:>12} {:>8} {:>11}  {}\n",
             "TOPIC", "PARTITIONS", "MIRROR.NAME", "LEO TOTAL", "LAG", "LAG BYTES", "STATES"
         ));
         for t in &self.topics {
             let states: Vec<String> = t.states.iter().map(|(s, n)| format!("{s} x{n}")).collect();
+            let mirrored = mirrored_topic(&t.topic);
+            let partitions = match t.source_partitions {
+                Some(n) if n > t.partitions => format!("{} of {n}", t.partitions),
+                _ => t.partitions.to_string(),
+            };
             out.push_str(&format!(
-                "{:<twidth$}  {:>10}  {:<24} {:>12} {:>8} {:>11}  {}\n",
+                "{:<twidth$}  {:>10}  {:<mwidth$} {:>12} {:>8} {:>11}  {}\n",
                 t.topic,
-                t.partitions,
+                partitions,
                 if t.mirror_name.is_empty() {
                     "-"
                 } else {
                     &t.mirror_name
                 },
                 t.log_end_offset_total,
-                opt(t.lag_total),
-                lag_bytes(t.lag_bytes_total, t.lag_bytes_estimated),
+                lag(t.lag_total, mirrored),
+                lag_bytes(t.lag_bytes_total, t.lag_bytes_estimated, mirrored),
                 states.join(", ")
             ));
         }
@@ -396,9 +470,11 @@ pub fn human_bytes(bytes: u64) -> String {
     format!("{value:.1} {}", UNITS[unit])
 }
 
-/// The LAG BYTES cell: `-` unknown, `0 B` exact, `~12.3 MiB` an estimate.
-fn lag_bytes(bytes: Option<u64>, estimated: bool) -> String {
+/// The LAG BYTES cell: `?` unknown (`-` when not mirrored), `0 B` exact, `~12.3 MiB` an
+/// estimate.
+fn lag_bytes(bytes: Option<u64>, estimated: bool, mirrored: bool) -> String {
     match bytes {
+        None if mirrored => "?".to_owned(),
         None => "-".to_owned(),
         Some(b) if estimated => format!("~{}", human_bytes(b)),
         Some(b) => human_bytes(b),
@@ -455,9 +531,10 @@ mod tests {
                 (None, false)
             ]
         );
-        assert_eq!(lag_bytes(Some(12_897_485), true), "~12.3 MiB");
-        assert_eq!(lag_bytes(Some(0), false), "0 B");
-        assert_eq!(lag_bytes(None, false), "-");
+        assert_eq!(lag_bytes(Some(12_897_485), true, true), "~12.3 MiB");
+        assert_eq!(lag_bytes(Some(0), false, true), "0 B");
+        assert_eq!(lag_bytes(None, false, true), "?");
+        assert_eq!(lag_bytes(None, false, false), "-");
         assert_eq!(human_bytes(1_536), "1.5 KiB");
     }
 

@@ -73,7 +73,7 @@ fn mirror_with_sync(
             break;
         }
     }
-    assert!(driver.all_caught_up(), "{}", driver.status().render());
+    assert!(driver.all_caught_up(), "{}", driver.status().render(0));
     for _ in 0..3 {
         let r = sync.round(driver, src).unwrap();
         let quiet = r.written() == 0;

@@ -59,7 +59,7 @@ fn run_until_caught_up(driver: &mut NodeDriver, clock: &mut ManualClock) {
     panic!(
         "not caught up after 10,000 steps: {steps:#?}\nevents: {:#?}\nstatus: {}",
         driver.take_events(),
-        driver.status().render()
+        driver.status().render(0)
     );
 }
 
@@ -120,7 +120,7 @@ fn mirrors_every_partition_byte_for_byte_one_fetch_per_broker_per_round() {
     );
     let orders = status.topics.iter().find(|t| t.topic == "orders").unwrap();
     assert_eq!(orders.states.get("MIRRORING"), Some(&3));
-    assert!(status.render().contains("orders-2"));
+    assert!(status.render(0).contains("orders-2"));
 }
 
 /// A node destination at `root` with both topics added, fetching ahead or not (not run).

@@ -479,6 +479,20 @@ pub struct SourceCluster {
     stale: bool,
     last_metadata_error: Option<WireError>,
     brokers: HashMap<i32, BrokerConnection>,
+    /// Successful metadata refreshes so far.
+    metadata_generation: u64,
+}
+
+/// Whether the source has a topic, asked by name ([`SourceCluster::topic_exists`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TopicExistence {
+    /// The topic exists with this id.
+    Exists(TopicId),
+    /// The source answers `UNKNOWN_TOPIC_OR_PARTITION`: no topic of that name.
+    Unknown,
+    /// The source answers something else (not authorized, not available yet): nothing can be
+    /// concluded.
+    Undecided,
 }
 
 /// The partitions of one broker's share of a round.
@@ -544,6 +558,7 @@ impl SourceCluster {
             stale: true,
             last_metadata_error: None,
             brokers: HashMap::new(),
+            metadata_generation: 0,
         }
     }
 
@@ -595,6 +610,56 @@ impl SourceCluster {
     /// The metadata last had, however old (`None` before the first refresh succeeded).
     pub fn cached_metadata(&self) -> Option<&SourceMetadata> {
         self.metadata.as_ref()
+    }
+
+    /// How many times the metadata was refreshed successfully: a caller that acts on each new
+    /// metadata compares it with the count it last acted on.
+    pub fn metadata_generation(&self) -> u64 {
+        self.metadata_generation
+    }
+
+    /// When the metadata was last refreshed successfully.
+    pub fn metadata_age(&self) -> Option<Duration> {
+        self.metadata_at.map(|at| at.elapsed())
+    }
+
+    /// Asks one broker (one already connected first) whether the source has topic `name`, by
+    /// name: a listing of every topic leaves out those the principal may not describe, so a
+    /// topic missing from one is not yet known to be deleted. An unreachable cluster is
+    /// [`TopicExistence::Undecided`].
+    pub fn topic_exists(&mut self, name: &str) -> TopicExistence {
+        let names = [name.to_owned()];
+        let mut ids: Vec<i32> = self.brokers.keys().copied().collect();
+        ids.sort_by_key(|id| (!self.brokers[id].client.is_connected(), *id));
+        let mut answer = None;
+        for id in ids {
+            if let Some(connection) = self.brokers.get_mut(&id) {
+                connection.stats.metadata_requests += 1;
+                if let Ok(snapshot) = connection.client.metadata_topics(Some(&names)) {
+                    answer = Some(snapshot);
+                    break;
+                }
+                connection.stats.failed_requests += 1;
+            }
+        }
+        if answer.is_none() {
+            for client in &mut self.bootstrap {
+                self.bootstrap_metadata_requests += 1;
+                if let Ok(snapshot) = client.metadata_topics(Some(&names)) {
+                    client.disconnect();
+                    answer = Some(snapshot);
+                    break;
+                }
+            }
+        }
+        let Some(topic) = answer.and_then(|s| s.topics.into_iter().find(|t| t.name == name)) else {
+            return TopicExistence::Undecided;
+        };
+        match topic.error_code {
+            0 => TopicExistence::Exists(topic.topic_id),
+            codes::UNKNOWN_TOPIC_OR_PARTITION => TopicExistence::Unknown,
+            _ => TopicExistence::Undecided,
+        }
     }
 
     /// Marks the metadata stale: the next request asks for it again first.
@@ -720,6 +785,7 @@ impl SourceCluster {
         self.metadata_at = Some(Instant::now());
         self.stale = false;
         self.last_metadata_error = None;
+        self.metadata_generation += 1;
         self.metadata.as_ref().ok_or_else(|| self.no_metadata())
     }
 
