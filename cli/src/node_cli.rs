@@ -217,7 +217,7 @@ fn summary(records: i64, bytes: u64, elapsed_ms: i64, lag: i64) -> String {
 fn summary_line(driver: &NodeDriver, progress: &Progress, now_ms: i64) -> String {
     let status = driver.status();
     let (partitions, lag) = partitions_and_lag(&status);
-    let records = (leo_total(&status) - progress.start.0).max(0);
+    let records = i64::try_from(driver.stats().offsets).unwrap_or(i64::MAX);
     let bytes = driver.stats().bytes.saturating_sub(progress.start.1);
     format!(
         "{partitions}; {}",
@@ -248,7 +248,15 @@ fn drive(
     let mut progress = Progress::new(driver, start);
     let mut display = NodeProgress::new(quiet);
     let mut last_status = start;
-    let mut on_step = |d: &NodeDriver, now: i64| {
+    let mut on_step = |d: &mut NodeDriver, now: i64| {
+        if follow {
+            // A run that follows the source says what happens as it happens.
+            for line in d.take_events() {
+                if !quiet {
+                    display.print(&format!("  {line}\n"));
+                }
+            }
+        }
         if let Some(text) = sync.as_deref_mut().and_then(|s| s.step(d, now)) {
             if !quiet {
                 display.print(&text);
@@ -474,7 +482,7 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
     driver.set_source(Some(
         SourceCluster::new(bootstrap, selection, source_options).with_security(security.clone()),
     ));
-    driver.follow(follow);
+    driver.follow(follow, found.left.keys().cloned().collect());
     driver.interrupt_on(crate::signals::stop_flag());
     // `kmirror stop|pause|resume --topics` reach this run through the control channel.
     driver.serve_control().map_err(|e| e.to_string())?;

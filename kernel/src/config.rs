@@ -521,11 +521,21 @@ pub struct MirrorConfig {
     /// What the stop records as the LME.
     #[serde(default)]
     pub lme_capture: LmeCapture,
+    /// Whether a `__mirror_state` write of an earlier leadership of a partition may still land
+    /// after a new leadership read the state: true in a cluster, where a deposed leader's
+    /// request can be in flight, so a new leader writes the record it read again before acting
+    /// on it. False only where the executor guarantees the earlier leadership can write no more
+    /// once the new one starts: one process holds the partition and its coordinator, and a
+    /// restart begins only after the earlier process ended (a node destination and its lock).
+    /// A reopened node then acts on the states it persisted without writing them again.
+    #[serde(default = "fenced")]
+    pub predecessors_may_write: bool,
     /// A deliberate bug, effective only with feature `mutants`.
     pub mutant: Option<Mutant>,
 }
 
-/// The default of [`MirrorConfig::lme_write_fenced`] in configurations written before it.
+/// The default of [`MirrorConfig::lme_write_fenced`] and
+/// [`MirrorConfig::predecessors_may_write`] in configurations written before them.
 fn fenced() -> bool {
     true
 }
@@ -552,6 +562,7 @@ impl MirrorConfig {
             lme_write_fenced: false,
             failed_retry: FailedRetry::PreviousState,
             lme_capture: LmeCapture::LogEnd,
+            predecessors_may_write: true,
             mutant: None,
         }
     }
@@ -581,6 +592,7 @@ impl Default for MirrorConfig {
             lme_write_fenced: true,
             failed_retry: FailedRetry::PreviousState,
             lme_capture: LmeCapture::BeforeStopWrites,
+            predecessors_may_write: true,
             mutant: None,
         }
     }

@@ -718,10 +718,14 @@ impl PartitionMirror {
     /// leadership, so its writer was this leadership (an earlier incarnation of it, which the
     /// executor guarantees can write no more, as a node's lock does across a restart), and
     /// the coordinator already fences every older leader's late write by leader epoch.
+    ///
+    /// Where no earlier leadership can write any more ([`MirrorConfig::predecessors_may_write`]
+    /// off: a node reopened after its previous process ended), no record needs it.
     fn needs_reassert(&self, config: &MirrorConfig) -> bool {
         let epoch = self.leadership.as_ref().map(|l| l.leader_epoch);
         self.stored_value().is_some_and(|v| {
-            Some(v.leader_epoch) != epoch
+            config.predecessors_may_write
+                && Some(v.leader_epoch) != epoch
                 && (v.state != MirrorState::Stopping
                     || v.previous_state == Some(MirrorState::Stopping)
                     || config.stop_order.steps()[0] != StopStep::Bump)

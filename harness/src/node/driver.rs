@@ -216,6 +216,8 @@ pub struct NodeStats {
     pub batches: u64,
     /// Bytes appended.
     pub bytes: u64,
+    /// Offsets appended from the source (records and control records).
+    pub offsets: u64,
     /// Inputs the kernel refused (stale answers and the like; expected, counted).
     pub refused: u64,
 }
@@ -432,8 +434,11 @@ impl NodeDriver {
     pub fn from_dest(
         dest: NodeDest,
         source: Option<SourceCluster>,
-        options: NodeDriverOptions,
+        mut options: NodeDriverOptions,
     ) -> Result<Self, NodeError> {
+        // This process holds the destination (its lock) and its coordinators: no write of an
+        // earlier process can land once it runs, so states read are acted on as they are.
+        options.mirror.predecessors_may_write = false;
         let meta = dest.meta().clone();
         let mut node_config = NodeConfig::new(meta.broker);
         node_config.mirror_state_partitions = meta.mirror_state_partitions;
@@ -818,7 +823,7 @@ impl NodeDriver {
         &mut self,
         clock: &mut dyn Clock,
         until: NodeUntil,
-        on_step: &mut dyn FnMut(&NodeDriver, i64),
+        on_step: &mut dyn FnMut(&mut NodeDriver, i64),
     ) -> Result<NodeIdle, NodeError> {
         loop {
             if self
@@ -1397,6 +1402,13 @@ impl NodeDriver {
                 .iter()
                 .map(|b| b.size_in_bytes() as u64)
                 .sum::<u64>();
+            self.stats.offsets += fetched
+                .iter()
+                .map(|b| {
+                    let h = b.header();
+                    u64::try_from(h.last_offset - h.base_offset + 1).unwrap_or(0)
+                })
+                .sum::<u64>();
         }
         Ok(())
     }
@@ -1696,11 +1708,12 @@ impl NodeDriver {
     /// Follows the source's changes with `follow` from now on: see [`super::follow`]. The
     /// source cluster (set with [`NodeDriver::set_source`]) should select
     /// [`Follow::source_selection`].
-    pub fn follow(&mut self, follow: Follow) {
+    /// `reported` are topics the caller already reported as left out (not reported again).
+    pub fn follow(&mut self, follow: Follow, reported: BTreeSet<String>) {
         self.following = Some(Following {
             follow,
             generation: 0,
-            reported: BTreeSet::new(),
+            reported,
             deleted: BTreeSet::new(),
             next_refresh_ms: i64::MIN,
         });
@@ -1916,7 +1929,16 @@ impl NodeDriver {
                         .filter(|_| mirrored)
                         .map(|p| p.last_stable_offset),
                 );
-                s.error = self.last_errors.get(&key).cloned();
+                // A FAILED partition shows why its record says it failed; others their last
+                // fetch or LME error.
+                s.error = persisted_record_in(
+                    self.dest.meta(),
+                    &|k| self.states.get(&k).map(StatePartition::coordinator),
+                    &key,
+                )
+                .filter(|v| v.state == MirrorState::Failed)
+                .and_then(|v| v.error_message.clone())
+                .or_else(|| self.last_errors.get(&key).cloned());
                 s.writable = self.writable(&key);
                 Some(s)
             })
@@ -2026,20 +2048,21 @@ pub(super) fn persisted_state_in<'a>(
     coordinator: &dyn Fn(u32) -> Option<&'a kmirror_kernel::coordinator::Coordinator>,
     key: &PartitionKey,
 ) -> MirrorState {
-    let Some(name) = meta.topic_name(key.topic_id) else {
-        return MirrorState::Unknown;
-    };
-    let mirror = meta.topics[name]
-        .desired(name)
-        .ok()
-        .and_then(|d| d.mirror().cloned());
-    let Some(mirror) = mirror else {
-        return MirrorState::Unknown;
-    };
+    persisted_record_in(meta, coordinator, key).map_or(MirrorState::Unknown, |v| v.state)
+}
+
+/// The persisted record of `key` under its topic's mirror, with the coordinator of each
+/// `__mirror_state` partition from `coordinator`.
+pub(super) fn persisted_record_in<'a>(
+    meta: &NodeMeta,
+    coordinator: &dyn Fn(u32) -> Option<&'a kmirror_kernel::coordinator::Coordinator>,
+    key: &PartitionKey,
+) -> Option<&'a MirrorPartitionStateValue> {
+    let name = meta.topic_name(key.topic_id)?;
+    let mirror = meta.topics[name].desired(name).ok()?.mirror().cloned()?;
     let mk = key.in_mirror(mirror);
     mirror_state_partition(&mk, meta.mirror_state_partitions)
         .ok()
         .and_then(coordinator)
         .and_then(|c| c.read_state(&mk))
-        .map_or(MirrorState::Unknown, |v| v.state)
 }

@@ -32,7 +32,7 @@ use crate::file_log::{FileLog, TopicPartition};
 use crate::log_dir_checkpoints::LogDirCheckpoints;
 
 use super::dest::{NodeDest, NodeMeta, LOG_DIR};
-use super::driver::persisted_state_in;
+use super::driver::persisted_record_in;
 use super::state_log::inspect_coordinator;
 use super::NodeError;
 
@@ -272,16 +272,14 @@ impl NodeStatus {
             let dir = log_dir.join(tp.dir_name());
             let log = FileLog::inspect_in_log_dir(&log_dir, tp, Arc::clone(&checkpoints))
                 .map_err(log_error(&dir))?;
-            let state = persisted_state_in(&meta, &|k| coordinators.get(&k), &key);
-            partitions.push(PartitionStatus::of(
-                &meta,
-                state,
-                name,
-                key,
-                log.mem_log(),
-                log.bytes(),
-                None,
-            ));
+            let record = persisted_record_in(&meta, &|k| coordinators.get(&k), &key);
+            let state = record.map_or(MirrorState::Unknown, |v| v.state);
+            let mut status =
+                PartitionStatus::of(&meta, state, name, key, log.mem_log(), log.bytes(), None);
+            status.error = record
+                .filter(|v| v.state == MirrorState::Failed)
+                .and_then(|v| v.error_message.clone());
+            partitions.push(status);
         }
         Ok(NodeStatus::new(root, &meta, partitions))
     }
