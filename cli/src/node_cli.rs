@@ -37,6 +37,9 @@ use kmirror_harness::node::{
     TopicChange, TopicResults, TopicsVerb,
 };
 use kmirror_harness::wire::client::EARLIEST_TIMESTAMP;
+use kmirror_harness::wire::authorization::AclResource;
+use kmirror_harness::wire::source_cluster::TopicError;
+use kmirror_harness::wire::topic_selection::SelectionMiss;
 use kmirror_harness::wire::{SecurityConfig, SourceCluster, SourceClusterOptions, TopicSelection};
 use kmirror_kernel::config::{FetchIsolation, MirrorConfig, RetryPolicy, StopStrategy};
 use kmirror_kernel::desired::DesiredState;
@@ -339,11 +342,12 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
         Err(e) if !e.is_connection() => return Err(e.to_string()),
         _ => {}
     }
-    let mut refused = false;
+    // Entries of the selection the source refuses: one `kmirror: TOPIC: ...` line each.
     for e in &metadata.errors {
-        eprintln!("kmirror: {e}");
-        refused = true;
+        eprintln!("kmirror: {}", selection_error_line(e));
     }
+    let missed = metadata.errors.len();
+    let mut refused = missed > 0;
     let mirror = match (&args.mirror_name, &metadata.cluster_id) {
         (Some(m), _) => {
             MirrorName::new(m.as_str()).map_err(|e| format!("invalid --mirror-name {m:?}: {e}"))?
@@ -453,8 +457,8 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
         driver.close().map_err(|e| e.to_string())?;
         eprintln!(
             "kmirror: mirror: {} of {} refused; nothing changed",
-            results.len(),
-            count_topics(results.len())
+            results.len() + missed,
+            count_topics(results.len() + missed)
         );
         return Ok(ExitCode::from(2));
     }
@@ -546,6 +550,31 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// `TOPIC: CODE: message` for an entry of `--topics` the source's metadata refuses.
+fn selection_error_line(e: &TopicError) -> String {
+    match e {
+        TopicError::Selection {
+            miss: SelectionMiss::UnknownTopic { topic },
+            address,
+        } => format!(
+            "{topic}: UNKNOWN_TOPIC_OR_PARTITION: the source cluster has no such topic (Metadata \
+             from Kafka broker {address})"
+        ),
+        TopicError::Selection {
+            miss: SelectionMiss::NoMatch { glob },
+            address,
+        } => format!(
+            "{glob}: UNKNOWN_TOPIC_OR_PARTITION: the glob matches no topic of the source cluster \
+             (Metadata from Kafka broker {address})"
+        ),
+        TopicError::Broker { topic, .. } => format!("{topic}: {e}"),
+        TopicError::Denied { acl, .. } => match &acl.resource {
+            AclResource::Topic(topic) => format!("{topic}: {e}"),
+            _ => e.to_string(),
+        },
+    }
 }
 
 /// Prints what a failback of `topics` truncates, partition by partition, and whether it may go

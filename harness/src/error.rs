@@ -43,20 +43,20 @@ pub enum BatchError {
         minimum: i32,
     },
     /// A magic byte other than 2 (message formats v0/v1 are not supported).
-    #[error("record batch at byte {position} has magic {magic}; only magic 2 is supported")]
+    #[error("the record batch's magic byte at byte {position} is {magic}; only magic 2 is supported")]
     UnsupportedMagic {
-        /// Where the batch starts.
+        /// Where the magic byte is.
         position: u64,
         /// The magic byte found.
         magic: i8,
     },
     /// The stored CRC-32C does not match the bytes from `attributes` to the end of the batch.
     #[error(
-        "record batch at byte {position} fails its CRC-32C check: stored {stored:#010x}, \
-         computed {computed:#010x} (the batch bytes are corrupt)"
+        "the record batch whose CRC-32C is at byte {position} fails its CRC-32C check: stored \
+         {stored:#010x}, computed {computed:#010x} (the batch bytes are corrupt)"
     )]
     CrcMismatch {
-        /// Where the batch starts.
+        /// Where the stored CRC is.
         position: u64,
         /// The CRC stored in the batch.
         stored: u32,
@@ -234,15 +234,15 @@ pub enum FileLogError {
     /// A segment holds bytes that are not a valid batch below the recovery point, where data is
     /// known to have been flushed: kmirror never repairs that silently.
     #[error(
-        "segment {} is corrupt at byte {position}, below the recovery point {recovery_point} \
-         (data there was flushed, so this is not a torn write): {source}; inspect the file, \
-         restore the partition from a replica, or move the directory away",
+        "segment {} is corrupt below the recovery point {recovery_point} (data there was \
+         flushed, so this is not a torn write): {source}; inspect the file, restore the \
+         partition from a replica, or move the directory away",
         file.display()
     )]
     CorruptSegment {
         /// The segment file.
         file: PathBuf,
-        /// Byte position in the file.
+        /// Where the bad batch starts in the file (the source's positions are in the file too).
         position: u64,
         /// The recovery point of the log.
         recovery_point: Offset,

@@ -1055,7 +1055,7 @@ impl LogInspection {
                     file: path.clone(),
                     position: entry.position,
                     recovery_point: self.mem.log_end_offset(),
-                    source,
+                    source: source.shifted(entry.position),
                 })?,
             );
         }
