@@ -41,6 +41,18 @@ use crate::types::{
     ProducerId, TopicId,
 };
 
+/// How a written FAILED record is retried.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Failure {
+    /// By the retry policy, to the recorded state (and any write that is not FAILED).
+    Retried,
+    /// Never (the prototype's non-retryable failures).
+    NotRetried,
+    /// Never; its recorded exit is STOPPING, taken when the operator stops the topic (the
+    /// source topic is gone: a stop needs nothing of it).
+    ExitOnlyByStop,
+}
+
 /// Why an input changed nothing. Stale and duplicate inputs are expected in a distributed
 /// system; they are reported, never a panic, and never change the partition.
 #[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
@@ -445,12 +457,17 @@ impl PartitionMirror {
                     return Err(self.not_applicable("SourceTopicDeleted"));
                 }
                 self.source_deleted = true;
-                match self.activity {
-                    // Decided when the answer arrives.
-                    Activity::Reading(_) | Activity::Writing { .. } => {
-                        self.decision_pending = config.design == Design::Prototype;
+                if self.leadership.is_some()
+                    && self.stored.is_some()
+                    && self.fails_for_deleted_source(self.state())
+                {
+                    match self.activity {
+                        // Decided when the answer arrives.
+                        Activity::Reading(_) | Activity::Writing { .. } => {
+                            self.decision_pending = config.design == Design::Prototype;
+                        }
+                        _ => self.fail_for_deleted_source(config, &mut out),
                     }
-                    _ => self.reconcile(config, log, &mut out),
                 }
             }
             Input::RetryDue { attempt } => {
@@ -618,6 +635,12 @@ impl PartitionMirror {
             {
                 return Some(Mirroring);
             }
+            (DesiredState::Stop(_), Failed) if self.failed_until_stopped() => {
+                return config
+                    .transitions
+                    .is_legal(Failed, Stopping, Some(Stopping))
+                    .then_some(Stopping);
+            }
             (DesiredState::Mirror(_) | DesiredState::Pause(_), Unknown | Stopped) => Preparing,
             (DesiredState::Mirror(_), Paused) => Mirroring,
             (DesiredState::Pause(_), Mirroring) => Paused,
@@ -638,6 +661,7 @@ impl PartitionMirror {
             {
                 return Some(Mirroring);
             }
+            (DesiredState::Stop(_), Failed) if self.failed_until_stopped() => Stopping,
             (_, Failed) => return None,
             (DesiredState::Stop(_), _) => Stopping,
             (DesiredState::Pause(_), _) => Pausing,
@@ -673,10 +697,7 @@ impl PartitionMirror {
         }
         let state = self.state();
         if decide && self.fails_for_deleted_source(state) {
-            let error = "the source topic was deleted (or re-created under another topic id): \
-                         the partition stays FAILED and read-only, with what it mirrored"
-                .to_owned();
-            self.write_non_retryable_failure(config, error, out);
+            self.fail_for_deleted_source(config, out);
             return;
         }
         let transition = decide
@@ -687,6 +708,31 @@ impl PartitionMirror {
             None if !self.asserted && self.needs_reassert(config) => self.reassert(config, out),
             None => self.enter(config, state, log, out),
         }
+    }
+
+    /// Writes FAILED for good: the source's topic is gone, and only a stop leaves it.
+    fn fail_for_deleted_source(&mut self, config: &MirrorConfig, out: &mut Vec<Effect>) {
+        let error = "the source topic was deleted (or re-created under another topic id): the \
+                     partition stays FAILED and read-only, with what it mirrored, until its \
+                     topic is stopped"
+            .to_owned();
+        self.write_value(
+            config,
+            MirrorState::Failed,
+            Some(error),
+            Failure::ExitOnlyByStop,
+            out,
+        );
+    }
+
+    /// Whether the partition is FAILED for good with STOPPING as its only exit (its source
+    /// topic is gone): a stop of its topic takes it there, nothing else does.
+    fn failed_until_stopped(&self) -> bool {
+        self.stored_value().is_some_and(|v| {
+            v.state == MirrorState::Failed
+                && v.retry_attempt == NON_RETRYABLE_ATTEMPT
+                && v.previous_state == Some(MirrorState::Stopping)
+        })
     }
 
     /// Whether the source's topic is gone while the operator still asks to mirror (or pause)
@@ -765,7 +811,7 @@ impl PartitionMirror {
         error: Option<String>,
         out: &mut Vec<Effect>,
     ) {
-        self.write_value(config, target, error, false, out);
+        self.write_value(config, target, error, Failure::Retried, out);
     }
 
     /// [`Self::write_state`] of FAILED with `error`, never retried automatically (the
@@ -776,7 +822,13 @@ impl PartitionMirror {
         error: String,
         out: &mut Vec<Effect>,
     ) {
-        self.write_value(config, MirrorState::Failed, Some(error), true, out);
+        self.write_value(
+            config,
+            MirrorState::Failed,
+            Some(error),
+            Failure::NotRetried,
+            out,
+        );
     }
 
     fn write_value(
@@ -784,9 +836,10 @@ impl PartitionMirror {
         config: &MirrorConfig,
         target: MirrorState,
         error: Option<String>,
-        non_retryable: bool,
+        failure: Failure,
         out: &mut Vec<Effect>,
     ) {
+        let non_retryable = failure != Failure::Retried;
         let (Some(key), Some(leadership)) = (self.key(), self.leadership.as_ref()) else {
             return;
         };
@@ -803,11 +856,14 @@ impl PartitionMirror {
                 _ if non_retryable => NON_RETRYABLE_ATTEMPT,
                 (_, MirrorState::Failed) if attempts == NON_RETRYABLE_ATTEMPT => attempts,
                 (_, MirrorState::Failed) => attempts.saturating_add(1),
+                // Only the operator's stop leaves a FAILED that is not retried: a fresh count.
+                (MirrorState::Failed, _) if attempts == NON_RETRYABLE_ATTEMPT => 0,
                 (MirrorState::Failed, _) => attempts,
                 _ => 0,
             },
             // For FAILED the state to retry; a failed retry keeps the original target.
             previous_state: Some(match (from, target) {
+                _ if failure == Failure::ExitOnlyByStop => MirrorState::Stopping,
                 (MirrorState::Failed, MirrorState::Failed) => {
                     stored.and_then(|v| v.previous_state).unwrap_or(from)
                 }
