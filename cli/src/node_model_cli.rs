@@ -5,7 +5,7 @@
 //! `--stop-order`, `--liveness-bound`) apply to it as to the single-partition model; the
 //! single-partition world's bounds (`--replicas`, `--crashes`...) conflict with `--node`, and
 //! the node world has its own (`--node-topics`, `--node-records`, `--node-faults`,
-//! `--node-stops`).
+//! `--node-operator-steps`, `--node-restarts`, `--node-source-changes`).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -39,9 +39,21 @@ pub struct NodeArgs {
     /// coalesced fetch lost).
     #[arg(long, requires = "node", default_value_t = NodeModelConfig::default_check().faults)]
     node_faults: u8,
-    /// With --node: operator stops, each of one topic.
-    #[arg(long, requires = "node", default_value_t = NodeModelConfig::default_check().operator_steps)]
-    node_stops: u8,
+    /// With --node: operator requests through the controller: a stop of one topic, a re-run of
+    /// the selection (`kmirror mirror --topics` again), a failback of one topic.
+    #[arg(long, alias = "node-stops", requires = "node",
+          default_value_t = NodeModelConfig::default_check().operator_steps)]
+    node_operator_steps: u8,
+    /// With --node: crashes of the node, each followed by a restart (what is in memory and in
+    /// flight is lost; the logs, the __mirror_state records, the topics' mirror.name and each
+    /// partition's leader epoch and produce gate stay).
+    #[arg(long, requires = "node", default_value_t = NodeModelConfig::default_check().restarts)]
+    node_restarts: u8,
+    /// With --node: changes of the source: a topic gains a partition (one at most), or is
+    /// deleted.
+    #[arg(long, requires = "node",
+          default_value_t = NodeModelConfig::default_check().source_changes)]
+    node_source_changes: u8,
 }
 
 impl NodeArgs {
@@ -52,7 +64,9 @@ impl NodeArgs {
             topics: self.node_topics.clone(),
             records: self.node_records,
             faults: self.node_faults,
-            operator_steps: self.node_stops,
+            operator_steps: self.node_operator_steps,
+            restarts: self.node_restarts,
+            source_changes: self.node_source_changes,
             liveness_bound: model.liveness_bound,
             kernel: model.kernel.clone(),
         };

@@ -90,11 +90,49 @@ fn check_node_exhausts_the_node_model() {
         "every_partition_progresses_once_faults_stop",
         "stop_leaves_other_topics_alone",
         "coalesced_fetch_part_as_lone_fetch",
+        "read_only_unless_stopped",
+        "no_failback_without_asking",
+        "every_selected_partition_mirrored_once_source_stops_changing",
     ] {
         assert!(
             text.lines()
                 .any(|l| l.contains(property) && l.ends_with("holds")),
             "{property}:\n{text}"
+        );
+    }
+}
+
+/// The node model's lifecycle bounds reach it: a restart and two operator requests on one topic
+/// (a stop, then a failback), every property holding and the restart with a STOPPED writable
+/// partition reached; `--node-stops`, the old name of `--node-operator-steps`, still works.
+#[test]
+#[cfg_attr(debug_assertions, ignore = "an exhaustive check: run with --release")]
+fn check_node_takes_the_lifecycle_bounds() {
+    for operator in ["--node-operator-steps", "--node-stops"] {
+        let out = kmirror(&[
+            "check",
+            "--node",
+            "--quiet",
+            "--threads",
+            "1",
+            "--node-topics",
+            "1",
+            "--node-records",
+            "0",
+            "--node-faults",
+            "0",
+            "--node-restarts",
+            "1",
+            operator,
+            "2",
+        ]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{text}");
+        assert!(
+            text.lines()
+                .any(|l| l.contains("restart_with_stopped_writable_partition")
+                    && l.ends_with("example found")),
+            "{text}"
         );
     }
 }

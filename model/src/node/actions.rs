@@ -3,25 +3,15 @@
 
 use std::sync::Arc;
 
-use kmirror_kernel::batch::LeaderBatch;
-use kmirror_kernel::controller::{
-    apply_config_records, handle_mirror_request, ConfigRecord, ControllerConfig, MirrorRequest,
-};
 use kmirror_kernel::desired::DesiredState;
 use kmirror_kernel::input::Input;
-use kmirror_kernel::log::{LogView, PartitionLog};
-use kmirror_kernel::mem_log::MemLog;
 use kmirror_kernel::node::{FetchStatus, NodeInput, PartitionFetchResult, PartitionKey};
-use kmirror_kernel::partition::PartitionMirror;
-use kmirror_kernel::types::{MirrorPartition, TopicId};
+use kmirror_kernel::types::TopicId;
 use serde::{Deserialize, Serialize};
 
-use super::config::{NodeModelConfig, NODE_TOPICS};
+use super::config::NodeModelConfig;
 use super::executor::Fetched;
-use super::world::{
-    mirror_name, DestPartition, NodeMessage, NodeViolation, NodeWorld, SOURCE_EPOCH,
-};
-use crate::shared::Shared;
+use super::world::{NodeMessage, NodeWorld};
 
 /// A fault of one partition's part of a coalesced fetch response.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
@@ -49,15 +39,20 @@ pub enum NodeAction {
     FireRetry(PartitionKey),
     /// The operator stops one topic (RemoveTopicsFromMirror) through the controller.
     Stop(TopicId),
+    /// The operator runs the same selection again (`kmirror mirror --topics`): AddTopicsToMirror
+    /// of the topics the kernel's discovery adds.
+    Remirror,
+    /// The operator fails one topic back (AddTopicsToMirror of a failed-over topic).
+    Failback(TopicId),
+    /// The node crashes: everything in memory and in flight is lost.
+    Crash,
+    /// The node starts again.
+    Start,
+    /// The source topic gains a partition.
+    SourceAddsPartition(TopicId),
+    /// The source deletes the topic.
+    SourceDeletesTopic(TopicId),
 }
-
-/// What a stop must leave unchanged of a partition of another topic.
-type Untouched = (
-    Option<PartitionMirror>,
-    Option<kmirror_kernel::node::FetchSlot>,
-    Option<MemLog>,
-    Option<DestPartition>,
-);
 
 impl NodeWorld {
     /// Every action enabled in this world.
@@ -74,24 +69,48 @@ impl NodeWorld {
             }
         }
         if self.budget.records > 0 {
-            actions.extend(self.keys().map(|k| NodeAction::Produce(*k)));
+            actions.extend(self.source_logs.keys().map(|k| NodeAction::Produce(*k)));
         }
-        self.progress_timers(actions);
+        self.start_and_timers(actions);
+        if self.budget.restarts > 0 && self.node.is_some() {
+            actions.push(NodeAction::Crash);
+        }
+        // Only requests the controller accepts: an enabled action always changes the world
+        // (stateright's simulation cannot replay a path through one that does not).
         if self.budget.operator_steps > 0 {
-            for (&(_, topic_id), _) in NODE_TOPICS.iter().zip(&config.topics) {
-                // Only a stop the controller accepts: an enabled action always changes the world
-                // (stateright's simulation cannot replay a path through one that does not).
-                if matches!(self.desired(topic_id), DesiredState::Mirror(_))
-                    && !self.stop_records(config, topic_id).is_empty()
+            for (_, topic_id) in config.topic_ids() {
+                let desired = self.desired(topic_id);
+                if matches!(desired, DesiredState::Mirror(_))
+                    && self.accepts(config, &self.stop_request(topic_id))
                 {
                     actions.push(NodeAction::Stop(topic_id));
                 }
+                if matches!(desired, DesiredState::Stop(_))
+                    && self.accepts(config, &self.failback_request(config, topic_id))
+                {
+                    actions.push(NodeAction::Failback(topic_id));
+                }
+            }
+            if self.accepts(config, &self.remirror_request(config)) {
+                actions.push(NodeAction::Remirror);
+            }
+        }
+        for (_, topic_id) in config.topic_ids() {
+            if self.may_add_partition(config, topic_id) {
+                actions.push(NodeAction::SourceAddsPartition(topic_id));
+            }
+            if self.may_delete_topic(topic_id) {
+                actions.push(NodeAction::SourceDeletesTopic(topic_id));
             }
         }
     }
 
-    /// The timer actions enabled: the backoff clock and the partitions' retry timers.
-    pub fn progress_timers(&self, actions: &mut Vec<NodeAction>) {
+    /// The progress actions enabled: the node's start when it is down, the backoff clock and
+    /// the partitions' retry timers.
+    pub fn start_and_timers(&self, actions: &mut Vec<NodeAction>) {
+        if self.node.is_none() {
+            actions.push(NodeAction::Start);
+        }
         if self.next_backoff_end().is_some() {
             actions.push(NodeAction::BackoffElapses);
         }
@@ -106,7 +125,7 @@ impl NodeWorld {
     /// `next_fetch_due` also counts a fetch already due but waiting for its fetcher.)
     pub fn next_backoff_end(&self) -> Option<u64> {
         self.keys()
-            .filter_map(|k| match self.node.fetch_slot(k)?.status {
+            .filter_map(|k| match self.fetch_slot(k)?.status {
                 FetchStatus::Ready {
                     not_before: Some(t),
                 } if t > self.now => Some(t),
@@ -165,6 +184,14 @@ impl NodeWorld {
                 true
             }
             NodeAction::Stop(topic_id) => self.stop(config, topic_id),
+            NodeAction::Remirror => self.remirror(config),
+            NodeAction::Failback(topic_id) => self.failback(config, topic_id),
+            NodeAction::Crash => self.crash(),
+            NodeAction::Start => self.start(config),
+            NodeAction::SourceAddsPartition(topic_id) => {
+                self.add_source_partition(config, topic_id)
+            }
+            NodeAction::SourceDeletesTopic(topic_id) => self.delete_source_topic(config, topic_id),
         };
         if changed {
             self.poll();
@@ -196,88 +223,5 @@ impl NodeWorld {
             batches,
         });
         true
-    }
-
-    /// The source's producer appends one plain batch to `key` (one source replica: the high
-    /// watermark follows).
-    fn produce(&mut self, key: PartitionKey) -> bool {
-        if self.budget.records == 0 {
-            return false;
-        }
-        let logs = &mut *self.source_logs;
-        let Some(log) = logs.get_mut(&key) else {
-            return false;
-        };
-        let batch = LeaderBatch::Records {
-            record_count: 1,
-            producer: None,
-            transactional: false,
-        };
-        if log.append_as_leader(SOURCE_EPOCH, batch).is_err() {
-            return false;
-        }
-        let end = log.log_end_offset();
-        let _ = log.advance_high_watermark(end);
-        self.budget.records -= 1;
-        true
-    }
-
-    /// The operator's RemoveTopicsFromMirror for `topic_id`, through the kernel's controller,
-    /// then the topic's new `mirror.name` to the node; false when the controller refuses it.
-    /// Flags [`NodeViolation::StopChangedOtherTopic`] when the step changed a partition of
-    /// another topic.
-    fn stop(&mut self, config: &NodeModelConfig, topic_id: TopicId) -> bool {
-        let records = self.stop_records(config, topic_id);
-        if records.is_empty() {
-            return false;
-        }
-        let name = Self::topic_name(topic_id);
-        let catalogue = apply_config_records(&self.catalogue, &records);
-        self.catalogue = Shared::new(catalogue);
-        self.budget.operator_steps -= 1;
-        let others: Vec<PartitionKey> = self
-            .keys()
-            .filter(|k| k.topic_id != topic_id)
-            .copied()
-            .collect();
-        let before: Vec<Untouched> = others.iter().map(|k| self.untouched(k)).collect();
-        let partitions = self
-            .catalogue
-            .topic(name)
-            .map_or(0, |t| t.partition_indexes().end);
-        let input = NodeInput::Topic {
-            topic_id,
-            desired: self.desired(topic_id),
-            partitions,
-        };
-        self.run(config, input, &Fetched::new());
-        let after = others.iter().map(|k| self.untouched(k));
-        if !after.eq(before) {
-            self.violate(NodeViolation::StopChangedOtherTopic);
-        }
-        true
-    }
-
-    /// The `mirror.name` records the controller writes for RemoveTopicsFromMirror of
-    /// `topic_id`: none when it refuses the request.
-    fn stop_records(&self, config: &NodeModelConfig, topic_id: TopicId) -> Vec<ConfigRecord> {
-        let request = MirrorRequest::RemoveTopics {
-            mirror: mirror_name().to_string(),
-            topics: vec![Self::topic_name(topic_id).to_string()],
-        };
-        let coordinator = &self.coordinator;
-        let lookup = |p: &MirrorPartition| coordinator.read_state(p).map(|v| v.state);
-        let controller = ControllerConfig::for_kernel(&config.kernel);
-        handle_mirror_request(&self.catalogue, &lookup, &controller, &request).records
-    }
-
-    /// What a stop of another topic must leave unchanged of partition `key`.
-    fn untouched(&self, key: &PartitionKey) -> Untouched {
-        (
-            self.node.partition(key).cloned(),
-            self.node.fetch_slot(key).copied(),
-            self.dest_logs.get(key).cloned(),
-            self.dest.get(key).cloned(),
-        )
     }
 }

@@ -27,8 +27,15 @@ pub struct NodeModelConfig {
     /// Fetch faults: one partition's part of a coalesced response failed (non-retriable) or
     /// retriable, or a whole coalesced request lost.
     pub faults: u8,
-    /// Operator stops (each stops one topic, through the kernel's controller).
+    /// Operator requests through the kernel's controller: a stop of one topic, a re-run of
+    /// the selection (AddTopicsToMirror of what discovery finds), a failback of one topic.
     pub operator_steps: u8,
+    /// Crashes of the node (each followed by a restart, when the world chooses).
+    #[serde(default)]
+    pub restarts: u8,
+    /// Changes of the source's topics: a topic gains a partition (at most one), or is deleted.
+    #[serde(default)]
+    pub source_changes: u8,
     /// Steps the fault-free scheduler may take in the bounded liveness property.
     pub liveness_bound: u16,
     /// The kernel variant.
@@ -38,16 +45,49 @@ pub struct NodeModelConfig {
 impl NodeModelConfig {
     /// The configuration `kmirror check --node` and CI check: two topics of one partition
     /// each (so the two partitions share the node, its one fetcher and the coordinator, and a
-    /// stop of one topic has another beside it), one batch, one fault, one stop.
+    /// stop of one topic has another beside it), one batch, one fault, one stop; no restart,
+    /// no change of the source.
     pub fn default_check() -> Self {
         NodeModelConfig {
             topics: vec![1, 1],
             records: 1,
             faults: 1,
             operator_steps: 1,
+            restarts: 0,
+            source_changes: 0,
             liveness_bound: 200,
             kernel: MirrorConfig::default(),
         }
+    }
+
+    /// The lifecycle configuration CI also checks: one topic of one partition (the source's
+    /// growth adds a second), one batch, no fetch fault; one restart of the node, two operator
+    /// requests (a stop, then a failback or a re-run of the selection) and one change of the
+    /// source (a partition added or the topic deleted). A second topic multiplies the
+    /// interleavings past what CI can exhaust (more than 860,000 states, unfinished).
+    pub fn lifecycle_check() -> Self {
+        NodeModelConfig {
+            topics: vec![1],
+            faults: 0,
+            operator_steps: 2,
+            restarts: 1,
+            source_changes: 1,
+            ..Self::default_check()
+        }
+    }
+
+    /// The partition count topic `topic_id` starts with at the source and the destination.
+    pub fn partitions(&self, topic_id: TopicId) -> Option<PartitionIndex> {
+        NODE_TOPICS
+            .iter()
+            .zip(&self.topics)
+            .find(|((_, id), _)| *id == topic_id)
+            .map(|(_, &partitions)| partitions)
+    }
+
+    /// Every topic of this configuration, by name and id.
+    pub fn topic_ids(&self) -> impl Iterator<Item = (&'static str, TopicId)> + '_ {
+        NODE_TOPICS.iter().take(self.topics.len()).copied()
     }
 
     /// This configuration with kernel `mutant` switched on.

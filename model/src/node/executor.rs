@@ -24,18 +24,24 @@ use super::world::{
 /// Each partition's fetched batches of one response.
 pub type Fetched = BTreeMap<PartitionKey, Vec<BatchHeader>>;
 
+/// What the source answers for a partition of a topic it deleted (Kafka's non-retriable
+/// `UNKNOWN_TOPIC_ID`: no topic with the fetch's topic id).
+pub const UNKNOWN_TOPIC_ID: &str = "UNKNOWN_TOPIC_ID";
+
 impl NodeWorld {
     /// Hands `input` to the node and applies the effects it returns (`batches`: the fetched
     /// batches of a fetch response); a coalesced response is first checked part by part
-    /// against each partition alone (see [`Self::check_parts`]).
+    /// against each partition alone (see [`Self::check_parts`]). A node that is down hears
+    /// nothing.
     pub fn run(&mut self, config: &NodeModelConfig, input: NodeInput, batches: &Fetched) {
         let lone = match &input {
             NodeInput::FetchResponse(response) => Some(self.lone_parts(config, response)),
             _ => None,
         };
-        let out = self
-            .node
-            .handle(&config.kernel, self.now, input, &self.dest_logs);
+        let Some(node) = self.node.as_mut() else {
+            return;
+        };
+        let out = node.handle(&config.kernel, self.now, input, &self.dest_logs);
         if let Some(lone) = lone {
             self.check_parts(&out.effects, lone);
         }
@@ -44,9 +50,13 @@ impl NodeWorld {
         }
     }
 
-    /// Sends every coalesced fetch the node has ready.
+    /// Sends every coalesced fetch the node has ready (none while it is down).
     pub fn poll(&mut self) {
-        for fetch in self.node.poll_fetches(self.now) {
+        let fetches = self
+            .node
+            .as_mut()
+            .map_or_else(Vec::new, |n| n.poll_fetches(self.now));
+        for fetch in fetches {
             self.send(NodeMessage::Fetch(fetch));
         }
     }
@@ -55,8 +65,9 @@ impl NodeWorld {
     fn execute(&mut self, config: &NodeModelConfig, effect: NodeEffect, fetched: &Fetched) {
         let (key, effect) = match effect {
             NodeEffect::Partition { key, effect } => (key, effect),
-            // The source and destination partition counts are equal and fixed: never asked.
-            NodeEffect::CreatePartitions { .. } => return,
+            NodeEffect::CreatePartitions { topic_id, total } => {
+                return self.create_partitions(config, topic_id, total)
+            }
         };
         let coordinator =
             |key: MirrorPartition, request, body| NodeMessage::Coordinator { key, request, body };
@@ -155,18 +166,18 @@ impl NodeWorld {
                 }
             }
             NodeMessage::QueryLastMirroredEpoch { key, request } => {
-                let source_log_start_offset = self
-                    .source_logs
-                    .get(&key)
-                    .map_or(0, |l| l.log_start_offset());
-                NodeInput::Partition {
-                    key,
-                    input: Input::LastMirroredEpochReceived {
+                let input = match self.source_logs.get(&key) {
+                    Some(log) => Input::LastMirroredEpochReceived {
                         request,
                         lme: None,
-                        source_log_start_offset,
+                        source_log_start_offset: log.log_start_offset(),
                     },
-                }
+                    None => Input::RequestFailed {
+                        request,
+                        error: UNKNOWN_TOPIC_ID.into(),
+                    },
+                };
+                NodeInput::Partition { key, input }
             }
             NodeMessage::BumpLeaderEpoch {
                 key,
@@ -201,7 +212,8 @@ impl NodeWorld {
     }
 
     /// The source's answer to `fetch`, every part served from the source log with the kernel's
-    /// `serve_fetch`, except `fault`'s partition, which gets the fault's result instead.
+    /// `serve_fetch`, except `fault`'s partition, which gets the fault's result instead, and a
+    /// partition of a topic the source deleted, which gets [`UNKNOWN_TOPIC_ID`].
     pub fn serve_fetch(
         &self,
         fetch: &CoalescedFetch,
@@ -214,6 +226,11 @@ impl NodeWorld {
                 Some((faulty, result)) if faulty == key => result.clone(),
                 _ => {
                     let Some(log) = self.source_logs.get(key) else {
+                        partitions.push(PartitionFetchResponse {
+                            key: *key,
+                            request: part.request,
+                            result: PartitionFetchResult::Failed(UNKNOWN_TOPIC_ID.into()),
+                        });
                         continue;
                     };
                     let served = serve_fetch(
@@ -259,16 +276,22 @@ impl NodeWorld {
             CoordinatorRequest::Write {
                 value,
                 expected_state_epoch,
-            } => match self
-                .coordinator
-                .write_state(key, value, expected_state_epoch)
-            {
-                Ok(value) => Input::StateWritten { request, value },
-                Err(refused) => Input::WriteFenced {
-                    request,
-                    reason: refused.reason(),
-                },
-            },
+            } => {
+                let before = self.coordinator.read_state(key).cloned();
+                match self
+                    .coordinator
+                    .write_state(key, value, expected_state_epoch)
+                {
+                    Ok(value) => {
+                        self.observe_write(key, before.as_ref(), &value);
+                        Input::StateWritten { request, value }
+                    }
+                    Err(refused) => Input::WriteFenced {
+                        request,
+                        reason: refused.reason(),
+                    },
+                }
+            }
             CoordinatorRequest::WriteLastMirroredEpoch {
                 value,
                 expected_state_epoch,

@@ -36,14 +36,13 @@ impl NodeWorld {
     ) -> Vec<LonePart> {
         let mut parts = Vec::new();
         for part in &response.partitions {
-            let (Some(mirror), Some(log)) = (
-                self.node.partition(&part.key),
-                self.dest_logs.get(&part.key),
-            ) else {
+            let (Some(mirror), Some(log)) =
+                (self.partition(&part.key), self.dest_logs.get(&part.key))
+            else {
                 continue;
             };
             let mut mirror = mirror.clone();
-            let before = self.node.fetch_slot(&part.key).map(|s| s.request);
+            let before = self.fetch_slot(&part.key).map(|s| s.request);
             let input = match &part.result {
                 PartitionFetchResult::Completed(outcome) => Input::FetchCompleted {
                     request: part.request,
@@ -111,8 +110,8 @@ impl NodeWorld {
                 })
                 .collect();
             let same = node_effects.iter().copied().eq(part.effects.iter())
-                && self.node.partition(&part.key) == Some(&part.mirror)
-                && self.node.fetch_slot(&part.key).map(|s| s.request) == part.fetch;
+                && self.partition(&part.key) == Some(&part.mirror)
+                && self.fetch_slot(&part.key).map(|s| s.request) == part.fetch;
             if !same {
                 self.violate(NodeViolation::CoalescedPartDiffers);
             }

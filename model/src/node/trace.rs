@@ -1,6 +1,7 @@
 //! The node model's traces: a configuration and a path of actions, replayed and told step by
 //! step.
 
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use kmirror_kernel::input::{FetchOutcome, Input};
@@ -50,23 +51,32 @@ impl NodeTrace {
         Ok(worlds)
     }
 
-    /// The trace as text: each action, then every partition's stored state, log end offset
-    /// (destination / source) and fetch slot.
+    /// The trace as text: each action, then whether the node is down, and every partition's
+    /// stored state, log end offset (destination / source), produce gate when open, and fetch
+    /// slot.
     pub fn render(&self) -> Result<String, NodeReplayError> {
         let worlds = self.replay()?;
         let mut out = String::new();
         let describe = |out: &mut String, w: &NodeWorld| {
-            for key in w.keys() {
-                let dest = w.dest_logs.get(key).map_or(0, |l| l.log_end_offset());
-                let source = w.source_logs.get(key).map_or(0, |l| l.log_end_offset());
+            if w.node.is_none() {
+                let _ = writeln!(out, "      (the node is down)");
+            }
+            let keys: BTreeSet<&PartitionKey> = w.keys().chain(w.source_logs.keys()).collect();
+            for key in keys {
+                let dest = w.dest_logs.get(key).map(|l| l.log_end_offset());
+                let source = w.source_logs.get(key).map(|l| l.log_end_offset());
+                let leo = |o: Option<i64>| o.map_or("-".to_string(), |o| o.to_string());
+                let writable = w.dest.get(key).is_some_and(|p| p.writable);
                 let _ = writeln!(
                     out,
-                    "      {}-{}: {:?} desired {:?}, LEO {dest}/{source}, fetch {:?}",
-                    NodeWorld::topic_name(key.topic_id),
-                    key.partition,
+                    "      {}: {:?} desired {:?}, LEO {}/{}{}, fetch {:?}",
+                    name(key),
                     w.stored_state(key),
                     w.desired(key.topic_id),
-                    w.node.fetch_slot(key).map(|s| s.status),
+                    leo(dest),
+                    leo(source),
+                    if writable { ", writable" } else { "" },
+                    w.fetch_slot(key).map(|s| s.status),
                 );
             }
             if let Some(v) = w.ghosts.violation {
@@ -108,6 +118,23 @@ fn short(action: &NodeAction) -> String {
                 NodeWorld::topic_name(*topic_id)
             )
         }
+        NodeAction::Remirror => "the operator runs the same selection again".to_string(),
+        NodeAction::Failback(topic_id) => {
+            format!(
+                "the operator fails topic {} back",
+                NodeWorld::topic_name(*topic_id)
+            )
+        }
+        NodeAction::Crash => "the node crashes".to_string(),
+        NodeAction::Start => "the node starts".to_string(),
+        NodeAction::SourceAddsPartition(topic_id) => format!(
+            "the source's topic {} gains a partition",
+            NodeWorld::topic_name(*topic_id)
+        ),
+        NodeAction::SourceDeletesTopic(topic_id) => format!(
+            "the source deletes topic {}",
+            NodeWorld::topic_name(*topic_id)
+        ),
     }
 }
 

@@ -1,8 +1,9 @@
 //! The node model's world: one destination node leading every partition of the mirrored
-//! topics, the source leader of every source partition, the destination's `__mirror_state`
-//! coordinator and controller catalogue, and the messages in flight.
+//! topics (or down, between a crash and its restart), the source leader of every source
+//! partition, the destination's `__mirror_state` coordinator and controller catalogue, and the
+//! messages in flight.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use kmirror_kernel::batch::BatchHeader;
@@ -10,12 +11,14 @@ use kmirror_kernel::controller::{TopicCatalogue, TopicInfo};
 use kmirror_kernel::coordinator::Coordinator;
 use kmirror_kernel::desired::DesiredState;
 use kmirror_kernel::effect::RequestId;
-use kmirror_kernel::input::Input;
 use kmirror_kernel::mem_log::MemLog;
-use kmirror_kernel::node::{CoalescedFetch, NodeConfig, NodeInput, NodeMirror, PartitionKey};
+use kmirror_kernel::node::{CoalescedFetch, FetchSlot, NodeInput, NodeMirror, PartitionKey};
+use kmirror_kernel::partition::PartitionMirror;
 use kmirror_kernel::records::{LastMirroredEpochsValue, MirrorPartitionStateValue};
 use kmirror_kernel::state::MirrorState;
-use kmirror_kernel::types::{BrokerId, LeaderEpoch, MirrorPartition, StateEpoch, TopicId};
+use kmirror_kernel::types::{
+    BrokerId, LeaderEpoch, MirrorPartition, PartitionIndex, StateEpoch, TopicId,
+};
 use serde::{Deserialize, Serialize};
 
 use super::config::{NodeModelConfig, NODE_TOPICS};
@@ -99,12 +102,23 @@ pub enum NodeMessage {
 /// What the destination's broker and controller hold for one partition besides its log.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub struct DestPartition {
-    /// The controller's leader epoch of the partition.
+    /// The controller's leader epoch of the partition (persisted: survives a crash).
     pub leader_epoch: LeaderEpoch,
-    /// The broker's read-only flag as the kernel last set it.
+    /// The broker's produce gate as the kernel last set it (persisted: survives a crash).
     pub writable: bool,
-    /// The attempt of the partition's pending retry timer.
+    /// The attempt of the partition's pending retry timer (in memory: lost in a crash).
     pub retry_timer: Option<u32>,
+}
+
+impl DestPartition {
+    /// A partition the controller has just created: at the first leader epoch, read-only.
+    pub fn created() -> Self {
+        DestPartition {
+            leader_epoch: DEST_EPOCH,
+            writable: false,
+            retry_timer: None,
+        }
+    }
 }
 
 /// What remains of each bounded source of nondeterminism.
@@ -114,19 +128,27 @@ pub struct NodeBudget {
     pub records: u8,
     /// Fetch faults.
     pub faults: u8,
-    /// Operator stops.
+    /// Operator requests: stops, re-runs of the selection, failbacks.
     pub operator_steps: u8,
+    /// Crashes of the node.
+    pub restarts: u8,
+    /// Changes of the source's topics: a partition added, a topic deleted.
+    pub source_changes: u8,
 }
 
 /// A safety violation seen while a step ran (a property fails on the first state carrying
 /// one).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
 pub enum NodeViolation {
-    /// A stop of one topic changed a partition of another topic.
+    /// A stop of one topic changed a partition of another topic, or a partition whose topic is
+    /// asked to mirror began a stop (wrote STOPPING or STOPPED).
     StopChangedOtherTopic,
     /// A part of a coalesced fetch response did to its partition something else than the same
     /// answer does to the partition alone (or a fetch escaped the node uncoalesced).
     CoalescedPartDiffers,
+    /// A STOPPED partition's stored state left STOPPED without a failback of its topic asked
+    /// since it became STOPPED.
+    FailbackWithoutAsking,
 }
 
 /// Observations that are history, not state.
@@ -136,18 +158,25 @@ pub struct NodeGhosts {
     pub violation: Option<NodeViolation>,
     /// Whether a fault hit one part of a coalesced fetch that carried another partition too.
     pub fault_beside_another_part: bool,
+    /// The STOPPED partitions whose topic the operator failed back since, until each leaves
+    /// STOPPED.
+    pub failback_asked: BTreeSet<PartitionKey>,
+    /// Whether a partition left STOPPED after its topic's failback.
+    pub failed_back: bool,
 }
 
 /// The whole world.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub struct NodeWorld {
-    /// The destination's node manager: the kernel's, leading every partition.
-    pub node: NodeMirror,
+    /// The destination's node manager, the kernel's, leading every partition; `None` while the
+    /// node is down (from a crash to its restart).
+    pub node: Option<NodeMirror>,
     /// The destination partitions' logs (one replica: the high watermark is the log end).
     pub dest_logs: BTreeMap<PartitionKey, MemLog>,
     /// The destination partitions' epochs, read-only flags and retry timers.
     pub dest: BTreeMap<PartitionKey, DestPartition>,
-    /// The source partitions' logs (the source leader's; changed only by producers).
+    /// The source partitions' logs (the source leader's; changed by producers, by a new
+    /// partition and by the deletion of a topic, which takes its partitions away).
     pub source_logs: Shared<BTreeMap<PartitionKey, MemLog>>,
     /// The destination's `__mirror_state` coordinator.
     pub coordinator: Shared<Coordinator>,
@@ -170,8 +199,9 @@ pub fn mirror_name() -> kmirror_kernel::types::MirrorName {
 }
 
 impl NodeWorld {
-    /// The initial world: every topic in mirror `from-a`, the node told the topics, their
-    /// source leaders and its leadership of every partition (its first reads in flight).
+    /// The initial world: every topic in mirror `from-a`, and the node started as after a
+    /// restart (told the topics, their source leaders and its leadership of every partition:
+    /// its first reads in flight).
     pub fn initial(config: &NodeModelConfig) -> NodeWorld {
         let desired = DesiredState::Mirror(mirror_name());
         let mut catalogue = TopicCatalogue::new().with_mirror(mirror_name());
@@ -182,26 +212,12 @@ impl NodeWorld {
             catalogue.insert_topic(name, info);
             keys.extend((0..partitions).map(|p| PartitionKey::new(topic_id, p)));
         }
-        let node = NodeMirror::new(NodeConfig {
-            broker: NODE_BROKER,
-            num_fetchers: 1,
-            fetch_backoff_ms: 1,
-            mirror_state_partitions: MIRROR_STATE_PARTITIONS,
-        })
-        .expect("a valid constant node configuration");
         let mut world = NodeWorld {
-            node,
+            node: None,
             dest_logs: keys.iter().map(|k| (*k, MemLog::new())).collect(),
             dest: keys
                 .iter()
-                .map(|k| {
-                    let partition = DestPartition {
-                        leader_epoch: DEST_EPOCH,
-                        writable: false,
-                        retry_timer: None,
-                    };
-                    (*k, partition)
-                })
+                .map(|k| (*k, DestPartition::created()))
                 .collect(),
             source_logs: Shared::new(keys.iter().map(|k| (*k, MemLog::new())).collect()),
             coordinator: Shared::new(
@@ -215,35 +231,12 @@ impl NodeWorld {
                 records: config.records,
                 faults: config.faults,
                 operator_steps: config.operator_steps,
+                restarts: config.restarts,
+                source_changes: config.source_changes,
             },
             ghosts: NodeGhosts::default(),
         };
-        for (&(_, topic_id), &partitions) in NODE_TOPICS.iter().zip(&config.topics) {
-            let topic = NodeInput::Topic {
-                topic_id,
-                desired: desired.clone(),
-                partitions,
-            };
-            world.run(config, topic, &BTreeMap::new());
-            let leaders = vec![Some(SOURCE_BROKER); partitions as usize];
-            world.run(
-                config,
-                NodeInput::SourceTopic { topic_id, leaders },
-                &BTreeMap::new(),
-            );
-        }
-        for key in keys {
-            let leader = Input::BecameLeader {
-                leader_epoch: DEST_EPOCH,
-                replicas: im::ordset![NODE_BROKER],
-                isr: im::ordset![NODE_BROKER],
-            };
-            world.run(
-                config,
-                NodeInput::Partition { key, input: leader },
-                &BTreeMap::new(),
-            );
-        }
+        world.start(config);
         world.poll();
         world
     }
@@ -270,11 +263,39 @@ impl NodeWorld {
             .unwrap_or(DesiredState::NotMirrored)
     }
 
+    /// The record the coordinator stores for partition `key`, if any.
+    pub fn stored(&self, key: &PartitionKey) -> Option<&MirrorPartitionStateValue> {
+        self.coordinator.read_state(&key.in_mirror(mirror_name()))
+    }
+
     /// The state the coordinator stores for partition `key` (UNKNOWN if none).
     pub fn stored_state(&self, key: &PartitionKey) -> MirrorState {
-        self.coordinator
-            .read_state(&key.in_mirror(mirror_name()))
-            .map_or(MirrorState::Unknown, |v| v.state)
+        self.stored(key).map_or(MirrorState::Unknown, |v| v.state)
+    }
+
+    /// The partition count of `topic_id` at the source: 0 once the source deleted it.
+    pub fn source_partitions(&self, topic_id: TopicId) -> PartitionIndex {
+        let keys = self.source_logs.range(
+            PartitionKey::new(topic_id, PartitionIndex::MIN)
+                ..=PartitionKey::new(topic_id, PartitionIndex::MAX),
+        );
+        PartitionIndex::try_from(keys.count()).unwrap_or(PartitionIndex::MAX)
+    }
+
+    /// Whether the source deleted `topic_id` (every topic of the model has a partition at the
+    /// source until then).
+    pub fn source_deleted(&self, topic_id: TopicId) -> bool {
+        self.source_partitions(topic_id) == 0
+    }
+
+    /// The state machine of `key`, if the node is up and leads it.
+    pub fn partition(&self, key: &PartitionKey) -> Option<&PartitionMirror> {
+        self.node.as_ref()?.partition(key)
+    }
+
+    /// The fetch `key`'s partition asked for, if the node is up and leads it.
+    pub fn fetch_slot(&self, key: &PartitionKey) -> Option<&FetchSlot> {
+        self.node.as_ref()?.fetch_slot(key)
     }
 
     /// Adds one copy of `message` to the network.
