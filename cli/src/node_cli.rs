@@ -36,8 +36,8 @@ use kmirror_harness::node::{
     NodeError, NodeIdle, NodeMeta, NodeStatus, NodeUntil, PartitionStatus, RequestStatus,
     TopicChange, TopicResults, TopicsVerb,
 };
-use kmirror_harness::wire::client::EARLIEST_TIMESTAMP;
 use kmirror_harness::wire::authorization::AclResource;
+use kmirror_harness::wire::client::EARLIEST_TIMESTAMP;
 use kmirror_harness::wire::source_cluster::TopicError;
 use kmirror_harness::wire::topic_selection::SelectionMiss;
 use kmirror_harness::wire::{SecurityConfig, SourceCluster, SourceClusterOptions, TopicSelection};

@@ -43,7 +43,9 @@ pub enum BatchError {
         minimum: i32,
     },
     /// A magic byte other than 2 (message formats v0/v1 are not supported).
-    #[error("the record batch's magic byte at byte {position} is {magic}; only magic 2 is supported")]
+    #[error(
+        "the record batch's magic byte at byte {position} is {magic}; only magic 2 is supported"
+    )]
     UnsupportedMagic {
         /// Where the magic byte is.
         position: u64,

@@ -86,11 +86,14 @@ pub enum Mutant {
     /// The node manager: a source topic's new partitions are never asked of the destination
     /// (no `CreatePartitions`), so they are never mirrored.
     SourceGrowthIgnored,
+    /// A partition FAILED because its source topic is gone records no exit: a stop of its
+    /// topic (also one accepted while that FAILED was written) is never carried out.
+    DeletedSourceFailedForever,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 25] = [
+    pub const ALL: [Mutant; 26] = [
         Mutant::SkipIsrWait,
         Mutant::ActBeforePersist,
         Mutant::SkipEpochBump,
@@ -116,18 +119,20 @@ impl Mutant {
         Mutant::KeepPersistedGate,
         Mutant::ImplicitFailback,
         Mutant::SourceGrowthIgnored,
+        Mutant::DeletedSourceFailedForever,
     ];
 
     /// The mutants of the node manager (`kernel/src/node/`): only the node model
     /// (`kmirror check --node`, `model/src/node/`) runs a `NodeMirror`, so only it can show
     /// them; every other mutant is in `PartitionMirror` or the coordinator.
-    pub const NODE: [Mutant; 6] = [
+    pub const NODE: [Mutant; 7] = [
         Mutant::CoalescedFetchDropsAfterFailure,
         Mutant::StopRoutedToEveryTopic,
         Mutant::FetchPartToWrongPartition,
         Mutant::KeepPersistedGate,
         Mutant::ImplicitFailback,
         Mutant::SourceGrowthIgnored,
+        Mutant::DeletedSourceFailedForever,
     ];
 
     /// Whether this is one of [`Mutant::NODE`].
@@ -163,6 +168,7 @@ impl Mutant {
             Mutant::KeepPersistedGate => "keep-persisted-gate",
             Mutant::ImplicitFailback => "implicit-failback",
             Mutant::SourceGrowthIgnored => "source-growth-ignored",
+            Mutant::DeletedSourceFailedForever => "deleted-source-failed-forever",
         }
     }
 
@@ -226,6 +232,9 @@ impl Mutant {
             }
             Mutant::SourceGrowthIgnored => {
                 "The node never creates the partitions a source topic gained (needs --node)"
+            }
+            Mutant::DeletedSourceFailedForever => {
+                "A deleted source's FAILED has no exit: a stop is never done (needs --node)"
             }
         }
     }

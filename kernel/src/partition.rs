@@ -863,7 +863,11 @@ impl PartitionMirror {
             },
             // For FAILED the state to retry; a failed retry keeps the original target.
             previous_state: Some(match (from, target) {
-                _ if failure == Failure::ExitOnlyByStop => MirrorState::Stopping,
+                _ if failure == Failure::ExitOnlyByStop
+                    && !mutant::active(config.mutant, Mutant::DeletedSourceFailedForever) =>
+                {
+                    MirrorState::Stopping
+                }
                 (MirrorState::Failed, MirrorState::Failed) => {
                     stored.and_then(|v| v.previous_state).unwrap_or(from)
                 }

@@ -32,16 +32,14 @@ fn a_mirroring_partition_fails_for_good_and_only_a_stop_leaves_it() {
     let w = d.step(Input::SourceTopicDeleted);
     assert_eq!(
         w,
-        vec![
-            Effect::StopFetcher,
-            write(5, failed_for_good(1), Some(1))
-        ]
+        vec![Effect::StopFetcher, write(5, failed_for_good(1), Some(1))]
     );
     assert_eq!(d.ack_write(&w), vec![], "no retry is scheduled");
     assert_eq!(d.mirror.state(), MirrorState::Failed);
     assert_eq!(d.mirror.activity(), &Activity::Settled);
     assert!(matches!(
-        d.mirror.handle(&d.config, Input::SourceTopicDeleted, &d.log),
+        d.mirror
+            .handle(&d.config, Input::SourceTopicDeleted, &d.log),
         Err(Ignored::NotApplicable { .. })
     ));
     // The operator's stop takes it to STOPPING, with a fresh retry count.
@@ -86,6 +84,10 @@ fn a_stop_under_way_needs_nothing_of_the_source() {
     let next = d.ack_write(&w);
     assert_eq!(d.mirror.state(), MirrorState::Stopping);
     let activity = d.mirror.activity().clone();
-    assert_eq!(d.step(Input::SourceTopicDeleted), vec![], "the stop goes on");
+    assert_eq!(
+        d.step(Input::SourceTopicDeleted),
+        vec![],
+        "the stop goes on"
+    );
     assert_eq!(d.mirror.activity(), &activity, "{next:?}");
 }

@@ -118,7 +118,8 @@ fn case(mutant: Mutant) -> (ModelConfig, &'static str) {
         | Mutant::FetchPartToWrongPartition
         | Mutant::KeepPersistedGate
         | Mutant::ImplicitFailback
-        | Mutant::SourceGrowthIgnored => unreachable!("{mutant:?} is a node mutant"),
+        | Mutant::SourceGrowthIgnored
+        | Mutant::DeletedSourceFailedForever => unreachable!("{mutant:?} is a node mutant"),
     }
 }
 

@@ -56,7 +56,18 @@ impl NodeModelConfig {
             restarts: 0,
             source_changes: 0,
             liveness_bound: 200,
-            kernel: MirrorConfig::default(),
+            kernel: Self::node_kernel(),
+        }
+    }
+
+    /// The kernel configuration the harness's node driver runs: the defaults, with no write of
+    /// an earlier leadership able to land once the node (re)starts
+    /// ([`MirrorConfig::predecessors_may_write`] off: the node's coordinator is in-process and
+    /// a restart drops everything in flight, as this model's crash does).
+    pub fn node_kernel() -> MirrorConfig {
+        MirrorConfig {
+            predecessors_may_write: false,
+            ..MirrorConfig::default()
         }
     }
 
