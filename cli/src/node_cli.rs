@@ -425,10 +425,23 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
     }
     // A topic in another mirror (or with a bad mirror.name) is asked anyway: the controller
     // refuses it with Kafka's error code, as AddTopicsToMirror would.
-    // Topics already in the mirror are asked again too: a repeat changes nothing, and the
-    // destination's checks against the source (same id, no fewer partitions) still run.
+    // Topics mirroring already are asked again too: a repeat changes nothing, and the
+    // destination's checks against the source (same id, no fewer partitions) still run. A
+    // paused one stays paused (AddTopicsToMirror would refuse it): `resume` resumes it.
+    let meta = driver.dest().meta();
+    let (paused, mirroring): (Vec<&String>, Vec<&String>) = found.already.iter().partition(|t| {
+        meta.topics
+            .get(*t)
+            .is_some_and(|topic| matches!(topic.desired(t), Ok(DesiredState::Pause(_))))
+    });
+    for topic in paused {
+        println!(
+            "{topic}: paused in mirror {mirror} (`kmirror resume --topics {topic}` mirrors it \
+             again)"
+        );
+    }
     let mut asked = found.request_topics();
-    asked.extend(found.already.iter().cloned());
+    asked.extend(mirroring.into_iter().cloned());
     asked.extend(
         found
             .left

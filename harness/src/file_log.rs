@@ -635,6 +635,12 @@ impl FileLog {
         self.fail_on_error(result)
     }
 
+    /// Whether the leader-epoch checkpoint on disk lags the log's epoch cache (an epoch began
+    /// since the last flush).
+    pub fn epoch_checkpoint_lags(&self) -> bool {
+        self.persisted.epoch_cache != *self.mem.epoch_cache()
+    }
+
     /// Records the high watermark for the next write of its checkpoint (the log dir's file in
     /// a node destination), without flushing anything: Kafka writes its high watermarks every
     /// `replica.high.watermark.checkpoint.interval.ms` whatever was flushed, and recovery

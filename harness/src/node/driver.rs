@@ -1804,19 +1804,27 @@ impl NodeDriver {
         Ok(true)
     }
 
-    /// The periodic work of a running node (every [`CHECKPOINT_INTERVAL_MS`]): the high
-    /// watermarks to the log dir's checkpoint file, as Kafka's
+    /// The periodic work of a running node (every [`CHECKPOINT_INTERVAL_MS`]): a flush of each
+    /// log whose epoch cache changed since its last one, the high watermarks to the log dir's
+    /// checkpoint file, as Kafka's
     /// `replica.high.watermark.checkpoint.interval.ms` does (a high watermark above what a crash
     /// keeps is clamped to the log end by recovery), and the source's last stable offset of
     /// every mirrored partition that is not fetching (paused, failed, preparing), so that its
     /// lag is measured, not remembered.
     fn tick(&mut self) -> Result<(), NodeError> {
         for log in self.logs.values_mut() {
-            log.checkpoint_high_watermark()
-                .map_err(|source| NodeError::Log {
-                    dir: log.dir().to_path_buf(),
-                    source: Box::new(source),
-                })?;
+            // A log whose epoch began since its last flush is flushed: its leader-epoch
+            // checkpoint follows within the interval (epochs begin rarely: a source leader
+            // change, a bump), not only at the next segment roll or state write.
+            let result = if log.epoch_checkpoint_lags() {
+                log.flush()
+            } else {
+                log.checkpoint_high_watermark()
+            };
+            result.map_err(|source| NodeError::Log {
+                dir: log.dir().to_path_buf(),
+                source: Box::new(source),
+            })?;
         }
         self.write_checkpoints()?;
         let Some(source) = self.source.as_mut() else {

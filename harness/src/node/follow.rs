@@ -31,8 +31,9 @@ use kmirror_kernel::desired::DesiredState;
 use kmirror_kernel::discovery::{discover, Left};
 use kmirror_kernel::types::{MirrorName, PartitionIndex, TopicId};
 
+use crate::wire::authorization::AclResource;
 use crate::wire::source_cluster::{SourceMetadata, TopicError, TopicExistence};
-use crate::wire::topic_selection::{SelectionMiss, TopicPattern, TopicSelection};
+use crate::wire::topic_selection::{TopicPattern, TopicSelection};
 
 use super::dest::NodeMeta;
 
@@ -99,8 +100,9 @@ pub struct Discovered {
     /// Mirrored topics of the destination the source lists under another id (re-created):
     /// name and the destination's id.
     pub recreated: Vec<(String, TopicId)>,
-    /// Mirrored topics of the destination missing from the source's answer, to be asked for
-    /// by name before they count as deleted: name and the destination's id.
+    /// Mirrored topics of the destination missing from the source's answer (no entry, and no
+    /// error naming them), to be asked for by name before they count as deleted: name and the
+    /// destination's id.
     pub missing: Vec<(String, TopicId)>,
 }
 
@@ -140,15 +142,18 @@ pub fn discover_topics(
             .unwrap_or(0);
         out.add.push((name, topic.topic_id, count));
     }
-    let unknown: BTreeSet<&str> = metadata
+    // Topics the source answered about with an error (denied, not available): present, or
+    // at least not known to be gone.
+    let in_error: BTreeSet<&str> = metadata
         .errors
         .iter()
         .filter_map(|e| match e {
-            TopicError::Selection {
-                miss: SelectionMiss::UnknownTopic { topic },
-                ..
-            } => Some(topic.as_str()),
-            _ => None,
+            TopicError::Broker { topic, .. } => Some(topic.as_str()),
+            TopicError::Denied { acl, .. } => match &acl.resource {
+                AclResource::Topic(topic) => Some(topic.as_str()),
+                _ => None,
+            },
+            TopicError::Selection { .. } => None,
         })
         .collect();
     for (name, topic) in &meta.topics {
@@ -164,11 +169,10 @@ pub fn discover_topics(
                 out.recreated.push((name.clone(), topic.topic_id))
             }
             Some(_) => {}
-            None if unknown.contains(name.as_str()) => {
-                out.missing.push((name.clone(), topic.topic_id))
-            }
             // Denied or in error at the source: nothing can be concluded.
-            None => {}
+            None if in_error.contains(name.as_str()) => {}
+            // Absent: asked for by name (`missing`) before it counts as deleted.
+            None => out.missing.push((name.clone(), topic.topic_id)),
         }
     }
     out

@@ -35,6 +35,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *       producer, {@code acks=all});
  *   <li>{@code commit:TOPIC:ID:N} / {@code abort:TOPIC:ID:N} — one transaction (transactional
  *       id ID) writing N records to every partition, then committed / aborted;
+ *   <li>{@code grow:TOPIC:P} — add partitions to TOPIC until it has P (Admin
+ *       {@code createPartitions}) and wait until every partition has a leader;
+ *   <li>{@code delete:TOPIC} — delete TOPIC and wait until the cluster no longer describes it;
  *   <li>{@code fill:TOPIC:N:SIZE} — to every partition, N records with no key and a SIZE-byte
  *       value (idempotent producer, {@code acks=all}, Kafka's default batching: a bulk data set
  *       for the {@code live_cluster} benchmark).
@@ -62,6 +65,8 @@ public final class LiveCluster {
                         Integer.parseInt(parts[3]));
                 case "commit", "abort" -> transaction(bootstrap, parts[1], parts[0], parts[2],
                         Integer.parseInt(parts[3]));
+                case "grow" -> grow(bootstrap, parts[1], Integer.parseInt(parts[2]));
+                case "delete" -> delete(bootstrap, parts[1]);
                 default -> {
                     System.err.println("unknown step " + args[i]);
                     System.exit(2);
@@ -120,6 +125,40 @@ public final class LiveCluster {
             }
             System.out.println("{\"step\":\"create\",\"topic\":\"" + topic + "\",\"topic_id\":\""
                     + description.topicId() + "\",\"partitions\":" + partitions + "}");
+            System.out.flush();
+        }
+    }
+
+    private static void grow(String bootstrap, String topic, int partitions) throws Exception {
+        try (Admin admin = admin(bootstrap)) {
+            admin.createPartitions(java.util.Map.of(topic,
+                    org.apache.kafka.clients.admin.NewPartitions.increaseTo(partitions)))
+                    .all().get();
+            for (int attempt = 0; attempt < 300; attempt++) {
+                TopicDescription description = admin.describeTopics(List.of(topic))
+                        .allTopicNames().get().get(topic);
+                if (description.partitions().size() == partitions && description.partitions()
+                        .stream().allMatch(p -> p.leader() != null && p.leader().id() >= 0)) {
+                    break;
+                }
+                Thread.sleep(100);
+            }
+            System.out.println("{\"step\":\"grow\",\"topic\":\"" + topic
+                    + "\",\"partitions\":" + partitions + "}");
+            System.out.flush();
+        }
+    }
+
+    private static void delete(String bootstrap, String topic) throws Exception {
+        try (Admin admin = admin(bootstrap)) {
+            admin.deleteTopics(List.of(topic)).all().get();
+            for (int attempt = 0; attempt < 300; attempt++) {
+                if (!admin.listTopics().names().get().contains(topic)) {
+                    break;
+                }
+                Thread.sleep(100);
+            }
+            System.out.println("{\"step\":\"delete\",\"topic\":\"" + topic + "\"}");
             System.out.flush();
         }
     }
