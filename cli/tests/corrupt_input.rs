@@ -223,7 +223,7 @@ fn cases() -> Vec<Case> {
             "flipped byte in the source's segment",
             |r| flip(&segment(r, "east", 0, TOPIC), 80),
             &[&["verify", "{}/east"]],
-            "east/broker-0/orders-0/00000000000000000000.log is corrupt below the recovery point",
+            "east/broker-0/orders-0/00000000000000000000.log is corrupt in the record batch starting at byte",
         ),
         // __mirror_state is read whole when opened, so every command finds it.
         case(

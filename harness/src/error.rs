@@ -236,9 +236,10 @@ pub enum FileLogError {
     /// A segment holds bytes that are not a valid batch below the recovery point, where data is
     /// known to have been flushed: kmirror never repairs that silently.
     #[error(
-        "segment {} is corrupt below the recovery point {recovery_point} (data there was \
-         flushed, so this is not a torn write): {source}; inspect the file, restore the \
-         partition from a replica, or move the directory away",
+        "segment {} is corrupt in the record batch starting at byte {position}, below the \
+         recovery point {recovery_point} (data there was flushed, so this is not a torn write): \
+         {source}; inspect the file, restore the partition from a replica, or move the \
+         directory away",
         file.display()
     )]
     CorruptSegment {

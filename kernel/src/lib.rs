@@ -18,12 +18,25 @@
 //!   (writes by local producers, the fetcher) are taken away before the write that leaves a
 //!   state. Nothing that matters is held only in memory: a new leader re-reads the state,
 //!   re-asserts it and re-runs its side effect, which is idempotent.
+//! - **Who owns what after a restart.** The `__mirror_state` records are the truth: every
+//!   [`input::Input::BecameLeader`] reads them again. A record an earlier leadership wrote is
+//!   written again before it is acted on, unless the executor guarantees no earlier leadership
+//!   can write any more ([`config::MirrorConfig::predecessors_may_write`] off: a node
+//!   reopened under its lock), and one written at this leadership's own epoch never is. The
+//!   **produce gate** is the kernel's alone: every `BecameLeader` closes it
+//!   ([`effect::Effect::SetWritable`]`(false)`) before any other effect, whatever the executor
+//!   persisted, and it is opened only once STOPPED is read or written in this leadership. An
+//!   executor may persist the gate to show it; it never reads it back as a permission.
 //!
 //! The log operations are Kafka's, as value types on persistent [`im`] collections:
 //! [`epoch_cache::EpochCache`] (`LeaderEpochFileCache`), [`producer_state::ProducerStateTable`],
 //! [`mem_log::MemLog`], the KIP-320 fetch rules in [`fetch`], the `leader-epoch-checkpoint`
 //! format in [`checkpoint`]. Around the state machine: the desired state from `mirror.name`
-//! ([`desired`]), the controller's requests and produce gate ([`controller`]), the
+//! ([`desired`]), the controller's requests and produce gate ([`controller`]), which topics a
+//! mirror's selection takes on each refresh of the source, never a failed-over one
+//! ([`discovery`]), the LME truncation rule ([`lme`]), the node manager of many partitions
+//! ([`node`]), the metadata-sync rules ([`sync`]), the deliberate bugs the model checks its
+//! properties with ([`mutant`]), the
 //! `__mirror_state` records and partitioner ([`records`], [`partitioner`]); the KIP authors'
 //! prototype's message formats, encoded as Kafka's message generator does ([`proto_wire`]).
 //! Kafka's replication inside a cluster (fetch crediting, HW, ISR expansion) is

@@ -203,3 +203,135 @@ pub fn left_line(topic: &str, left: &Left) -> String {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::dest::NodeTopic;
+    use crate::wire::authorization::AclNeeded;
+    use crate::wire::source_cluster::{SourcePartition, SourceTopic};
+
+    fn id(n: u64) -> TopicId {
+        TopicId::from_u64(n)
+    }
+
+    fn source(topics: &[(&str, u64, i32)], errors: Vec<TopicError>) -> SourceMetadata {
+        SourceMetadata {
+            cluster_id: Some("east".into()),
+            brokers: BTreeMap::new(),
+            topics: topics
+                .iter()
+                .map(|&(name, n, partitions)| {
+                    let partitions = (0..partitions)
+                        .map(|index| SourcePartition {
+                            index,
+                            leader: Some(1),
+                            leader_epoch: 0,
+                            error_code: 0,
+                        })
+                        .collect();
+                    let topic = SourceTopic {
+                        name: name.into(),
+                        topic_id: id(n),
+                        partitions,
+                    };
+                    (name.to_owned(), topic)
+                })
+                .collect(),
+            errors,
+            answered_by: "broker".into(),
+        }
+    }
+
+    fn destination(topics: &[(&str, u64, Option<&str>)]) -> NodeMeta {
+        let mut meta = NodeMeta::new(None, 8);
+        for &(name, n, mirror_name) in topics {
+            meta.topics.insert(
+                name.to_owned(),
+                NodeTopic {
+                    topic_id: id(n),
+                    partitions: 1,
+                    mirror_name: mirror_name.map(str::to_owned),
+                },
+            );
+        }
+        meta
+    }
+
+    fn follow(include: &str) -> Follow {
+        Follow {
+            mirror: MirrorName::new("east").unwrap(),
+            include: TopicSelection::parse(include).unwrap(),
+            exclude: Some(TopicSelection::parse(DEFAULT_EXCLUDE).unwrap()),
+            metadata_refresh_ms: DEFAULT_METADATA_REFRESH_MS,
+        }
+    }
+
+    #[test]
+    fn new_topics_are_added_failed_over_ones_left_and_excludes_apply_to_globs_only() {
+        let f = follow("orders,pay.*,__named");
+        let meta = destination(&[
+            ("pay.eu", 2, Some("east")),
+            ("pay.old", 3, Some("east.removed")),
+        ]);
+        let src = source(
+            &[
+                ("orders", 1, 3),
+                ("pay.eu", 2, 1),
+                ("pay.old", 3, 1),
+                ("pay.us", 4, 2),
+                ("__pay", 5, 1),
+                ("__named", 6, 1),
+            ],
+            vec![],
+        );
+        let found = discover_topics(&f, &src, &meta, &BTreeSet::new());
+        assert_eq!(
+            found.add,
+            vec![
+                ("__named".to_owned(), id(6), 1),
+                ("orders".to_owned(), id(1), 3),
+                ("pay.us".to_owned(), id(4), 2)
+            ]
+        );
+        assert_eq!(
+            found.left,
+            [("pay.old".to_owned(), Left::FailedOver)]
+                .into_iter()
+                .collect()
+        );
+        assert!(found.recreated.is_empty() && found.missing.is_empty());
+        assert!(left_line("pay.old", &Left::FailedOver).contains("--failback --topics pay.old"));
+    }
+
+    #[test]
+    fn a_mirrored_topic_missing_or_re_created_is_a_suspect_unless_the_source_says_why() {
+        let f = follow("t.*");
+        let meta = destination(&[
+            ("t.gone", 1, Some("east")),
+            ("t.new", 2, Some("east.paused")),
+            ("t.denied", 3, Some("east")),
+            ("t.stopped", 4, Some("east.removed")),
+            ("t.known", 5, Some("east")),
+        ]);
+        let denied = TopicError::Denied {
+            address: "broker".into(),
+            code: 29,
+            name: "TOPIC_AUTHORIZATION_FAILED".into(),
+            acl: AclNeeded {
+                operation: "Describe",
+                resource: AclResource::Topic("t.denied".into()),
+                principal: None,
+            },
+        };
+        let src = source(&[("t.new", 9, 1)], vec![denied]);
+        let deleted = [id(5)].into_iter().collect();
+        let found = discover_topics(&f, &src, &meta, &deleted);
+        assert_eq!(found.recreated, vec![("t.new".to_owned(), id(2))]);
+        assert_eq!(found.missing, vec![("t.gone".to_owned(), id(1))]);
+        assert!(is_gone(TopicExistence::Unknown, id(1)));
+        assert!(is_gone(TopicExistence::Exists(id(9)), id(1)));
+        assert!(!is_gone(TopicExistence::Exists(id(1)), id(1)));
+        assert!(!is_gone(TopicExistence::Undecided, id(1)));
+    }
+}
