@@ -25,7 +25,7 @@ use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::partition::{Activity, PartitionMirror};
 use kmirror_kernel::replication::{
     follower_fetch, follower_high_watermark, is_follower_in_sync, is_under_min_isr,
-    leader_high_watermark, FollowerLogOp, HwReplica,
+    leader_high_watermark, FollowerLog, FollowerLogOp, HwReplica,
 };
 use kmirror_kernel::types::BrokerId;
 
@@ -141,12 +141,7 @@ impl World {
             FetchIsolation::Follower,
             MAX_FETCH_BATCHES,
         );
-        let fetch = follower_fetch(
-            response,
-            fetch_offset,
-            follower.log.log_start_offset(),
-            follower.log.epoch_cache(),
-        );
+        let fetch = follower_fetch(response, fetch_offset, FollowerLog::of(&*follower.log));
         let log = &mut self.cluster_mut(c).replicas[b as usize].log;
         if let Some(op) = fetch.log_op {
             let op = match op {
