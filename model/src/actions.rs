@@ -4,7 +4,7 @@ use kmirror_kernel::batch::{ControlType, LeaderBatch, ProducerBatchInfo};
 use kmirror_kernel::controller::{apply_config_records, handle_mirror_request, MirrorRequest};
 use kmirror_kernel::desired::DesiredState;
 use kmirror_kernel::input::Input;
-use kmirror_kernel::log::{LogError, LogView, PartitionLog};
+use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::{BrokerId, MirrorPartition};
 use std::sync::Arc;
@@ -386,6 +386,13 @@ impl World {
         };
         let epoch = cluster.leader_epoch;
         let log_end = cluster.replicas[leader].log.log_end_offset();
+        // Kafka appends a write below the log's latest epoch and drops the newer epochs from
+        // its cache (`LeaderEpochFileCache.assign`): the mirrored epoch history is lost.
+        let below_latest = cluster.replicas[leader]
+            .log
+            .epoch_cache()
+            .latest_epoch()
+            .is_some_and(|latest| epoch < latest);
         journal::record(|| Event::Log {
             cluster: c,
             broker: leader as BrokerId,
@@ -400,11 +407,11 @@ impl World {
                 self.violate(Violation::ProducerIdCollision);
                 return true;
             }
-            Ok(_) => {}
-            Err(LogError::EpochGoesBackwards { .. }) => {
+            Ok(_) if below_latest => {
                 self.violate(Violation::LocalWriteBelowMirroredEpoch);
                 return true;
             }
+            Ok(_) => {}
             Err(_) => {
                 self.violate(Violation::ProducerIdCollision);
                 return true;

@@ -127,6 +127,20 @@ impl World {
                 if log_effect != LogEffect::AppendFetched {
                     self.expect_stored(c, allowed);
                 }
+                if let LogEffect::AbortTransaction { leader_epoch, .. }
+                | LogEffect::AppendPidReset { leader_epoch } = &log_effect
+                {
+                    // Kafka accepts the write and drops the newer (mirrored) epochs from its
+                    // cache: the stop wrote below an epoch the log holds.
+                    let log = &self.cluster(c).replicas[b as usize].log;
+                    if log
+                        .epoch_cache()
+                        .latest_epoch()
+                        .is_some_and(|latest| *leader_epoch < latest)
+                    {
+                        self.violate(Violation::LocalWriteBelowMirroredEpoch);
+                    }
+                }
                 journal::record(|| Event::Log {
                     cluster: c,
                     broker: b,

@@ -397,7 +397,9 @@ pub enum Violation {
     FencedWriteAccepted,
     /// A fresh local producer was refused because of producer state left by mirrored batches.
     ProducerIdCollision,
-    /// A local write carried an epoch below one already in the log.
+    /// A local write (a producer's, or the stop's ABORT marker or `MIRROR_PID_RESET`) carried
+    /// an epoch below the log's latest: Kafka appends it and its epoch cache forgets the newer
+    /// (mirrored) epochs.
     LocalWriteBelowMirroredEpoch,
     /// A log effect the kernel asked for was refused by the log.
     LogEffectRefused,
@@ -423,8 +425,8 @@ pub struct Ghosts {
     pub sync_fenced: bool,
     /// Whether a fetched batch was appended with an epoch at or above the destination's leader
     /// epoch (KIP-1279's leader-epoch invariant: a later local write could reuse that epoch).
-    /// Not a [`Violation`]: exploration goes on, so the log refusing a local write below a
-    /// mirrored epoch (`kernel_log_effects_succeed`) stays reachable after it.
+    /// Not a [`Violation`]: exploration goes on, so a local write below a mirrored epoch
+    /// (`batch_epochs_never_decrease`) stays reachable after it.
     pub mirrored_epoch_not_below_leader: bool,
     /// Whether a source elected a leader outside its ISR (the destination may then hold data
     /// the source lost, until its next fetch finds the divergence).

@@ -28,7 +28,7 @@ fn case(mutant: Mutant) -> (ModelConfig, &'static str) {
         ),
         // STOPPED made writable with its write: writable while the record still says STOPPING.
         Mutant::ActBeforePersist => (tiny, "read_only_unless_stopped"),
-        Mutant::SkipEpochBump => (tiny, "kernel_log_effects_succeed"),
+        Mutant::SkipEpochBump => (tiny, "batch_epochs_never_decrease"),
         Mutant::SkipLsoTruncation => (tiny, "no_half_transaction_survives_stop"),
         Mutant::SkipPidReset => (
             ModelConfig {
