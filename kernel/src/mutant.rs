@@ -76,11 +76,21 @@ pub enum Mutant {
     /// The mirror fetcher sends no last fetched epoch (a consumer fetch before KIP-320), so the
     /// source never reports a divergence and the destination keeps what the source lost.
     FetchWithoutLastEpoch,
+    /// A diverging-epoch answer truncates to the fetcher's own log end, i.e. not at all: the
+    /// next fetch asks the same and hears the same "diverging at (epoch, offset)" forever, the
+    /// partition MIRRORING and holding a batch the source no longer has.
+    DivergenceTruncatesToLogEnd,
+    /// A diverging-epoch answer is taken at its word (KIP-101's rule, before KIP-279): the
+    /// fetcher truncates to the source's end offset and fetches on at the source's epoch,
+    /// without looking that epoch up in its own cache. Where the source's old leader holds a
+    /// batch at a lower epoch at the offset where the destination copied one at a higher epoch
+    /// from an intermediate leader, nothing is truncated and the source serves the next fetch.
+    DivergenceTakenAtItsWord,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 22] = [
+    pub const ALL: [Mutant; 24] = [
         Mutant::SkipIsrWait,
         Mutant::ActBeforePersist,
         Mutant::SkipEpochBump,
@@ -103,6 +113,8 @@ impl Mutant {
         Mutant::EpochTieNotBumped,
         Mutant::KeepStateAfterFailedWrite,
         Mutant::FetchWithoutLastEpoch,
+        Mutant::DivergenceTruncatesToLogEnd,
+        Mutant::DivergenceTakenAtItsWord,
     ];
 
     /// The mutants of the node manager (`kernel/src/node/`): only the node model
@@ -144,6 +156,8 @@ impl Mutant {
             Mutant::EpochTieNotBumped => "epoch-tie-not-bumped",
             Mutant::KeepStateAfterFailedWrite => "keep-state-after-failed-write",
             Mutant::FetchWithoutLastEpoch => "fetch-without-last-epoch",
+            Mutant::DivergenceTruncatesToLogEnd => "divergence-truncates-to-log-end",
+            Mutant::DivergenceTakenAtItsWord => "divergence-taken-at-its-word",
         }
     }
 
@@ -198,6 +212,14 @@ impl Mutant {
             }
             Mutant::FetchWithoutLastEpoch => {
                 "The mirror fetcher sends no last fetched epoch (needs --unclean-source)"
+            }
+            Mutant::DivergenceTruncatesToLogEnd => {
+                "A diverging epoch truncates nothing, so it repeats forever (needs \
+                 --unclean-source)"
+            }
+            Mutant::DivergenceTakenAtItsWord => {
+                "A diverging epoch's offset and epoch are used without the local epoch lookup \
+                 (needs --unclean-source, two crashes)"
             }
         }
     }
