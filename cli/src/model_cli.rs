@@ -11,6 +11,7 @@ use kmirror_kernel::config::{
 };
 use kmirror_kernel::mutant::Mutant;
 use kmirror_kernel::state::Design;
+use kmirror_kernel::state_fencing::StateFencing;
 use kmirror_model::config::EpochLead;
 use kmirror_model::node::trace::NodeTrace;
 use kmirror_model::runner::{self, CheckReport, RunOptions};
@@ -31,6 +32,10 @@ pub struct ModelArgs {
     /// Replicas per cluster.
     #[arg(long, default_value_t = ModelConfig::default_check().replicas, value_parser = clap::value_parser!(u8).range(1..=5))]
     replicas: u8,
+    /// Cluster B's replicas, when they differ from --replicas (a one-replica destination beside
+    /// a two-replica source keeps an unclean-source run small).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=5))]
+    replicas_b: Option<u8>,
     /// Data batches producers may append in all.
     #[arg(long, default_value_t = ModelConfig::default_check().records)]
     records: u8,
@@ -65,6 +70,14 @@ pub struct ModelArgs {
     /// destination must truncate by KIP-320's divergence rules).
     #[arg(long)]
     unclean_source: bool,
+    /// Crashes and budgeted elections hit only the source (a cluster whose topic is in no
+    /// mirror); the destination only mirrors.
+    #[arg(long)]
+    source_faults_only: bool,
+    /// Producers write plain batches only (no idempotent producer; transactions still follow
+    /// --transactions).
+    #[arg(long)]
+    plain_records: bool,
     /// The state machine's design: the KIP text's (`seed`, docs/design.md) or the KIP authors'
     /// prototype (`prototype`, docs/prototype.md). The options below default to the design's
     /// choice and override it one by one.
@@ -115,6 +128,11 @@ pub struct ModelArgs {
     /// design's: seed true, prototype false].
     #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
     lme_fence: Option<bool>,
+    /// How the coordinators number and fence state writes: `exact` (the seed's: first state
+    /// epoch 0, the expected epoch must be the stored one) or `prototype` (first 1, -1 skips,
+    /// fenced only by a greater stored epoch) [default: the design's].
+    #[arg(long, value_enum)]
+    state_fencing: Option<StateFencingArg>,
     /// Steps the fault-free scheduler may take in the bounded liveness properties.
     #[arg(long, default_value_t = ModelConfig::default_check().liveness_bound)]
     liveness_bound: u16,
@@ -213,6 +231,14 @@ enum DesignArg {
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
+enum StateFencingArg {
+    /// The seed's: state epochs from 0, the expected one must be the stored one.
+    Exact,
+    /// The prototype's shard: from 1, -1 skips a check, fenced only by a greater stored epoch.
+    Prototype,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
 enum LmeCaptureArg {
     /// Where the stop's own writes begin, or the log end (the seed).
     BeforeStopWrites,
@@ -257,6 +283,7 @@ impl ModelArgs {
     pub fn config(&self) -> ModelConfig {
         let mut config = ModelConfig {
             replicas: self.replicas,
+            replicas_b: self.replicas_b,
             records: self.records,
             transactions: self.transactions,
             elections: self.elections,
@@ -268,7 +295,13 @@ impl ModelArgs {
             pause_resume: self.pause_resume,
             unclean_elections: self.unclean,
             unclean_source: self.unclean_source,
+            source_faults_only: self.source_faults_only,
+            plain_records: self.plain_records,
             liveness_bound: self.liveness_bound,
+            state_fencing: self.state_fencing.map(|f| match f {
+                StateFencingArg::Exact => StateFencing::Exact,
+                StateFencingArg::Prototype => StateFencing::Prototype,
+            }),
             sync_steps: self.sync_steps,
             epoch_lead: self.epoch_lead,
             ..ModelConfig::default_check()

@@ -443,7 +443,7 @@ pub fn replay_journal(
             ),
         };
         disk.reopen_all(&ctx, &mut summary)?;
-        disk.compare(&ctx, &last.world, &mut summary)?;
+        disk.compare(&ctx, &last.world.logs_as_loaded(), &mut summary)?;
     }
     Ok(summary)
 }
@@ -947,6 +947,9 @@ impl DiskWorld {
             LogOp::TruncateTo { offset } => log.truncate_to(*offset),
             LogOp::TruncateFullyAndStartAt { offset } => log.truncate_fully_and_start_at(*offset),
             LogOp::AdvanceHighWatermark { offset } => log.advance_high_watermark(*offset),
+            LogOp::AssignEpochStartOffset { epoch, offset } => {
+                log.assign_epoch_start_offset(*epoch, *offset)
+            }
         };
         match result {
             Ok(()) => Ok(()),

@@ -186,6 +186,7 @@ impl Coverage {
                     LogOp::TruncateTo { .. } => "follower truncate",
                     LogOp::TruncateFullyAndStartAt { .. } => "follower truncate fully",
                     LogOp::AdvanceHighWatermark { .. } => "advance hw",
+                    LogOp::AssignEpochStartOffset { .. } => "new leader epoch",
                 });
             }
         }

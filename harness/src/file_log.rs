@@ -1013,6 +1013,22 @@ impl PartitionLog for FileLog {
         self.mem = next;
         Ok(())
     }
+
+    fn assign_epoch_start_offset(
+        &mut self,
+        leader_epoch: LeaderEpoch,
+        start_offset: Offset,
+    ) -> Result<(), FileLogError> {
+        self.check_not_failed()?;
+        let mut next = self.mem.clone();
+        next.assign_epoch_start_offset(leader_epoch, start_offset)?;
+        // Kafka writes the checkpoint with the assignment; recovery drops the entry again while
+        // no batch follows it, as Kafka's log loading does.
+        let result = self.persist_epoch_cache(next.epoch_cache());
+        self.fail_on_error(result)?;
+        self.mem = next;
+        Ok(())
+    }
 }
 
 /// What [`FileLog::inspect_in_log_dir`] read of a partition: the in-memory log recovery would
@@ -1145,6 +1161,14 @@ impl PartitionLog for FetchView<'_> {
     }
 
     fn advance_high_watermark(&mut self, _offset: Offset) -> Result<(), FileLogError> {
+        Err(self.read_only())
+    }
+
+    fn assign_epoch_start_offset(
+        &mut self,
+        _leader_epoch: LeaderEpoch,
+        _start_offset: Offset,
+    ) -> Result<(), FileLogError> {
         Err(self.read_only())
     }
 }

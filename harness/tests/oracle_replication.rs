@@ -48,8 +48,8 @@ use kmirror_kernel::fetch::{serve_fetch, FetchResponse};
 use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::mem_log::MemLog;
 use kmirror_kernel::replication::{
-    follower_fetch, is_follower_in_sync, is_under_min_isr, leader_high_watermark, FollowerLogOp,
-    FollowerState, HwReplica, TimestampMs,
+    follower_fetch, is_follower_in_sync, is_under_min_isr, leader_high_watermark, FollowerLog,
+    FollowerLogOp, FollowerState, HwReplica, TimestampMs,
 };
 use kmirror_kernel::types::{BrokerId, Offset};
 use kmirror_testsupport::jvm::Oracle;
@@ -255,12 +255,7 @@ fn replication_sequence(rng: &mut SplitMix64, max_len: u64) -> Vec<Op> {
                     FetchIsolation::Follower,
                     1 + rng.below(2) as usize,
                 );
-                let fetch = follower_fetch(
-                    response,
-                    leo,
-                    follower.log_start_offset(),
-                    follower.epoch_cache(),
-                );
+                let fetch = follower_fetch(response, leo, FollowerLog::of(&follower));
                 if let Some(FollowerLogOp::Append(batches)) = fetch.log_op {
                     follower
                         .append_as_follower(&batches)
@@ -537,7 +532,13 @@ impl KernelLeader {
                     FetchResponse::Records(r) => r.next_offset - offset,
                     _ => 0,
                 };
-                let fetch = follower_fetch(response, offset, log_start, &EpochCache::new());
+                let epochs = EpochCache::new();
+                let follower = FollowerLog {
+                    log_start_offset: log_start,
+                    log_end_offset: offset,
+                    epochs: &epochs,
+                };
+                let fetch = follower_fetch(response, offset, follower);
                 let Some(report) = fetch.report else {
                     return "err OffsetOutOfRangeException".into();
                 };

@@ -22,6 +22,11 @@
 //! tombstone), the stored epoch + 1 after that, so the state epoch is the number of accepted
 //! writes before this one. A refused write changes nothing.
 //!
+//! That is [`StateFencing::Exact`], the seed design's. A coordinator built with
+//! [`Coordinator::with_fencing`]`(`[`StateFencing::Prototype`]`)` numbers and fences as the KIP
+//! authors' prototype does instead (the first write gets 1; -1 skips either check; a state epoch
+//! is fenced only by a greater stored one); the transition table applies either way.
+//!
 //! Deleting a key (a tombstone) forgets its state epoch; a writer that read the key before the
 //! delete may be accepted after a later re-creation reaches the same epoch. Leader epochs still
 //! fence such a writer whenever it is an older leader.
@@ -43,9 +48,10 @@ use crate::input::FenceReason;
 use crate::mutant::{self, Mutant};
 use crate::records::{LastMirroredEpochsValue, MirrorPartitionStateValue, MirrorStateRecord};
 use crate::state::{MirrorState, TransitionTable};
+use crate::state_fencing::{Fenced, StateFencing};
 use crate::types::{LeaderEpoch, MirrorPartition, StateEpoch};
 
-/// The state epoch of the first accepted write of a key.
+/// The state epoch of the first accepted write of a key ([`StateFencing::Exact`]).
 pub const FIRST_STATE_EPOCH: StateEpoch = 0;
 
 /// Why [`Coordinator::write_state`] refused a write; [`WriteRefused::reason`] gives the Kafka
@@ -134,6 +140,7 @@ impl From<WriteRefused> for FenceReason {
 #[derive(Clone, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
 pub struct Coordinator {
     table: TransitionTable,
+    fencing: StateFencing,
     mutant: Option<Mutant>,
     states: OrdMap<MirrorPartition, MirrorPartitionStateValue>,
     last_mirrored_epochs: OrdMap<MirrorPartition, LastMirroredEpochsValue>,
@@ -152,6 +159,7 @@ impl Coordinator {
     pub fn new(table: TransitionTable) -> Self {
         Coordinator {
             table,
+            fencing: StateFencing::Exact,
             mutant: None,
             states: OrdMap::new(),
             last_mirrored_epochs: OrdMap::new(),
@@ -165,9 +173,20 @@ impl Coordinator {
         self
     }
 
+    /// The same coordinator numbering and fencing state writes by `fencing`.
+    pub fn with_fencing(mut self, fencing: StateFencing) -> Self {
+        self.fencing = fencing;
+        self
+    }
+
     /// The transition table writes are checked against.
     pub fn table(&self) -> &TransitionTable {
         &self.table
+    }
+
+    /// The rule state writes are numbered and fenced by.
+    pub fn fencing(&self) -> StateFencing {
+        self.fencing
     }
 
     /// The configured mutant, if any.
@@ -203,22 +222,25 @@ impl Coordinator {
     ) -> Result<MirrorPartitionStateValue, WriteRefused> {
         let stored = self.states.get(key);
         let skip_fences = mutant::active(self.mutant, Mutant::AcceptFencedWrite);
-
-        if let Some(stored) = stored {
-            if value.leader_epoch < stored.leader_epoch && !skip_fences {
+        let stored_epoch = stored.map(|s| s.state_epoch);
+        match self
+            .fencing
+            .check(stored, value.leader_epoch, expected_state_epoch)
+        {
+            _ if skip_fences => {}
+            None => {}
+            Some(Fenced::LeaderEpoch) => {
                 return Err(WriteRefused::FencedLeaderEpoch {
                     written: value.leader_epoch,
-                    stored: stored.leader_epoch,
-                });
+                    stored: stored.map_or(value.leader_epoch, |s| s.leader_epoch),
+                })
             }
-        }
-
-        let stored_epoch = stored.map(|s| s.state_epoch);
-        if expected_state_epoch != stored_epoch && !skip_fences {
-            return Err(WriteRefused::FencedStateEpoch {
-                expected: expected_state_epoch,
-                stored: stored_epoch,
-            });
+            Some(Fenced::StateEpoch) => {
+                return Err(WriteRefused::FencedStateEpoch {
+                    expected: expected_state_epoch,
+                    stored: stored_epoch,
+                })
+            }
         }
 
         let from = stored.map_or(MirrorState::Unknown, |s| s.state);
@@ -234,13 +256,22 @@ impl Coordinator {
         }
 
         let state_epoch = match stored_epoch {
-            None => FIRST_STATE_EPOCH,
+            None => self.fencing.first_state_epoch(),
             Some(e) => e
                 .checked_add(1)
                 .ok_or(WriteRefused::StateEpochExhausted { stored: e })?,
         };
+        // The prototype keeps the highest leader epoch it saw (a -1 write does not lower it);
+        // an accepted write of kmirror's carries at least the stored one anyway.
+        let leader_epoch = match stored {
+            Some(s) if self.fencing == StateFencing::Prototype => {
+                s.leader_epoch.max(value.leader_epoch)
+            }
+            _ => value.leader_epoch,
+        };
         let stored = MirrorPartitionStateValue {
             state_epoch,
+            leader_epoch,
             ..value
         };
         self.states.insert(key.clone(), stored.clone());

@@ -215,6 +215,7 @@ pub mod proto_wire;
 pub mod records;
 pub mod replication;
 pub mod state;
+pub mod state_fencing;
 pub mod sync;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;

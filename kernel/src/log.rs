@@ -30,14 +30,6 @@ pub enum LogError {
         /// Last offset of the batch.
         last_offset: Offset,
     },
-    /// A batch whose leader epoch is below the log's latest epoch (Kafka refuses such appends).
-    #[error("batch epoch {batch_epoch} is below the log's latest leader epoch {latest_epoch}")]
-    EpochGoesBackwards {
-        /// The batch's epoch.
-        batch_epoch: LeaderEpoch,
-        /// The latest epoch in the epoch cache.
-        latest_epoch: LeaderEpoch,
-    },
     /// A negative epoch or offset.
     #[error(transparent)]
     NegativeEpochEntry(#[from] NegativeEpochEntry),
@@ -139,4 +131,18 @@ pub trait PartitionLog: LogView {
 
     /// Moves HW to `offset`, which must lie in `[HW, LEO]` (HW only moves back by truncation).
     fn advance_high_watermark(&mut self, offset: Offset) -> Result<(), Self::Error>;
+
+    /// Records that `leader_epoch` starts at `start_offset` (Kafka's
+    /// `UnifiedLog.assignEpochStartOffset`, which `Partition.makeLeader` calls with the LEO for
+    /// every new leader epoch, before the new leader writes anything): the epoch cache's
+    /// `assign`, nothing else. A leader so answers an `end_offset_for` of an epoch it never wrote
+    /// in with its LEO at the election, which is what lets a follower (or a mirror) that copied
+    /// a later epoch from a deposed leader find its divergence. A restart of the log drops such
+    /// an entry while no batch follows it (Kafka's log loading truncates the cache at the LEO).
+    /// A negative epoch or offset is refused.
+    fn assign_epoch_start_offset(
+        &mut self,
+        leader_epoch: LeaderEpoch,
+        start_offset: Offset,
+    ) -> Result<(), Self::Error>;
 }

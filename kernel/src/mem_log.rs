@@ -10,12 +10,17 @@
 //!   for a client or coordinator append (see [`producer_state`](crate::producer_state)). A retry
 //!   of one of a producer's last five batches (same producer epoch, same sequence range) is
 //!   answered, as in Kafka, with the header of the batch already in the log and appends nothing.
-//! - **Epochs never go backwards**: an append (leader or follower) at a leader epoch below the
-//!   latest epoch of the cache is refused with [`LogError::EpochGoesBackwards`]. Kafka's follower
-//!   append does not refuse it: `LeaderEpochFileCache.assign` silently drops the newer cache
-//!   entries (with a warning), leaving batches of a newer epoch below an older one. The
-//!   replication protocol (KIP-320 truncation, KAFKA-18723) keeps that from happening, so in a
-//!   correct run the two behaviours agree; refusing keeps a bug from corrupting the cache.
+//! - **An epoch below the latest is accepted, as Kafka accepts it**: an append (leader or
+//!   follower) at a leader epoch below the latest epoch of the cache succeeds, and the cache's
+//!   `assign` ([`EpochCache::assign`], Kafka's `LeaderEpochFileCache.assign`) drops every entry
+//!   at or above that epoch, leaving batches of a newer epoch below an older one and the newer
+//!   epoch's history gone. The replication protocol (KIP-320 truncation) keeps that from
+//!   happening to a follower, and KIP-1279's epoch bump keeps it from a mirror destination's
+//!   local writes; where it happens anyway the log shows it as Kafka's would (the model's
+//!   `batch_epochs_never_decrease` flags it). Only a negative epoch is refused.
+//! - **A new leader's epoch**: [`PartitionLog::assign_epoch_start_offset`] records an epoch
+//!   starting at an offset with no batch yet, as Kafka's `Partition.makeLeader` does for every
+//!   new leader epoch (`UnifiedLog.assignEpochStartOffset(epoch, LEO)`).
 //! - **Follower append**: batches keep their offsets and epochs. The first must start exactly at
 //!   LEO and each following one right after the previous one ([`LogError::NonContiguousAppend`]).
 //!   Kafka refuses a first offset below LEO but accepts gaps (compacted topics); the contract
@@ -102,7 +107,7 @@ impl MemLog {
             .unwrap_or_else(|i| i)
     }
 
-    /// Refuses an append at `epoch` if it is negative or below the cache's latest epoch.
+    /// Refuses an append at `epoch` if it is negative.
     fn check_epoch(&self, epoch: LeaderEpoch, base_offset: Offset) -> Result<(), LogError> {
         if epoch < 0 || base_offset < 0 {
             return Err(NegativeEpochEntry {
@@ -111,13 +116,7 @@ impl MemLog {
             }
             .into());
         }
-        match self.epoch_cache.latest_epoch() {
-            Some(latest) if epoch < latest => Err(LogError::EpochGoesBackwards {
-                batch_epoch: epoch,
-                latest_epoch: latest,
-            }),
-            _ => Ok(()),
-        }
+        Ok(())
     }
 
     /// Refuses a batch with no records, more than Kafka's `int32` `lastOffsetDelta` allows, or
@@ -386,6 +385,15 @@ impl PartitionLog for MemLog {
         }
         self.high_watermark = offset;
         self.producer_state.on_high_watermark(offset);
+        Ok(())
+    }
+
+    fn assign_epoch_start_offset(
+        &mut self,
+        leader_epoch: LeaderEpoch,
+        start_offset: Offset,
+    ) -> Result<(), LogError> {
+        self.epoch_cache.assign(leader_epoch, start_offset)?;
         Ok(())
     }
 }

@@ -89,11 +89,21 @@ pub enum Mutant {
     /// A partition FAILED because its source topic is gone records no exit: a stop of its
     /// topic (also one accepted while that FAILED was written) is never carried out.
     DeletedSourceFailedForever,
+    /// A diverging-epoch answer truncates to the fetcher's own log end, i.e. not at all: the
+    /// next fetch asks the same and hears the same "diverging at (epoch, offset)" forever, the
+    /// partition MIRRORING and holding a batch the source no longer has.
+    DivergenceTruncatesToLogEnd,
+    /// A diverging-epoch answer is taken at its word (KIP-101's rule, before KIP-279): the
+    /// fetcher truncates to the source's end offset and fetches on at the source's epoch,
+    /// without looking that epoch up in its own cache. Where the source's old leader holds a
+    /// batch at a lower epoch at the offset where the destination copied one at a higher epoch
+    /// from an intermediate leader, nothing is truncated and the source serves the next fetch.
+    DivergenceTakenAtItsWord,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 26] = [
+    pub const ALL: [Mutant; 28] = [
         Mutant::SkipIsrWait,
         Mutant::ActBeforePersist,
         Mutant::SkipEpochBump,
@@ -120,6 +130,8 @@ impl Mutant {
         Mutant::ImplicitFailback,
         Mutant::SourceGrowthIgnored,
         Mutant::DeletedSourceFailedForever,
+        Mutant::DivergenceTruncatesToLogEnd,
+        Mutant::DivergenceTakenAtItsWord,
     ];
 
     /// The mutants of the node manager (`kernel/src/node/`): only the node model
@@ -169,6 +181,8 @@ impl Mutant {
             Mutant::ImplicitFailback => "implicit-failback",
             Mutant::SourceGrowthIgnored => "source-growth-ignored",
             Mutant::DeletedSourceFailedForever => "deleted-source-failed-forever",
+            Mutant::DivergenceTruncatesToLogEnd => "divergence-truncates-to-log-end",
+            Mutant::DivergenceTakenAtItsWord => "divergence-taken-at-its-word",
         }
     }
 
@@ -235,6 +249,14 @@ impl Mutant {
             }
             Mutant::DeletedSourceFailedForever => {
                 "A deleted source's FAILED has no exit: a stop is never done (needs --node)"
+            }
+            Mutant::DivergenceTruncatesToLogEnd => {
+                "A diverging epoch truncates nothing, so it repeats forever (needs \
+                 --unclean-source)"
+            }
+            Mutant::DivergenceTakenAtItsWord => {
+                "A diverging epoch's offset and epoch are used without the local epoch lookup \
+                 (needs --unclean-source, two crashes)"
             }
         }
     }

@@ -1143,7 +1143,18 @@ impl PartitionMirror {
                 }
             }
             FetchOutcome::Diverging(diverging) => {
-                let offset = divergence_truncation_offset(cache, leo, diverging);
+                let (offset, epoch) =
+                    if mutant::active(config.mutant, Mutant::DivergenceTakenAtItsWord) {
+                        (diverging.end_offset.clamp(0, leo), Some(diverging.epoch))
+                    } else {
+                        let offset =
+                            if mutant::active(config.mutant, Mutant::DivergenceTruncatesToLogEnd) {
+                                leo
+                            } else {
+                                divergence_truncation_offset(cache, leo, diverging)
+                            };
+                        (offset, cache.epoch_for_offset(offset - 1))
+                    };
                 if offset < leo {
                     out.push(Effect::Log(LogEffect::TruncateTo {
                         offset,
@@ -1167,7 +1178,6 @@ impl PartitionMirror {
                         return;
                     }
                 }
-                let epoch = cache.epoch_for_offset(offset - 1);
                 self.fetch(config, offset, epoch, out);
             }
             FetchOutcome::OffsetOutOfRange {

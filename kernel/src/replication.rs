@@ -35,6 +35,7 @@ use crate::epoch_cache::EpochCache;
 use crate::fetch::{
     divergence_truncation_offset, resolve_out_of_range, FetchResponse, OutOfRangeResolution,
 };
+use crate::log::LogView;
 use crate::types::{Offset, UNDEFINED_OFFSET};
 
 /// A timestamp in milliseconds, supplied by the caller (any monotonic logical clock works).
@@ -195,24 +196,51 @@ pub struct FollowerFetch<B> {
     pub leader_high_watermark: Option<Offset>,
 }
 
-/// Decides a follower fetch: the follower with LEO `fetch_offset`, log start
-/// `follower_log_start_offset` and epoch cache `follower_epochs` fetched and the leader answered
-/// `response` (from [`crate::fetch::serve_fetch`] with `FetchIsolation::Follower`).
+/// The follower's log as a fetch decision reads it: where it starts, where it ends (its LEO)
+/// and its epoch cache. Kafka's fetcher reads each of them from the log itself, not from the
+/// fetch it sent.
+#[derive(Clone, Copy, Debug)]
+pub struct FollowerLog<'a> {
+    /// The follower's log start offset.
+    pub log_start_offset: Offset,
+    /// The follower's LEO.
+    pub log_end_offset: Offset,
+    /// The follower's leader-epoch cache.
+    pub epochs: &'a EpochCache,
+}
+
+impl<'a> FollowerLog<'a> {
+    /// The follower log `log` as it is now.
+    pub fn of(log: &'a impl LogView) -> Self {
+        FollowerLog {
+            log_start_offset: log.log_start_offset(),
+            log_end_offset: log.log_end_offset(),
+            epochs: log.epoch_cache(),
+        }
+    }
+}
+
+/// Decides a follower fetch: the follower whose log is `follower` fetched from `fetch_offset`
+/// and the leader answered `response` (from [`crate::fetch::serve_fetch`] with
+/// `FetchIsolation::Follower`).
 ///
 /// Records are appended; a diverging epoch truncates by the KIP-320 rule
-/// ([`divergence_truncation_offset`]); an out-of-range answer truncates or restarts the log by
-/// [`resolve_out_of_range`]. Only a records answer reports the fetch offset to the leader.
+/// ([`divergence_truncation_offset`], on the follower's LEO and epoch cache, as Kafka's
+/// `AbstractFetcherThread.getOffsetTruncationState` reads them); an out-of-range answer
+/// truncates or restarts the log by [`resolve_out_of_range`] on the follower's LEO (Kafka's
+/// `fetchOffsetAndTruncate`). Only a records answer reports, with the fetch offset, to the
+/// leader. A follower fetches from its LEO, so the two offsets agree unless the caller's log
+/// moved since it sent the fetch.
 pub fn follower_fetch<B>(
     response: FetchResponse<B>,
     fetch_offset: Offset,
-    follower_log_start_offset: Offset,
-    follower_epochs: &EpochCache,
+    follower: FollowerLog<'_>,
 ) -> FollowerFetch<B> {
     match response {
         FetchResponse::Records(records) => FollowerFetch {
             report: Some(FetchReport {
                 fetch_offset,
-                follower_log_start_offset,
+                follower_log_start_offset: follower.log_start_offset,
                 leader_log_end_offset: records.log_end_offset,
             }),
             leader_high_watermark: Some(records.high_watermark),
@@ -220,8 +248,8 @@ pub fn follower_fetch<B>(
         },
         FetchResponse::Diverging(diverging) => FollowerFetch {
             log_op: Some(FollowerLogOp::TruncateTo(divergence_truncation_offset(
-                follower_epochs,
-                fetch_offset,
+                follower.epochs,
+                follower.log_end_offset,
                 diverging,
             ))),
             report: None,
@@ -231,7 +259,11 @@ pub fn follower_fetch<B>(
             log_start_offset,
             log_end_offset,
         } => FollowerFetch {
-            log_op: match resolve_out_of_range(fetch_offset, log_start_offset, log_end_offset) {
+            log_op: match resolve_out_of_range(
+                follower.log_end_offset,
+                log_start_offset,
+                log_end_offset,
+            ) {
                 OutOfRangeResolution::TruncateTo(offset) => Some(FollowerLogOp::TruncateTo(offset)),
                 OutOfRangeResolution::TruncateFullyAndStartAt(offset) => {
                     Some(FollowerLogOp::TruncateFullyAndStartAt(offset))
@@ -333,9 +365,19 @@ mod tests {
         })
     }
 
+    /// A follower log starting at `log_start_offset` and ending at `log_end_offset`, no epochs.
+    fn follower(log_start_offset: Offset, log_end_offset: Offset) -> FollowerLog<'static> {
+        static EMPTY: std::sync::OnceLock<EpochCache> = std::sync::OnceLock::new();
+        FollowerLog {
+            log_start_offset,
+            log_end_offset,
+            epochs: EMPTY.get_or_init(EpochCache::new),
+        }
+    }
+
     #[test]
     fn records_report_the_fetch_offset_not_the_appended_end() {
-        let fetch = follower_fetch(records(vec![1, 2], 9, 4), 5, 0, &EpochCache::new());
+        let fetch = follower_fetch(records(vec![1, 2], 9, 4), 5, follower(0, 5));
         assert_eq!(fetch.log_op, Some(FollowerLogOp::Append(vec![1, 2])));
         assert_eq!(
             fetch.report,
@@ -346,7 +388,7 @@ mod tests {
             })
         );
         assert_eq!(fetch.leader_high_watermark, Some(4));
-        let empty = follower_fetch(records(vec![], 9, 9), 9, 2, &EpochCache::new());
+        let empty = follower_fetch(records(vec![], 9, 9), 9, follower(2, 9));
         assert_eq!(empty.log_op, None);
         assert_eq!(empty.report.map(|r| r.fetch_offset), Some(9));
     }
@@ -357,14 +399,14 @@ mod tests {
             epoch: -1,
             end_offset: 3,
         });
-        let fetch = follower_fetch(diverging, 7, 0, &EpochCache::new());
+        let fetch = follower_fetch(diverging, 7, follower(0, 7));
         assert_eq!(fetch.log_op, Some(FollowerLogOp::TruncateTo(3)));
         assert_eq!(fetch.report, None);
         let behind = FetchResponse::<u8>::OffsetOutOfRange {
             log_start_offset: 10,
             log_end_offset: 12,
         };
-        let fetch = follower_fetch(behind, 4, 0, &EpochCache::new());
+        let fetch = follower_fetch(behind, 4, follower(0, 4));
         assert_eq!(
             fetch.log_op,
             Some(FollowerLogOp::TruncateFullyAndStartAt(10))
@@ -374,15 +416,53 @@ mod tests {
             log_start_offset: 0,
             log_end_offset: 2,
         };
-        let fetch = follower_fetch(ahead, 4, 0, &EpochCache::new());
+        let fetch = follower_fetch(ahead, 4, follower(0, 4));
         assert_eq!(fetch.log_op, Some(FollowerLogOp::TruncateTo(2)));
         let neither = FetchResponse::<u8>::OffsetOutOfRange {
             log_start_offset: 0,
             log_end_offset: 6,
         };
+        assert_eq!(follower_fetch(neither, 4, follower(0, 4)).log_op, None);
+    }
+
+    #[test]
+    fn truncation_reads_the_followers_log_end_not_the_fetch_offset() {
+        // The source ends at 6, the follower's log at 8; the fetch was sent from 4 (its log grew
+        // since): the follower truncates to the source's end, as Kafka's
+        // `fetchOffsetAndTruncate` compares the source's end with the local LEO.
+        let ahead = FetchResponse::<u8>::OffsetOutOfRange {
+            log_start_offset: 0,
+            log_end_offset: 6,
+        };
         assert_eq!(
-            follower_fetch(neither, 4, 0, &EpochCache::new()).log_op,
-            None
+            follower_fetch(ahead, 4, follower(0, 8)).log_op,
+            Some(FollowerLogOp::TruncateTo(6))
+        );
+        // A diverging epoch above every local epoch: truncate to the diverging end offset,
+        // capped by the LEO (9), not by the fetch offset (5).
+        let epochs = EpochCache::from_entries([
+            crate::epoch_cache::EpochEntry {
+                epoch: 1,
+                start_offset: 0,
+            },
+            crate::epoch_cache::EpochEntry {
+                epoch: 3,
+                start_offset: 5,
+            },
+        ])
+        .expect("increasing entries");
+        let diverging = FetchResponse::<u8>::Diverging(EpochAndOffset {
+            epoch: 4,
+            end_offset: 8,
+        });
+        let log = FollowerLog {
+            log_start_offset: 0,
+            log_end_offset: 9,
+            epochs: &epochs,
+        };
+        assert_eq!(
+            follower_fetch(diverging, 5, log).log_op,
+            Some(FollowerLogOp::TruncateTo(8))
         );
     }
 

@@ -1,12 +1,14 @@
 //! Property tests of [`MemLog`]: random sequences of leader appends (plain, idempotent,
 //! transactional, markers, `MIRROR_PID_RESET`), follower appends, truncations and high-watermark
 //! moves, valid or not. After every operation the log must be consistent
-//! (`log start <= LSO <= HW <= LEO`, contiguous batches, a strictly increasing epoch cache that
-//! follows the batches, producer state equal to a rebuild from the batches with the HW applied);
-//! a refused operation must change nothing; an accepted one must do what the contract says.
+//! (`log start <= LSO <= HW <= LEO`, contiguous batches, a strictly increasing epoch cache equal
+//! to the one Kafka's `LeaderEpochFileCache` calls would build (`assign` per appended batch,
+//! lower epochs included, `truncateFromEnd` per truncation), producer state equal to a rebuild
+//! from the batches with the HW applied); a refused operation must change nothing; an accepted
+//! one must do what the contract says.
 
 use kmirror_kernel::batch::{BatchHeader, ControlType, LeaderBatch, ProducerBatchInfo};
-use kmirror_kernel::epoch_cache::EpochEntry;
+use kmirror_kernel::epoch_cache::{EpochCache, EpochEntry};
 use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::mem_log::MemLog;
 use kmirror_kernel::producer_state::ProducerStateTable;
@@ -269,7 +271,8 @@ fn follower_batches(log: &MemLog, specs: &[FollowerSpec]) -> Vec<BatchHeader> {
     out
 }
 
-fn check_invariants(log: &MemLog) -> Result<(), TestCaseError> {
+/// Checks `log`, whose epoch cache must be `epochs` (Kafka's cache after the same calls).
+fn check_invariants(log: &MemLog, epochs: &EpochCache) -> Result<(), TestCaseError> {
     let (start, lso, hw, leo) = (
         log.log_start_offset(),
         log.last_stable_offset(),
@@ -283,32 +286,17 @@ fn check_invariants(log: &MemLog) -> Result<(), TestCaseError> {
     let batches: Vec<BatchHeader> = log.batches().iter().copied().collect();
     prop_assert_eq!(&log.read(start, Offset::MAX), &batches);
     let mut next = start;
-    let mut expected_cache: Vec<EpochEntry> = Vec::new();
     for b in &batches {
         prop_assert!(b.last_offset >= b.base_offset);
         prop_assert_eq!(b.base_offset, next);
         next = b.next_offset();
-        match expected_cache.last() {
-            Some(e) if e.epoch == b.partition_leader_epoch => {}
-            Some(e) => {
-                prop_assert!(e.epoch < b.partition_leader_epoch, "epochs go backwards");
-                expected_cache.push(EpochEntry {
-                    epoch: b.partition_leader_epoch,
-                    start_offset: b.base_offset,
-                });
-            }
-            None => expected_cache.push(EpochEntry {
-                epoch: b.partition_leader_epoch,
-                start_offset: b.base_offset,
-            }),
-        }
     }
     prop_assert_eq!(next, leo);
     let cache: Vec<EpochEntry> = log.epoch_cache().entries().collect();
     for w in cache.windows(2) {
         prop_assert!(w[0].epoch < w[1].epoch && w[0].start_offset < w[1].start_offset);
     }
-    prop_assert_eq!(cache, expected_cache);
+    prop_assert_eq!(log.epoch_cache(), epochs);
     let mut rebuilt = ProducerStateTable::rebuild(log.batches().iter());
     rebuilt.on_high_watermark(log.high_watermark());
     prop_assert_eq!(log.producer_state(), &rebuilt);
@@ -316,8 +304,9 @@ fn check_invariants(log: &MemLog) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-/// Applies `op`, checking what the contract promises of its result.
-fn step(log: &mut MemLog, op: &Op) -> Result<(), TestCaseError> {
+/// Applies `op`, checking what the contract promises of its result; `epochs` follows as Kafka's
+/// epoch cache would.
+fn step(log: &mut MemLog, epochs: &mut EpochCache, op: &Op) -> Result<(), TestCaseError> {
     let before = log.clone();
     let accepted = match op {
         Op::Leader { epoch_delta, spec } => {
@@ -328,6 +317,7 @@ fn step(log: &mut MemLog, op: &Op) -> Result<(), TestCaseError> {
                     prop_assert_eq!(log.last_batch(), Some(h));
                     prop_assert_eq!(h.partition_leader_epoch, epoch);
                     prop_assert_eq!(log.batches().len(), before.batches().len() + 1);
+                    prop_assert!(epochs.assign(epoch, h.base_offset).is_ok());
                     true
                 }
                 Ok(h) => {
@@ -347,12 +337,22 @@ fn step(log: &mut MemLog, op: &Op) -> Result<(), TestCaseError> {
                 expected.extend(batches.iter().copied());
                 prop_assert_eq!(log.batches(), &expected);
                 prop_assert_eq!(log.high_watermark(), before.high_watermark());
+                for b in &batches {
+                    prop_assert!(epochs
+                        .assign(b.partition_leader_epoch, b.base_offset)
+                        .is_ok());
+                }
             }
             ok
         }
         Op::TruncateTo { percent, jitter } => {
             let target = before.log_end_offset() * i64::from(*percent) / 100 + jitter;
             let ok = log.truncate_to(target).is_ok();
+            if ok && target < before.log_start_offset() {
+                epochs.clear();
+            } else if ok {
+                epochs.truncate_from_end(log.log_end_offset());
+            }
             if ok {
                 if target >= before.log_end_offset() {
                     prop_assert_eq!(&*log, &before);
@@ -381,6 +381,9 @@ fn step(log: &mut MemLog, op: &Op) -> Result<(), TestCaseError> {
             let ok = log.truncate_fully_and_start_at(*offset).is_ok();
             prop_assert_eq!(ok, *offset >= 0);
             if ok {
+                epochs.clear();
+            }
+            if ok {
                 prop_assert_eq!(
                     (
                         log.log_start_offset(),
@@ -407,7 +410,7 @@ fn step(log: &mut MemLog, op: &Op) -> Result<(), TestCaseError> {
     if !accepted {
         prop_assert_eq!(&*log, &before, "a refused {:?} changed the log", op);
     }
-    check_invariants(log)
+    check_invariants(log, epochs)
 }
 
 proptest! {
@@ -416,22 +419,31 @@ proptest! {
     #[test]
     fn random_operations_keep_the_log_consistent(ops in proptest::collection::vec(op(), 1..40)) {
         let mut log = MemLog::new();
+        let mut epochs = EpochCache::new();
         for op in &ops {
-            step(&mut log, op)?;
+            step(&mut log, &mut epochs, op)?;
         }
     }
 
     #[test]
     fn a_follower_copy_equals_its_source(ops in proptest::collection::vec(op(), 1..30)) {
         let mut src = MemLog::new();
+        let mut epochs = EpochCache::new();
         for op in &ops {
-            step(&mut src, op)?;
+            step(&mut src, &mut epochs, op)?;
         }
         let mut dst = MemLog::starting_at(src.log_start_offset()).expect("start");
         let batches = src.read(src.log_start_offset(), Offset::MAX);
         prop_assert!(dst.append_as_follower(&batches).is_ok());
         prop_assert_eq!(dst.batches(), src.batches());
-        prop_assert_eq!(dst.epoch_cache(), src.epoch_cache());
+        // The copy's cache is Kafka's `assign` of its batches in order: the source's, unless a
+        // truncation followed a batch below an earlier epoch (the source's cache then remembers
+        // history its batches do not show).
+        let mut copied = EpochCache::new();
+        for b in &batches {
+            prop_assert!(copied.assign(b.partition_leader_epoch, b.base_offset).is_ok());
+        }
+        prop_assert_eq!(dst.epoch_cache(), &copied);
         // Producer state depends on the HW too (closed transactions with unreplicated markers).
         prop_assert!(dst.advance_high_watermark(src.high_watermark()).is_ok());
         prop_assert_eq!(dst.producer_state(), src.producer_state());
@@ -446,16 +458,26 @@ fn generators_reach_interesting_states() {
     use proptest::test_runner::TestRunner;
 
     let mut runner = TestRunner::deterministic();
-    let (mut open_txn, mut refused, mut truncated_inside) = (0, 0, 0);
+    let (mut open_txn, mut refused, mut truncated_inside, mut went_back) = (0, 0, 0, 0);
     for _ in 0..200 {
         let ops = proptest::collection::vec(op(), 1..40)
             .new_tree(&mut runner)
             .expect("tree")
             .current();
         let mut log = MemLog::new();
+        let mut epochs = EpochCache::new();
         for op in &ops {
             let before = log.clone();
-            step(&mut log, op).expect("step");
+            step(&mut log, &mut epochs, op).expect("step");
+            let latest_before = before.epoch_cache().latest_epoch();
+            if log.batches().len() > before.batches().len()
+                && log
+                    .last_batch()
+                    .zip(latest_before)
+                    .is_some_and(|(b, latest)| b.partition_leader_epoch < latest)
+            {
+                went_back += 1;
+            }
             if log
                 .producer_state()
                 .first_open_transaction_offset()
@@ -479,5 +501,9 @@ fn generators_reach_interesting_states() {
     assert!(
         truncated_inside > 20,
         "truncations inside a batch: {truncated_inside}"
+    );
+    assert!(
+        went_back > 20,
+        "appends below the latest epoch: {went_back}"
     );
 }

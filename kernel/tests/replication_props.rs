@@ -8,8 +8,8 @@ use kmirror_kernel::fetch::serve_fetch;
 use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::mem_log::MemLog;
 use kmirror_kernel::replication::{
-    follower_fetch, follower_high_watermark, leader_high_watermark, FollowerLogOp, FollowerState,
-    HwReplica,
+    follower_fetch, follower_high_watermark, leader_high_watermark, FollowerLog, FollowerLogOp,
+    FollowerState, HwReplica,
 };
 use kmirror_kernel::types::Offset;
 use proptest::prelude::*;
@@ -54,7 +54,7 @@ impl Cluster {
             FetchIsolation::Follower,
             max_batches,
         );
-        let fetch = follower_fetch(response, leo, log.log_start_offset(), log.epoch_cache());
+        let fetch = follower_fetch(response, leo, FollowerLog::of(&*log));
         match fetch.log_op {
             Some(FollowerLogOp::Append(batches)) => log.append_as_follower(&batches).unwrap(),
             Some(op) => panic!("a single leader never makes a follower truncate: {op:?}"),

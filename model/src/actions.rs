@@ -4,7 +4,7 @@ use kmirror_kernel::batch::{ControlType, LeaderBatch, ProducerBatchInfo};
 use kmirror_kernel::controller::{apply_config_records, handle_mirror_request, MirrorRequest};
 use kmirror_kernel::desired::DesiredState;
 use kmirror_kernel::input::Input;
-use kmirror_kernel::log::{LogError, LogView, PartitionLog};
+use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::{BrokerId, MirrorPartition};
 use std::sync::Arc;
@@ -128,7 +128,7 @@ impl World {
                     ProduceKind::Commit,
                     ProduceKind::Abort,
                 ] {
-                    if self.produce_enabled(c, kind) {
+                    if self.produce_enabled(config, c, kind) {
                         actions.push(Action::Produce(c, kind));
                     }
                 }
@@ -151,6 +151,7 @@ impl World {
                     actions.push(Action::ShrinkIsr(c, b));
                 }
                 let leader_alive = self.leader(c).is_some();
+                let faults_here = !config.source_faults_only || !self.is_mirrored(c);
                 if cluster.leader != Some(b) {
                     let clean = cluster.isr.contains(&b);
                     let unclean_here = if self.is_mirrored(c) {
@@ -158,8 +159,9 @@ impl World {
                     } else {
                         config.unclean_source
                     };
-                    let unclean_allowed = unclean_here && self.budget.elections > 0;
-                    if clean && (!leader_alive || self.budget.elections > 0) {
+                    let budgeted = faults_here && self.budget.elections > 0;
+                    let unclean_allowed = unclean_here && budgeted;
+                    if clean && (!leader_alive || budgeted) {
                         actions.push(Action::Elect(c, b, false));
                     } else if !clean && unclean_allowed && !leader_alive {
                         actions.push(Action::Elect(c, b, true));
@@ -168,7 +170,10 @@ impl World {
                 // Crashes hit brokers that run a mirror (a pure source's crash is only its
                 // unavailability, which a lost message already covers), and a source's when it
                 // may then elect uncleanly.
-                if self.budget.crashes > 0 && (self.is_mirrored(c) || config.unclean_source) {
+                if self.budget.crashes > 0
+                    && faults_here
+                    && (self.is_mirrored(c) || config.unclean_source)
+                {
                     actions.push(Action::Crash(c, b));
                 }
                 if replica.retry_timer.is_some() {
@@ -214,10 +219,11 @@ impl World {
     }
 
     /// Whether a producer of kind `kind` may try to write to cluster `c` now.
-    fn produce_enabled(&self, c: ClusterId, kind: ProduceKind) -> bool {
+    fn produce_enabled(&self, config: &ModelConfig, c: ClusterId, kind: ProduceKind) -> bool {
         let producers = &self.cluster(c).producers;
         match kind {
-            ProduceKind::Plain | ProduceKind::Idempotent => self.budget.records > 0,
+            ProduceKind::Plain => self.budget.records > 0,
+            ProduceKind::Idempotent => self.budget.records > 0 && !config.plain_records,
             ProduceKind::Transactional => {
                 self.budget.records > 0
                     && (producers.in_transaction || self.budget.transactions > 0)
@@ -277,7 +283,7 @@ impl World {
                     self.budget.elections -= 1;
                 }
                 if unclean && !self.is_mirrored(c) {
-                    self.ghosts.source_lost_data = true;
+                    self.ghosts.source_losses = self.ghosts.source_losses.saturating_add(1);
                 }
                 self.elect(config, c, b, unclean);
             }
@@ -330,6 +336,7 @@ impl World {
                 error: "request timed out".into(),
             },
             batches: Vec::new(),
+            source_losses: 0,
         });
     }
 
@@ -386,6 +393,13 @@ impl World {
         };
         let epoch = cluster.leader_epoch;
         let log_end = cluster.replicas[leader].log.log_end_offset();
+        // Kafka appends a write below the log's latest epoch and drops the newer epochs from
+        // its cache (`LeaderEpochFileCache.assign`): the mirrored epoch history is lost.
+        let below_latest = cluster.replicas[leader]
+            .log
+            .epoch_cache()
+            .latest_epoch()
+            .is_some_and(|latest| epoch < latest);
         journal::record(|| Event::Log {
             cluster: c,
             broker: leader as BrokerId,
@@ -400,11 +414,11 @@ impl World {
                 self.violate(Violation::ProducerIdCollision);
                 return true;
             }
-            Ok(_) => {}
-            Err(LogError::EpochGoesBackwards { .. }) => {
+            Ok(_) if below_latest => {
                 self.violate(Violation::LocalWriteBelowMirroredEpoch);
                 return true;
             }
+            Ok(_) => {}
             Err(_) => {
                 self.violate(Violation::ProducerIdCollision);
                 return true;

@@ -5,6 +5,7 @@ use kmirror_kernel::config::{
 };
 use kmirror_kernel::mutant::Mutant;
 use kmirror_kernel::state::{Design, TransitionTable};
+use kmirror_kernel::state_fencing::StateFencing;
 use serde::{Deserialize, Serialize};
 
 use crate::world::ClusterId;
@@ -49,6 +50,10 @@ impl Default for EpochLead {
 pub struct ModelConfig {
     /// Replicas per cluster (each cluster's partition has this many brokers).
     pub replicas: u8,
+    /// Cluster B's replicas, when they differ from [`Self::replicas`] (`--replicas-b`): a
+    /// one-replica destination beside a two-replica source keeps an unclean-source run small.
+    #[serde(default)]
+    pub replicas_b: Option<u8>,
     /// Batches producers may append in all (plain, idempotent and transactional records).
     pub records: u8,
     /// Transactions producers may open (each may then commit or abort).
@@ -76,8 +81,21 @@ pub struct ModelConfig {
     /// rules. Off by default (the pinned state counts).
     #[serde(default)]
     pub unclean_source: bool,
+    /// Whether crashes and budgeted elections (beyond replacing a crashed leader) hit only a
+    /// cluster whose topic is in no mirror, the source (`--source-faults-only`): the
+    /// destination only mirrors. Off by default.
+    #[serde(default)]
+    pub source_faults_only: bool,
+    /// Whether producers write plain batches only, no idempotent producer (`--plain-records`;
+    /// transactions still follow [`Self::transactions`]). Off by default.
+    #[serde(default)]
+    pub plain_records: bool,
     /// Steps the fault-free scheduler may take in the bounded liveness properties.
     pub liveness_bound: u16,
+    /// How the clusters' `__mirror_state` coordinators number and fence state writes, when it
+    /// differs from the design's ([`StateFencing::for_design`]; `--state-fencing`).
+    #[serde(default)]
+    pub state_fencing: Option<StateFencing>,
     /// Metadata sync rounds a destination's leader may start (each reads the source, then
     /// writes later; see `kmirror_kernel::sync::gate`). 0 (the default) leaves the sync out of
     /// the model entirely, so the pinned state counts do not change.
@@ -93,11 +111,27 @@ pub struct ModelConfig {
 }
 
 impl ModelConfig {
+    /// How the coordinators number and fence state writes: [`Self::state_fencing`], else the
+    /// design's.
+    pub fn state_fencing(&self) -> StateFencing {
+        self.state_fencing
+            .unwrap_or_else(|| StateFencing::for_design(self.kernel.design))
+    }
+
+    /// The replicas of cluster `c`'s partition.
+    pub fn replicas_of(&self, c: ClusterId) -> u8 {
+        match (c, self.replicas_b) {
+            (ClusterId::B, Some(n)) => n,
+            _ => self.replicas,
+        }
+    }
+
     /// The default `check` configuration: a failover with an open transaction and a failback,
     /// small enough to exhaust in minutes on two cores.
     pub fn default_check() -> Self {
         ModelConfig {
             replicas: 1,
+            replicas_b: None,
             records: 2,
             transactions: 1,
             elections: 0,
@@ -109,7 +143,10 @@ impl ModelConfig {
             pause_resume: false,
             unclean_elections: false,
             unclean_source: false,
+            source_faults_only: false,
+            plain_records: false,
             liveness_bound: 200,
+            state_fencing: None,
             sync_steps: 0,
             epoch_lead: EpochLead::default(),
             // docs/design.md 5.3: read-committed fetches. A stop can still cut a transaction in half: the
@@ -179,6 +216,28 @@ impl ModelConfig {
             records: 1,
             transactions: 1,
             crashes: 0,
+            ..Self::default_check()
+        }
+    }
+
+    /// The configuration of KIP-320's interesting case (`model/FINDINGS.md`, "A source that
+    /// diverges twice"): a source of two replicas that may crash twice and elect uncleanly
+    /// twice, two plain batches, and a one-replica destination that only mirrors. The source's
+    /// old leader can then hold a batch at a lower epoch where the destination copied one at a
+    /// higher epoch from an intermediate leader, and be re-elected uncleanly: only the
+    /// destination's own epoch lookup finds how far to truncate. About two seconds.
+    pub fn divergence_check() -> Self {
+        ModelConfig {
+            replicas: 2,
+            replicas_b: Some(1),
+            records: 2,
+            plain_records: true,
+            transactions: 0,
+            crashes: 2,
+            elections: 2,
+            operator_steps: 0,
+            unclean_source: true,
+            source_faults_only: true,
             ..Self::default_check()
         }
     }

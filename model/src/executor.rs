@@ -13,12 +13,13 @@ use kmirror_kernel::effect::{Effect, LogEffect, RequestId};
 use kmirror_kernel::fetch::serve_fetch;
 use kmirror_kernel::input::{FetchOutcome, Input};
 use kmirror_kernel::log::LogView;
+use kmirror_kernel::partition::Activity;
 use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::{BrokerId, EpochAndOffset, MirrorPartition};
 
 use crate::config::ModelConfig;
 use crate::journal::{self, Event, LogOp};
-use crate::world::{Addr, ClusterId, Message, RequestBody, Violation, World, TOPIC_ID};
+use crate::world::{Addr, ClusterId, Message, Replica, RequestBody, Violation, World, TOPIC_ID};
 
 /// Most batches one fetch returns (small: every batch boundary is an interleaving point).
 pub const MAX_FETCH_BATCHES: usize = 1;
@@ -127,6 +128,20 @@ impl World {
                 if log_effect != LogEffect::AppendFetched {
                     self.expect_stored(c, allowed);
                 }
+                if let LogEffect::AbortTransaction { leader_epoch, .. }
+                | LogEffect::AppendPidReset { leader_epoch } = &log_effect
+                {
+                    // Kafka accepts the write and drops the newer (mirrored) epochs from its
+                    // cache: the stop wrote below an epoch the log holds.
+                    let log = &self.cluster(c).replicas[b as usize].log;
+                    if log
+                        .epoch_cache()
+                        .latest_epoch()
+                        .is_some_and(|latest| *leader_epoch < latest)
+                    {
+                        self.violate(Violation::LocalWriteBelowMirroredEpoch);
+                    }
+                }
                 journal::record(|| Event::Log {
                     cluster: c,
                     broker: b,
@@ -223,10 +238,23 @@ impl World {
         // The message is shared with the world before the step: copy only what the step
         // consumes (not a fetch response's batches).
         match &*message {
-            Message::Reply { to, input, batches } => {
+            Message::Reply {
+                to,
+                input,
+                batches,
+                source_losses,
+            } => {
                 let replica = &self.cluster(to.cluster).replicas[to.broker as usize];
                 if replica.alive && replica.incarnation == to.incarnation {
+                    let checked = *source_losses == self.ghosts.source_losses
+                        && awaited_records(replica, input);
                     self.feed(config, to.cluster, to.broker, input.clone(), batches);
+                    // The source served this answer after its latest unclean election and the
+                    // destination acted on it: whatever it did, its log is now a prefix of the
+                    // source's, or a divergence was missed.
+                    if checked && !self.mirror_is_prefix_of_source(to.cluster) {
+                        self.violate(Violation::DivergentAfterFetch);
+                    }
                 }
             }
             Message::Request {
@@ -235,11 +263,19 @@ impl World {
                 request,
                 body,
             } => {
-                if let Some(input) = self.serve(config, *from, *to, *request, body.clone()) {
+                if let Some((input, batches)) =
+                    self.serve(config, *from, *to, *request, body.clone())
+                {
+                    let source_losses = if matches!(input, Input::FetchCompleted { .. }) {
+                        self.ghosts.source_losses
+                    } else {
+                        0
+                    };
                     self.send(Message::Reply {
                         to: *from,
-                        input: input.0,
-                        batches: input.1,
+                        input,
+                        batches,
+                        source_losses,
                     });
                 }
             }
@@ -321,12 +357,13 @@ impl World {
                 // its requester still waits for counts (a stale answer is ignored).
                 let requester = &self.cluster(from.cluster).replicas[from.broker as usize];
                 let awaited = requester.incarnation == from.incarnation
-                    && requester.mirror.as_ref().is_some_and(|m| {
-                        *m.activity() == kmirror_kernel::partition::Activity::Fetching(request)
-                    });
+                    && requester
+                        .mirror
+                        .as_ref()
+                        .is_some_and(|m| *m.activity() == Activity::Fetching(request));
                 let diverged = !is_prefix(requester.log.batches(), leader.log.batches());
                 if matches!(outcome, FetchOutcome::Records { .. }) && awaited && diverged {
-                    self.violate(Violation::DivergenceNotReported);
+                    self.ghosts.divergence_unreported = true;
                 }
                 return Some((Input::FetchCompleted { request, outcome }, batches));
             }
@@ -362,15 +399,14 @@ impl World {
         value: kmirror_kernel::records::MirrorPartitionStateValue,
         expected_state_epoch: Option<i32>,
     ) -> Input {
-        let before = self.cluster(to).coordinator.read_state(&key).cloned();
+        let coordinator = &self.cluster(to).coordinator;
+        let before = coordinator.read_state(&key).cloned();
         let from = before.as_ref().map_or(MirrorState::Unknown, |b| b.state);
         let retry = before.as_ref().and_then(|b| b.previous_state);
-        let stale = match &before {
-            Some(b) => {
-                value.leader_epoch < b.leader_epoch || expected_state_epoch != Some(b.state_epoch)
-            }
-            None => expected_state_epoch.is_some(),
-        };
+        let stale = coordinator
+            .fencing()
+            .check(before.as_ref(), value.leader_epoch, expected_state_epoch)
+            .is_some();
         let legal = |to| config.kernel.transitions.is_legal(from, to, retry);
         if !stale && !legal(value.state) {
             // A writer that knows the stored record asked for a transition the table refuses.
@@ -406,6 +442,22 @@ impl World {
         }
     }
 
+    /// Whether cluster `dest`'s leader holds exactly the batches of the other cluster's leader
+    /// that its fetches may read: those below the source's LSO (read-committed) or HW
+    /// (read-uncommitted). False when either has no leader.
+    pub fn mirror_caught_up(&self, dest: ClusterId, model: &crate::model::MirrorModel) -> bool {
+        let (Some(d), Some(s)) = (self.leader(dest), self.leader(dest.other())) else {
+            return false;
+        };
+        let bound = match model.config.kernel.fetch_isolation {
+            kmirror_kernel::config::FetchIsolation::ReadCommitted => s.log.last_stable_offset(),
+            kmirror_kernel::config::FetchIsolation::ReadUncommitted
+            | kmirror_kernel::config::FetchIsolation::Follower => s.log.high_watermark(),
+        };
+        let readable = s.log.batches().iter().take_while(|b| b.last_offset < bound);
+        d.log.batches().iter().eq(readable)
+    }
+
     /// Whether cluster `dest`'s leader log is a prefix of the other cluster's leader log (same
     /// batches at the same offsets). True when either has no leader.
     pub fn mirror_is_prefix_of_source(&self, dest: ClusterId) -> bool {
@@ -414,6 +466,21 @@ impl World {
         };
         is_prefix(d.log.batches(), s.log.batches())
     }
+}
+
+/// Whether `input` is a records answer (even none) to the fetch `replica`'s kernel waits for.
+fn awaited_records(replica: &Replica, input: &Input) -> bool {
+    let Input::FetchCompleted {
+        request,
+        outcome: FetchOutcome::Records { .. },
+    } = input
+    else {
+        return false;
+    };
+    replica
+        .mirror
+        .as_ref()
+        .is_some_and(|m| *m.activity() == Activity::Fetching(*request))
 }
 
 /// Whether batches `d` are the first batches of `s`.

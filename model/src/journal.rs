@@ -53,6 +53,13 @@ pub enum LogOp {
         /// The new HW.
         offset: Offset,
     },
+    /// A new leader's epoch recorded at its LEO on election (Kafka's `Partition.makeLeader`).
+    AssignEpochStartOffset {
+        /// The new leader epoch.
+        epoch: LeaderEpoch,
+        /// Where it starts: the leader's LEO.
+        offset: Offset,
+    },
 }
 
 /// One journal entry.

@@ -64,11 +64,21 @@ fn progress_actions(world: &World, actions: &mut Vec<Action>) {
 /// Runs the fair fault-free scheduler from `world` until `done` holds (true) or the bound is
 /// spent or nothing can progress (false).
 pub fn reaches(model: &MirrorModel, world: &World, done: impl Fn(&World) -> bool) -> bool {
+    run_until(model, world, done).is_some()
+}
+
+/// Runs the fair fault-free scheduler from `world` until `done` holds and returns the world it
+/// reached, or `None` when the bound is spent or nothing can progress first.
+pub fn run_until(
+    model: &MirrorModel,
+    world: &World,
+    done: impl Fn(&World) -> bool,
+) -> Option<World> {
     let mut w = world.clone();
     let mut actions = Vec::new();
     for step in 0..model.config.liveness_bound as usize {
         if done(&w) {
-            return true;
+            return Some(w);
         }
         actions.clear();
         progress_actions(&w, &mut actions);
@@ -79,12 +89,12 @@ pub fn reaches(model: &MirrorModel, world: &World, done: impl Fn(&World) -> bool
             all
         });
         if actions.is_empty() {
-            return false;
+            return None;
         }
         let action = actions.swap_remove(step % actions.len());
         w.perform(&model.config, action);
     }
-    done(&w)
+    done(&w).then_some(w)
 }
 
 /// Premise shared by the liveness properties: no fault can happen any more.
@@ -111,6 +121,22 @@ pub fn mirror_reaches_mirroring(model: &MirrorModel, world: &World) -> bool {
             || world.stored_state(c) == MirrorState::Mirroring
             || reaches(model, world, |w| {
                 w.stored_state(c) == MirrorState::Mirroring
+            })
+    })
+}
+
+/// A MIRRORING partition asked to mirror ends up holding exactly what its source lets it read:
+/// the source leader's batches below its read bound (the LSO for read-committed fetches, the
+/// HW for read-uncommitted). The scheduler never produces, so the source stops changing but
+/// for a missing leader's election; this is what a destination holding a batch its source lost
+/// fails, when it never acts on the divergence.
+pub fn mirror_converges(model: &MirrorModel, world: &World) -> bool {
+    ClusterId::BOTH.into_iter().all(|c| {
+        !faults_over(world)
+            || !matches!(world.desired_ref(c), DesiredState::Mirror(_))
+            || world.stored_state(c) != MirrorState::Mirroring
+            || reaches(model, world, |w| {
+                w.stored_state(c) == MirrorState::Mirroring && w.mirror_caught_up(c, model)
             })
     })
 }

@@ -65,6 +65,9 @@ impl MirrorModel {
         if self.config.sync_steps > 0 {
             all.extend(crate::properties::sync());
         }
+        if self.config.unclean_source {
+            all.extend(crate::properties::unclean_source());
+        }
         if self.config.kernel.design == Design::Prototype {
             all.extend(crate::properties::prototype(&self.config));
         }

@@ -9,6 +9,7 @@
 use kmirror_kernel::batch::{BatchHeader, ControlType};
 use kmirror_kernel::config::TruncationQuorum;
 use kmirror_kernel::desired::DesiredState;
+use kmirror_kernel::fetch::divergence_truncation_offset;
 use kmirror_kernel::input::{FetchOutcome, Input};
 use kmirror_kernel::log::LogView;
 use kmirror_kernel::state::MirrorState;
@@ -42,7 +43,7 @@ pub fn all() -> Vec<Property<MirrorModel>> {
                 // After an unclean election on the source the destination may hold what the
                 // source lost until its next fetch finds the divergence: then only its appends
                 // are checked, when the source serves them (`divergence_reported_to_mirror`).
-                w.ghosts.source_lost_data
+                w.ghosts.source_losses > 0
                     || ClusterId::BOTH.into_iter().all(|c| {
                         !matches!(
                             w.stored_state(c),
@@ -72,7 +73,14 @@ pub fn all() -> Vec<Property<MirrorModel>> {
         ),
         Property::always(
             "divergence_reported_to_mirror",
-            |_: &MirrorModel, w: &World| no_violation(w, Violation::DivergenceNotReported),
+            |_: &MirrorModel, w: &World| !w.ghosts.divergence_unreported,
+        ),
+        Property::always(
+            "fetched_mirror_is_prefix_of_source",
+            // `mirror_is_prefix_of_source` without its exemption after a source's data loss: at
+            // every records answer a destination acts on, served since the source's latest
+            // unclean election, its log is a prefix of the source's.
+            |_: &MirrorModel, w: &World| no_violation(w, Violation::DivergentAfterFetch),
         ),
         Property::always(
             "mirrored_epochs_below_leader_epoch",
@@ -128,6 +136,10 @@ pub fn all() -> Vec<Property<MirrorModel>> {
         Property::always(
             "failed_partition_retries_once_faults_stop",
             |m: &MirrorModel, w: &World| crate::liveness::failed_retries(m, w),
+        ),
+        Property::always(
+            "mirror_converges_once_source_stops",
+            |m: &MirrorModel, w: &World| crate::liveness::mirror_converges(m, w),
         ),
         sometimes!("reaches_preparing", |w: &World| {
             reached(w, MirrorState::Preparing)
@@ -219,6 +231,39 @@ pub fn prototype(config: &ModelConfig) -> Vec<Property<MirrorModel>> {
         }));
     }
     sometimes
+}
+
+/// What an unclean source must be seen to do ([`ModelConfig::unclean_source`]), so that the
+/// divergence properties are not vacuous: two unclean elections in one run, and a diverging
+/// answer whose end offset lies above where the two logs part (the source's old leader holds a
+/// batch at a lower epoch where the destination copied one at a higher epoch from an
+/// intermediate leader), so that only the destination's own epoch lookup truncates enough
+/// (what `divergence-taken-at-its-word` skips).
+pub fn unclean_source() -> Vec<Property<MirrorModel>> {
+    vec![
+        sometimes!("two_unclean_source_elections", |w: &World| {
+            w.ghosts.source_losses >= 2
+        }),
+        sometimes!("divergence_needs_the_local_epoch_lookup", |w: &World| {
+            w.net.keys().any(|m| match m.as_ref() {
+                Message::Reply {
+                    to,
+                    input:
+                        Input::FetchCompleted {
+                            outcome: FetchOutcome::Diverging(diverging),
+                            ..
+                        },
+                    ..
+                } => {
+                    let log = &w.cluster(to.cluster).replicas[to.broker as usize].log;
+                    let leo = log.log_end_offset();
+                    divergence_truncation_offset(log.epoch_cache(), leo, *diverging)
+                        < diverging.end_offset.min(leo)
+                }
+                _ => false,
+            })
+        }),
+    ]
 }
 
 /// The metadata-sync properties, checked when the model includes the sync

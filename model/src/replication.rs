@@ -22,12 +22,13 @@ use kmirror_kernel::config::FetchIsolation;
 use kmirror_kernel::fetch::serve_fetch;
 use kmirror_kernel::input::Input;
 use kmirror_kernel::log::{LogView, PartitionLog};
+use kmirror_kernel::mem_log::MemLog;
 use kmirror_kernel::partition::{Activity, PartitionMirror};
 use kmirror_kernel::replication::{
     follower_fetch, follower_high_watermark, is_follower_in_sync, is_under_min_isr,
-    leader_high_watermark, FollowerLogOp, HwReplica,
+    leader_high_watermark, FollowerLog, FollowerLogOp, HwReplica,
 };
-use kmirror_kernel::types::BrokerId;
+use kmirror_kernel::types::{BrokerId, Offset};
 
 use crate::config::ModelConfig;
 use crate::executor::MAX_FETCH_BATCHES;
@@ -141,12 +142,7 @@ impl World {
             FetchIsolation::Follower,
             MAX_FETCH_BATCHES,
         );
-        let fetch = follower_fetch(
-            response,
-            fetch_offset,
-            follower.log.log_start_offset(),
-            follower.log.epoch_cache(),
-        );
+        let fetch = follower_fetch(response, fetch_offset, FollowerLog::of(&*follower.log));
         let log = &mut self.cluster_mut(c).replicas[b as usize].log;
         if let Some(op) = fetch.log_op {
             let op = match op {
@@ -217,15 +213,36 @@ impl World {
     }
 
     /// Elects broker `b` leader of cluster `c` with a new epoch; `unclean` resets the ISR to it.
+    ///
+    /// A source's new leader records its epoch at its LEO at once, as Kafka's
+    /// `Partition.makeLeader` does (`harness/tests/oracle_election.rs` checks the rule against
+    /// Kafka's own class): asked for a later epoch it never wrote in, it then answers with the
+    /// end of its own older epoch, and a destination that copied that later epoch from a deposed
+    /// leader hears "diverging" rather than "offset out of range". A cluster whose topic is in a
+    /// mirror records nothing: its kernel fetches with its log's latest epoch and compares the
+    /// log's epochs with the source's (LME truncation, the stop's epoch checks), so its own
+    /// leader epochs stay out of its cache until it writes at them, as the destination's design
+    /// (`docs/design.md`) keeps them.
     pub fn elect(&mut self, config: &ModelConfig, c: ClusterId, b: BrokerId, unclean: bool) {
         if let Some(old) = self.cluster(c).leader {
             if old != b && self.cluster(c).replicas[old as usize].alive {
                 self.feed(config, c, old, Input::BecameFollower, &[]);
             }
         }
+        let records_epoch = !self.is_mirrored(c);
         let cluster = self.cluster_mut(c);
         cluster.leader = Some(b);
         cluster.leader_epoch += 1;
+        if records_epoch {
+            let (epoch, log) = (cluster.leader_epoch, &mut cluster.replicas[b as usize].log);
+            let offset = log.log_end_offset();
+            journal::record(|| Event::Log {
+                cluster: c,
+                broker: b,
+                op: LogOp::AssignEpochStartOffset { epoch, offset },
+            });
+            let _ = log.assign_epoch_start_offset(epoch, offset);
+        }
         // A new leader knows nothing of its followers until they fetch.
         for r in cluster.replicas.iter_mut() {
             r.fetched_up_to = 0;
@@ -243,10 +260,19 @@ impl World {
     }
 
     /// Broker `b` of cluster `c` crashes: its memory (kernel, flags, timers) is lost, its log
-    /// stays; it leaves the ISR unless it was the last member, and stops leading.
+    /// stays as its restart will load it (Kafka's log loading truncates the epoch cache at the
+    /// LEO: an epoch recorded on election with no batch after it is gone); it leaves the ISR
+    /// unless it was the last member, and stops leading.
     pub fn crash(&mut self, config: &ModelConfig, c: ClusterId, b: BrokerId) {
         let cluster = self.cluster_mut(c);
         let replica = &mut cluster.replicas[b as usize];
+        if let Some(offset) = load_on_restart(&mut replica.log) {
+            journal::record(|| Event::Log {
+                cluster: c,
+                broker: b,
+                op: LogOp::TruncateTo { offset },
+            });
+        }
         replica.alive = false;
         replica.incarnation += 1;
         replica.mirror = None;
@@ -273,8 +299,34 @@ impl World {
     }
 }
 
+impl World {
+    /// This world with every replica's log as a restart of its broker loads it
+    /// ([`load_on_restart`]): what a replay compares its reopened logs with.
+    pub fn logs_as_loaded(&self) -> World {
+        let mut w = self.clone();
+        for c in ClusterId::BOTH {
+            for replica in w.cluster_mut(c).replicas.iter_mut() {
+                load_on_restart(&mut replica.log);
+            }
+        }
+        w
+    }
+}
+
+/// Trims `log` to what a broker restart loads: Kafka's log loading truncates the epoch cache at
+/// the LEO, so an epoch recorded on election with no batch after it is gone. Returns the LEO
+/// when that changed the log (the truncation to journal), `None` when nothing changed.
+pub fn load_on_restart(log: &mut MemLog) -> Option<Offset> {
+    let leo = log.log_end_offset();
+    let stale = log
+        .epoch_cache()
+        .latest()
+        .is_some_and(|e| e.start_offset >= leo);
+    (stale && log.truncate_to(leo).is_ok()).then_some(leo)
+}
+
 /// The journal entry of an HW advance.
-fn advanced(cluster: ClusterId, broker: BrokerId, offset: kmirror_kernel::types::Offset) -> Event {
+fn advanced(cluster: ClusterId, broker: BrokerId, offset: Offset) -> Event {
     Event::Log {
         cluster,
         broker,

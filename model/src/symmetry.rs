@@ -86,10 +86,16 @@ impl Representative for World {
                         request,
                         body,
                     },
-                    Message::Reply { to, input, batches } => Message::Reply {
+                    Message::Reply {
+                        to,
+                        input,
+                        batches,
+                        source_losses,
+                    } => Message::Reply {
                         to: rename_addr(to),
                         input,
                         batches,
+                        source_losses,
                     },
                 };
                 (Arc::new(m), n)

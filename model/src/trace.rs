@@ -150,7 +150,9 @@ fn describe_message(m: &Message) -> String {
             "request {body:?} from {}/{} to {to}",
             from.cluster, from.broker
         ),
-        Message::Reply { to, input, batches } => {
+        Message::Reply {
+            to, input, batches, ..
+        } => {
             let batches = if batches.is_empty() {
                 String::new()
             } else {

@@ -175,6 +175,11 @@ pub enum Message {
         input: Input,
         /// Fetched batches (empty unless a fetch response with records).
         batches: Vec<BatchHeader>,
+        /// For a fetch answer: how many unclean elections the sources had made when it was
+        /// served ([`Ghosts::source_losses`]); an answer served before the latest one may name
+        /// data the source lost since. 0 for every other reply.
+        #[serde(default)]
+        source_losses: u8,
     },
 }
 
@@ -397,7 +402,9 @@ pub enum Violation {
     FencedWriteAccepted,
     /// A fresh local producer was refused because of producer state left by mirrored batches.
     ProducerIdCollision,
-    /// A local write carried an epoch below one already in the log.
+    /// A local write (a producer's, or the stop's ABORT marker or `MIRROR_PID_RESET`) carried
+    /// an epoch below the log's latest: Kafka appends it and its epoch cache forgets the newer
+    /// (mirrored) epochs.
     LocalWriteBelowMirroredEpoch,
     /// A log effect the kernel asked for was refused by the log.
     LogEffectRefused,
@@ -405,9 +412,10 @@ pub enum Violation {
     DivergentAfterPreparing,
     /// A metadata sync write landed while the partition was STOPPING or STOPPED.
     SyncWriteAfterStop,
-    /// The source answered a mirror fetch with records (even none) although the fetcher's log
-    /// is not a prefix of the source's: a divergence went unreported (KIP-320).
-    DivergenceNotReported,
+    /// Right after a destination handled a records answer (even none) to the fetch it waited
+    /// for, served since the source's latest unclean election, its log was not a prefix of the
+    /// source leader's.
+    DivergentAfterFetch,
 }
 
 /// Observations that are history, not state, kept for the properties.
@@ -423,12 +431,17 @@ pub struct Ghosts {
     pub sync_fenced: bool,
     /// Whether a fetched batch was appended with an epoch at or above the destination's leader
     /// epoch (KIP-1279's leader-epoch invariant: a later local write could reuse that epoch).
-    /// Not a [`Violation`]: exploration goes on, so the log refusing a local write below a
-    /// mirrored epoch (`kernel_log_effects_succeed`) stays reachable after it.
+    /// Not a [`Violation`]: exploration goes on, so a local write below a mirrored epoch
+    /// (`batch_epochs_never_decrease`) stays reachable after it.
     pub mirrored_epoch_not_below_leader: bool,
-    /// Whether a source elected a leader outside its ISR (the destination may then hold data
+    /// How many leaders a source elected outside its ISR (the destination may then hold data
     /// the source lost, until its next fetch finds the divergence).
-    pub source_lost_data: bool,
+    pub source_losses: u8,
+    /// Whether the source answered a mirror fetch its requester waited for with records (even
+    /// none) although the requester's log was not a prefix of the source's: a divergence went
+    /// unreported (KIP-320). Not a [`Violation`]: exploration goes on, so what the destination
+    /// then does with the answer (`fetched_mirror_is_prefix_of_source`) stays reachable.
+    pub divergence_unreported: bool,
 }
 
 /// The messages in flight with their multiplicities, ordered by message: a sorted `Vec`, which
@@ -533,7 +546,7 @@ impl World {
                 .with_topic(TOPIC, info)
                 .with_mirror(c.other().mirror_name());
             Shared::new(Cluster {
-                replicas: (0..config.replicas)
+                replicas: (0..config.replicas_of(c))
                     .map(|b| Replica {
                         log: Shared::new(MemLog::new()),
                         alive: true,
@@ -552,9 +565,10 @@ impl World {
                     .collect(),
                 leader: None,
                 leader_epoch: 0,
-                isr: (0..config.replicas).map(BrokerId::from).collect(),
+                isr: (0..config.replicas_of(c)).map(BrokerId::from).collect(),
                 coordinator: Shared::new(
                     Coordinator::new(config.kernel.transitions.clone())
+                        .with_fencing(config.state_fencing())
                         .with_mutant(config.kernel.mutant),
                 ),
                 catalogue: Shared::new(Catalogue::new(catalogue)),

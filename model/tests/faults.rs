@@ -223,9 +223,10 @@ fn source_unclean_election(mutant: Option<Mutant>) -> World {
 fn unclean_election_on_the_source_while_mirroring() {
     let world = source_unclean_election(None);
     assert_eq!(world.ghosts.violation, None);
+    assert!(!world.ghosts.divergence_unreported);
+    // The source cannot tell (`divergence_reported_to_mirror`), and B, handed records, keeps
+    // what A lost (`fetched_mirror_is_prefix_of_source`).
     let world = source_unclean_election(Some(Mutant::FetchWithoutLastEpoch));
-    assert_eq!(
-        world.ghosts.violation,
-        Some(Violation::DivergenceNotReported)
-    );
+    assert!(world.ghosts.divergence_unreported);
+    assert_eq!(world.ghosts.violation, Some(Violation::DivergentAfterFetch));
 }

@@ -49,6 +49,9 @@ fn replaying_the_journal_reproduces_every_log() {
                         log.truncate_fully_and_start_at(*offset)
                     }
                     LogOp::AdvanceHighWatermark { offset } => log.advance_high_watermark(*offset),
+                    LogOp::AssignEpochStartOffset { epoch, offset } => {
+                        log.assign_epoch_start_offset(*epoch, *offset)
+                    }
                 };
                 result.expect("a journalled operation applies");
             }

@@ -163,7 +163,7 @@ fn seed_mutant_cases() -> Vec<(Mutant, ModelConfig, &'static str)> {
         (
             Mutant::SkipEpochBump,
             tiny.clone(),
-            "kernel_log_effects_succeed",
+            "batch_epochs_never_decrease",
         ),
         (
             Mutant::SkipLsoTruncation,

@@ -62,7 +62,7 @@ use kmirror_kernel::fetch::serve_fetch;
 use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::records::MirrorPartitionStateValue;
 use kmirror_kernel::replication::{
-    follower_fetch, follower_high_watermark, is_under_min_isr, leader_high_watermark,
+    follower_fetch, follower_high_watermark, is_under_min_isr, leader_high_watermark, FollowerLog,
     FollowerLogOp, FollowerState, HwReplica,
 };
 use kmirror_kernel::state::{MirrorState, TransitionTable};
@@ -933,8 +933,7 @@ impl Cluster {
                 dir: dir.clone(),
                 source: Box::new(source),
             };
-            let fetch =
-                follower_fetch(response, leo, f.log.log_start_offset(), f.log.epoch_cache());
+            let fetch = follower_fetch(response, leo, FollowerLog::of(&f.log));
             if let Some(r) = fetch.report {
                 f.state.update_fetch_state(
                     r.fetch_offset,

@@ -37,6 +37,7 @@ import org.apache.kafka.server.storage.log.FetchParams;
 import org.apache.kafka.server.util.KafkaScheduler;
 import org.apache.kafka.storage.internals.checkpoint.OffsetCheckpoints;
 import org.apache.kafka.storage.internals.log.AppendOrigin;
+import org.apache.kafka.storage.internals.log.EpochEntry;
 import org.apache.kafka.storage.internals.log.LogConfig;
 import org.apache.kafka.storage.internals.log.LogDirFailureChannel;
 import org.apache.kafka.storage.internals.log.ProducerStateManagerConfig;
@@ -57,6 +58,12 @@ import org.apache.kafka.storage.log.metrics.BrokerTopicStats;
  * FETCH replica offset logStart timeMs -> ok STATE | err Class
  *                                               (a follower fetch at that offset, no last fetched
  *                                               epoch, updateFetchState=true)
+ * ELECT epoch                      -> ok STATE  (makeLeader again at that leader epoch, same
+ *                                               replicas and ISR: broker 0 re-elected, as a
+ *                                               controller's new leader epoch for it)
+ * EPOCHS                           -> ok e@o ... (the log's leader-epoch cache)
+ * END_OFFSET_FOR epoch             -> ok EPOCH OFFSET | err NAME  (lastOffsetForLeaderEpoch: what the
+ *                                               leader answers a fetcher's last fetched epoch with)
  * </pre>
  *
  * where STATE is {@code LEO HW isr=a,b maximal=a,b,c leo=r1:x,r2:y} (the committed and the maximal
@@ -76,6 +83,7 @@ public final class PartitionOracle {
     private Partition partition;
     private UnifiedLog log;
     private int replicas;
+    private int[] isr;
     private int generation;
 
     private PartitionOracle(File root) {
@@ -138,6 +146,23 @@ public final class PartitionOracle {
                 partition.fetchRecords(params, data, timeMs, 1 << 20, true, true);
                 return "ok " + state();
             }
+            case "ELECT":
+                makeLeader(Integer.parseInt(w[1]), false);
+                return "ok " + state();
+            case "END_OFFSET_FOR": {
+                var answer = partition.lastOffsetForLeaderEpoch(Optional.empty(), Integer.parseInt(w[1]), true);
+                if (answer.errorCode() != 0) {
+                    return "err " + org.apache.kafka.common.protocol.Errors.forCode(answer.errorCode()).name();
+                }
+                return "ok " + answer.leaderEpoch() + " " + answer.endOffset();
+            }
+            case "EPOCHS": {
+                StringBuilder s = new StringBuilder("ok");
+                for (EpochEntry e : log.leaderEpochCache().epochEntries()) {
+                    s.append(' ').append(e.epoch()).append('@').append(e.startOffset());
+                }
+                return s.toString();
+            }
             default:
                 return "err unknown request " + w[0];
         }
@@ -162,23 +187,28 @@ public final class PartitionOracle {
         partition = new Partition(TP, REPLICA_LAG_TIME_MAX_MS, 0, () -> 1L, time, noop(AlterPartitionListener.class),
             new NoDelayedOperations(), metadataCache(), null, alterPartitionManager(), scala.Option.apply(TOPIC_ID));
         partition.setLog(log, false);
+        String[] isrParts = isrList.split(",");
+        isr = new int[isrParts.length];
+        for (int i = 0; i < isr.length; i++) {
+            isr[i] = Integer.parseInt(isrParts[i]);
+        }
+        makeLeader(1, true);
+    }
+
+    /** Broker 0 made leader at {@code epoch} (partition epoch alike) over the replicas and ISR. */
+    private void makeLeader(int epoch, boolean isNew) {
         int[] all = new int[replicas];
         Uuid[] dirs = new Uuid[replicas];
         for (int i = 0; i < replicas; i++) {
             all[i] = i;
             dirs[i] = Uuid.ZERO_UUID;
         }
-        String[] isrParts = isrList.split(",");
-        int[] isr = new int[isrParts.length];
-        for (int i = 0; i < isr.length; i++) {
-            isr[i] = Integer.parseInt(isrParts[i]);
-        }
         PartitionRegistration registration = new PartitionRegistration.Builder()
             .setReplicas(all).setDirectories(dirs).setIsr(isr).setLeader(0)
-            .setLeaderRecoveryState(LeaderRecoveryState.RECOVERED).setLeaderEpoch(1).setPartitionEpoch(1)
+            .setLeaderRecoveryState(LeaderRecoveryState.RECOVERED).setLeaderEpoch(epoch).setPartitionEpoch(epoch)
             .build();
         OffsetCheckpoints checkpoints = (dirName, tp) -> Optional.empty();
-        partition.makeLeader(registration, true, checkpoints, scala.Option.apply(TOPIC_ID), scala.Option.apply(null));
+        partition.makeLeader(registration, isNew, checkpoints, scala.Option.apply(TOPIC_ID), scala.Option.apply(null));
     }
 
     private String state() {

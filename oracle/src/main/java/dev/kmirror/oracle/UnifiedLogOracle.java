@@ -33,10 +33,14 @@ import org.apache.kafka.storage.log.metrics.BrokerTopicStats;
  * LEADER epoch hex     -> ok BASE LAST | err Class   appendAsLeader of our batch bytes (a data
  *                         batch as a client's, a marker as the coordinator's, transaction version 0)
  * FOLLOWER epoch hex   -> ok | err Class             appendAsFollower
+ * ASSIGN epoch offset  -> ok | err Class             assignEpochStartOffset (what Partition.makeLeader
+ *                         does for a new leader epoch, at LEO)
  * TRUNCATE offset      -> ok | err Class             truncateTo
  * TRUNCATE_FULLY offset -> ok | err Class            truncateFullyAndStartAt
  * HW offset            -> ok | err Class             updateHighWatermark
  * STATE                -> ok LEO HW LSO LOG_START e@o e@o ...   (the leader-epoch cache last)
+ * REOPEN               -> ok e@o ...                 closes the log and opens its directory again, as a
+ *                         broker restart does: the leader-epoch cache as Kafka then loads it
  * CLOSE                -> ok                         closes the log (its files stay)
  * </pre>
  *
@@ -46,7 +50,9 @@ import org.apache.kafka.storage.log.metrics.BrokerTopicStats;
  */
 public final class UnifiedLogOracle {
     private final KafkaScheduler scheduler = new KafkaScheduler(1);
-    private final UnifiedLog log;
+    private final File dir;
+    private final LogConfig config;
+    private UnifiedLog log;
 
     private UnifiedLogOracle(File dir, int segmentBytes, int indexIntervalBytes) throws Exception {
         Map<String, Object> props = new HashMap<>();
@@ -54,7 +60,14 @@ public final class UnifiedLogOracle {
         props.put(LogConfig.INTERNAL_SEGMENT_BYTES_CONFIG, segmentBytes);
         props.put("index.interval.bytes", indexIntervalBytes);
         scheduler.startup();
-        log = UnifiedLog.create(dir, new LogConfig(props), 0L, 0L, scheduler, new BrokerTopicStats(),
+        this.dir = dir;
+        this.config = new LogConfig(props);
+        log = open();
+    }
+
+    /** Opens (or creates) the log in {@code dir}, recovering what a previous instance left. */
+    private UnifiedLog open() throws Exception {
+        return UnifiedLog.create(dir, config, 0L, 0L, scheduler, new BrokerTopicStats(),
             Time.SYSTEM, 15 * 60 * 1000, new ProducerStateManagerConfig(Integer.MAX_VALUE, false),
             10 * 60 * 1000, new LogDirFailureChannel(1), true, Optional.empty());
     }
@@ -99,6 +112,9 @@ public final class UnifiedLogOracle {
             case "FOLLOWER":
                 log.appendAsFollower(records(w[2]), Integer.parseInt(w[1]));
                 return "ok";
+            case "ASSIGN":
+                log.assignEpochStartOffset(Integer.parseInt(w[1]), Long.parseLong(w[2]));
+                return "ok";
             case "TRUNCATE":
                 log.truncateTo(Long.parseLong(w[1]));
                 return "ok";
@@ -112,6 +128,15 @@ public final class UnifiedLogOracle {
                 StringBuilder s = new StringBuilder("ok ").append(log.logEndOffset()).append(' ')
                     .append(log.highWatermark()).append(' ').append(log.lastStableOffset()).append(' ')
                     .append(log.logStartOffset());
+                for (EpochEntry e : log.leaderEpochCache().epochEntries()) {
+                    s.append(' ').append(e.epoch()).append('@').append(e.startOffset());
+                }
+                return s.toString();
+            }
+            case "REOPEN": {
+                log.close();
+                log = open();
+                StringBuilder s = new StringBuilder("ok");
                 for (EpochEntry e : log.leaderEpochCache().epochEntries()) {
                     s.append(' ').append(e.epoch()).append('@').append(e.startOffset());
                 }
