@@ -282,6 +282,12 @@ pub struct FileLogConfig {
     /// their records until [`FileLog::set_append_timestamp`] changes it. The library never reads
     /// a clock.
     pub append_timestamp_ms: i64,
+    /// Whether the caller makes this log's own decisions durable for many logs at once, before
+    /// it acts on them ([`FileLog::stage_flush`], a file-system barrier,
+    /// [`FileLog::finish_flush`]: a node's group commit): under [`FlushPolicy::Kafka`] a leader
+    /// append is then not fsynced when it returns, and a log recovered from an empty directory
+    /// is created without syncs. Off, the log makes each durable itself.
+    pub deferred_durability: bool,
 }
 
 impl Default for FileLogConfig {
@@ -291,6 +297,7 @@ impl Default for FileLogConfig {
             index_interval_bytes: DEFAULT_INDEX_INTERVAL_BYTES,
             flush: FlushPolicy::Kafka,
             append_timestamp_ms: 0,
+            deferred_durability: false,
         }
     }
 }
@@ -513,7 +520,11 @@ impl FileLog {
             return Ok(header);
         }
         let raw = RawBatch::synthesize(&header, timestamp_ms).map_err(FileLogError::Encode)?;
-        let sync = self.config.flush != FlushPolicy::Manual;
+        let sync = match self.config.flush {
+            FlushPolicy::EveryAppend => true,
+            FlushPolicy::Kafka => !self.config.deferred_durability,
+            FlushPolicy::Manual => false,
+        };
         self.write_appended(next, &[raw], sync)?;
         Ok(header)
     }
@@ -632,6 +643,52 @@ impl FileLog {
     pub fn flush(&mut self) -> Result<(), FileLogError> {
         self.check_not_failed()?;
         let result = self.flush_inner();
+        self.fail_on_error(result)
+    }
+
+    /// The first half of a flush whose durability the caller provides for many logs at once
+    /// with one barrier ([`FsBarrier`](crate::durability::FsBarrier)): writes the leader-epoch
+    /// checkpoint's `.tmp` file if the cache changed, nothing fsynced. After the caller's
+    /// barrier made the log's bytes and that file durable, [`FileLog::finish_flush`] renames it
+    /// into place and records the recovery point; the caller makes the renames durable (a
+    /// second barrier) before it writes the log dir's checkpoint files.
+    pub fn stage_flush(&mut self) -> Result<StagedFlush, FileLogError> {
+        self.check_not_failed()?;
+        let cache = self.mem.epoch_cache().clone();
+        let epoch_cache = if self.persisted.epoch_cache != cache {
+            let contents = kmirror_kernel::checkpoint::encode(&cache);
+            let result = segment::write_tmp(&self.dir, LEADER_EPOCH_FILE, contents.as_bytes());
+            self.fail_on_error(result.map(drop))?;
+            Some(cache)
+        } else {
+            None
+        };
+        Ok(StagedFlush {
+            epoch_cache,
+            log_end_offset: self.mem.log_end_offset(),
+            high_watermark: self.mem.high_watermark(),
+        })
+    }
+
+    /// Ends a flush begun with [`FileLog::stage_flush`], once the caller's barrier made what it
+    /// staged durable: the epoch checkpoint's `.tmp` file renamed into place (not durable until
+    /// the caller's next barrier), the recovery point and the high watermark recorded (in the
+    /// log dir's checkpoint store: written by the caller). Returns whether it renamed a file.
+    pub fn finish_flush(&mut self, staged: StagedFlush) -> Result<bool, FileLogError> {
+        self.check_not_failed()?;
+        let result = (|| {
+            let renamed = match staged.epoch_cache {
+                Some(cache) => {
+                    segment::rename_tmp(&self.dir, LEADER_EPOCH_FILE)?;
+                    self.persisted.epoch_cache = cache;
+                    true
+                }
+                None => false,
+            };
+            self.persist_recovery_point(staged.log_end_offset, false)?;
+            self.persist_high_watermark(staged.high_watermark, false)?;
+            Ok(renamed)
+        })();
         self.fail_on_error(result)
     }
 
@@ -996,6 +1053,14 @@ impl PartitionLog for FileLog {
         self.check_not_failed()?;
         let mut next = self.mem.clone();
         next.truncate_fully_and_start_at(offset)?;
+        if self.mem.log_start_offset() == offset
+            && self.mem.log_end_offset() == offset
+            && next == self.mem
+        {
+            // Already an empty log starting there (a new partition's first LME truncation):
+            // nothing to cut, nothing to write.
+            return Ok(());
+        }
         let result = self.truncate_fully_inner(offset);
         self.fail_on_error(result)?;
         self.mem = next;
@@ -1029,6 +1094,17 @@ impl PartitionLog for FileLog {
         self.mem = next;
         Ok(())
     }
+}
+
+/// What [`FileLog::stage_flush`] staged, for [`FileLog::finish_flush`].
+#[derive(Debug)]
+pub struct StagedFlush {
+    /// The epoch cache written to the checkpoint's `.tmp` file, when it changed.
+    epoch_cache: Option<EpochCache>,
+    /// The log end offset the flush vouches for.
+    log_end_offset: Offset,
+    /// The high watermark then.
+    high_watermark: Offset,
 }
 
 /// What [`FileLog::inspect_in_log_dir`] read of a partition: the in-memory log recovery would

@@ -4,7 +4,8 @@
 //! shared buffer fetched batches are slices of), [`segment`] (segment files
 //! and their offset index), [`writeback`] (starting the disk's writes of appended bytes early), [`file_log`] (a partition log on disk implementing the kernel's log
 //! contract), [`log_dir_checkpoints`] (Kafka's log-dir-level offset checkpoints, the node
-//! layout's), [`recovery`] (what opening a log after a crash repaired), [`error`]; every write
+//! layout's), [`recovery`] (what opening a log after a crash repaired), [`durability`] (every
+//! fsync and the file-system barrier, counted), [`error`]; every write
 //! of those files goes through one seam (`fault`, crate-private), where the test build injects
 //! torn writes.
 //!
@@ -14,6 +15,7 @@
 //! (the metadata-sync executor) and [`wire`] (a Kafka wire-protocol client: a live broker as
 //! the source). The `kmirror` binary lives in the `kmirror` crate (`cli/`).
 
+pub mod durability;
 pub mod error;
 mod fault;
 pub mod file_log;

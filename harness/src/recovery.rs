@@ -854,8 +854,8 @@ pub(crate) fn recover(
                     .open(&path)
                     .map_err(io_err("open", &path))?;
                 file.set_len(bad.position)
-                    .and_then(|_| file.sync_all())
                     .map_err(io_err("truncate", &path))?;
+                crate::durability::sync_all(&file, &path)?;
                 verified.push((base, batches));
             }
             segment::sync_dir(dir)?;
@@ -876,13 +876,20 @@ pub(crate) fn recover(
         }
         segments.push(seg);
     }
-    if segments.is_empty() {
+    // A log created here, empty, is made durable by the caller's barrier when it defers
+    // durability (a node creating many partitions at once): nothing in it can be lost but the
+    // files themselves, which the next open creates again.
+    let created_empty = segments.is_empty();
+    let defer = created_empty && config.deferred_durability;
+    if created_empty {
         segments.push(Segment::create(
             dir,
             log_start,
             config.index_interval_bytes,
         )?);
-        segment::sync_dir(dir)?;
+        if !defer {
+            segment::sync_dir(dir)?;
+        }
     }
 
     // Check the epoch checkpoint against the batches before replaying them, so that a damaged
@@ -930,7 +937,7 @@ pub(crate) fn recover(
 
     // Everything verified is made durable; the recovery point moves to the log end.
     for seg in &segments {
-        if seg.next_offset() > recovery_point || seg.is_empty() {
+        if !defer && (seg.next_offset() > recovery_point || seg.is_empty()) {
             seg.sync()?;
         }
     }
@@ -975,11 +982,15 @@ pub(crate) fn recover(
         }
     }
     if ckpt_epochs.as_ref() != Some(mem.epoch_cache()) {
-        segment::write_atomically(
-            dir,
-            LEADER_EPOCH_FILE,
-            kmirror_kernel::checkpoint::encode(mem.epoch_cache()).as_bytes(),
-        )?;
+        let contents = kmirror_kernel::checkpoint::encode(mem.epoch_cache());
+        if defer {
+            // Empty: a torn copy is told from a damaged one (nothing lies below the recovery
+            // point) and rebuilt.
+            segment::write_tmp(dir, LEADER_EPOCH_FILE, contents.as_bytes())?;
+            segment::rename_tmp(dir, LEADER_EPOCH_FILE)?;
+        } else {
+            segment::write_atomically(dir, LEADER_EPOCH_FILE, contents.as_bytes())?;
+        }
     }
     report.log_start_offset = log_start;
     report.log_end_offset = leo;

@@ -25,6 +25,7 @@ use bytes::Bytes;
 use kmirror_kernel::batch::BatchHeader;
 use kmirror_kernel::types::Offset;
 
+use crate::durability;
 use crate::error::FileLogError;
 use crate::fault;
 use crate::read_buffer::ReadBuffer;
@@ -453,17 +454,13 @@ impl Segment {
 
     /// Flushes the `.log` file's data to disk (`fdatasync`).
     pub fn sync_log(&self) -> Result<(), FileLogError> {
-        self.log
-            .sync_data()
-            .map_err(|e| FileLogError::io("fsync", &self.log_path, e))
+        durability::sync_data(&self.log, &self.log_path)
     }
 
     /// Flushes both files to disk.
     pub fn sync(&self) -> Result<(), FileLogError> {
         self.sync_log()?;
-        self.index
-            .sync_data()
-            .map_err(|e| FileLogError::io("fsync", &self.index_path, e))
+        durability::sync_data(&self.index, &self.index_path)
     }
 
     /// Keeps the first `keep` batches: cuts the `.log` file after them and drops index entries
@@ -587,17 +584,35 @@ impl Segment {
 /// Writes `contents` to `dir/name` atomically: to `dir/name.tmp`, fsynced, renamed over
 /// `dir/name`, then the directory fsynced (Kafka's `CheckpointFile.write`).
 pub fn write_atomically(dir: &Path, name: &str, contents: &[u8]) -> Result<(), FileLogError> {
-    let path = dir.join(name);
-    let tmp = dir.join(format!("{name}.tmp"));
+    let file = write_tmp(dir, name, contents)?;
+    durability::sync_all(&file, &tmp_path(dir, name))?;
+    drop(file);
+    rename_tmp(dir, name)?;
+    sync_dir(dir)
+}
+
+/// The first step of [`write_atomically`], for a caller that makes many files durable at once
+/// with a barrier: `contents` written to `dir/name.tmp` (created or emptied first), not
+/// fsynced.
+pub fn write_tmp(dir: &Path, name: &str, contents: &[u8]) -> Result<File, FileLogError> {
+    let tmp = tmp_path(dir, name);
     fault::gate(&tmp).map_err(|e| FileLogError::io("create", &tmp, e))?;
     let mut file = File::create(&tmp).map_err(|e| FileLogError::io("create", &tmp, e))?;
     fault::write_all(&mut file, &tmp, contents).map_err(|e| FileLogError::io("write", &tmp, e))?;
-    file.sync_all()
-        .map_err(|e| FileLogError::io("fsync", &tmp, e))?;
-    drop(file);
+    Ok(file)
+}
+
+/// The rename of [`write_atomically`]: `dir/name.tmp` over `dir/name`, not made durable (that
+/// is the directory's fsync, [`sync_dir`], or a file-system barrier). Only once the `.tmp`
+/// file's bytes are durable, or a crash may leave `name` torn.
+pub fn rename_tmp(dir: &Path, name: &str) -> Result<(), FileLogError> {
+    let tmp = tmp_path(dir, name);
     fault::gate(&tmp).map_err(|e| FileLogError::io("rename", &tmp, e))?;
-    fs::rename(&tmp, &path).map_err(|e| FileLogError::io("rename", &tmp, e))?;
-    sync_dir(dir)
+    fs::rename(&tmp, dir.join(name)).map_err(|e| FileLogError::io("rename", &tmp, e))
+}
+
+fn tmp_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.tmp"))
 }
 
 /// Writes `contents` over the start of the existing file `dir/name`, cuts what follows, and
@@ -618,16 +633,13 @@ pub fn overwrite_in_place(dir: &Path, name: &str, contents: &[u8]) -> Result<boo
     fault::gate(&path).map_err(|e| FileLogError::io("truncate", &path, e))?;
     file.set_len(contents.len() as u64)
         .map_err(|e| FileLogError::io("truncate", &path, e))?;
-    file.sync_data()
-        .map_err(|e| FileLogError::io("fdatasync", &path, e))?;
+    durability::sync_data(&file, &path)?;
     Ok(true)
 }
 
 /// Fsyncs a directory, making renames, creations and deletions in it durable.
 pub fn sync_dir(dir: &Path) -> Result<(), FileLogError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| FileLogError::io("fsync directory", dir, e))
+    durability::sync_dir(dir)
 }
 
 #[cfg(test)]

@@ -439,10 +439,11 @@ enum Allowance {
     /// Nothing else: every acknowledged record, nothing more.
     Exact,
     /// The last acknowledged write, to `__mirror_state` partition `k`, was torn away (a kill
-    /// inside it): its slot may hold the record before it.
+    /// inside it): each slot of its batch may hold the record before it.
     LastTorn(u32),
-    /// A write was in flight when the process died: its slot may hold the record after the
-    /// acknowledged one (it landed whole, unacknowledged).
+    /// A write was in flight when the process died: each slot of its batch (one
+    /// `__mirror_state` partition's) may hold the record after the acknowledged one (it
+    /// landed whole, unacknowledged).
     InFlight,
 }
 
@@ -479,10 +480,14 @@ impl Expected<'_> {
             Allowance::LastTorn(k) => (-1, Some(k)),
             Allowance::InFlight => (1, None),
         };
+        // A group commit writes a round's records of one `__mirror_state` partition as one
+        // batch: a torn or unacknowledged write is that batch, every slot of it.
+        let partitions: BTreeSet<u32> =
+            differ.iter().map(|(s, _, _)| s.state_partition()).collect();
         assert!(
-            differ.len() <= 1,
-            "{what}: more than one __mirror_state slot differs from what was acknowledged: \
-             {differ:#?}"
+            partitions.len() <= 1,
+            "{what}: slots of more than one __mirror_state partition differ from what was \
+             acknowledged: {differ:#?}"
         );
         for (slot, acked, reopened) in differ {
             if let Some(k) = partition {

@@ -584,8 +584,17 @@ impl NodeDest {
         Ok(())
     }
 
+    /// Replaces the metadata in memory only, checked as [`NodeDest::set_meta`] checks it: the
+    /// caller writes it with [`NodeDest::save`] before anything depends on it being on disk (a
+    /// group commit's leader-epoch bumps).
+    pub fn stage_meta(&mut self, meta: NodeMeta) -> Result<(), NodeError> {
+        NodeMeta::decode(&meta.encode(), &self.root.join(NODE_FILE))?;
+        self.meta = meta;
+        Ok(())
+    }
+
     /// Adds (or grows) topic `name` with `partitions` partitions and `mirror.name`: the
-    /// partition directories are created, then the metadata is written.
+    /// partition directories are created and synced, then the metadata is written.
     pub fn add_topic(
         &mut self,
         name: &str,
@@ -593,9 +602,30 @@ impl NodeDest {
         partitions: PartitionIndex,
         mirror_name: Option<String>,
     ) -> Result<(), NodeError> {
-        check_topic(name).map_err(|message| NodeError::Invalid { message })?;
         let mut meta = self.meta.clone();
-        meta.topics.insert(
+        self.add_topic_to(&mut meta, name, topic_id, partitions, mirror_name)?;
+        let log_dir = self.log_dir();
+        segment::sync_dir(&log_dir).map_err(|source| NodeError::Log {
+            dir: log_dir,
+            source: Box::new(source),
+        })?;
+        self.set_meta(meta)
+    }
+
+    /// Adds (or grows) topic `name` with `partitions` partitions and `mirror.name` to `meta`
+    /// (checked as `node.properties` would be) and creates the partition directories, not
+    /// synced: the caller makes them durable before it writes `meta` ([`NodeDest::set_meta`]).
+    pub fn add_topic_to(
+        &self,
+        meta: &mut NodeMeta,
+        name: &str,
+        topic_id: TopicId,
+        partitions: PartitionIndex,
+        mirror_name: Option<String>,
+    ) -> Result<(), NodeError> {
+        check_topic(name).map_err(|message| NodeError::Invalid { message })?;
+        let mut next = meta.clone();
+        next.topics.insert(
             name.to_owned(),
             NodeTopic {
                 topic_id,
@@ -604,17 +634,19 @@ impl NodeDest {
             },
         );
         for p in 0..partitions {
-            meta.partitions.entry((name.to_owned(), p)).or_default();
+            next.partitions.entry((name.to_owned(), p)).or_default();
         }
-        NodeMeta::decode(&meta.encode(), &self.root.join(NODE_FILE))?;
+        NodeMeta::decode(&next.encode(), &self.root.join(NODE_FILE))?;
         for p in 0..partitions {
             let dir = self.log_dir().join(format!("{name}-{p}"));
             fs::create_dir_all(&dir).map_err(|e| io("create", &dir, e))?;
         }
-        self.set_meta(meta)
+        *meta = next;
+        Ok(())
     }
 
-    fn save(&self) -> Result<(), NodeError> {
+    /// Writes the metadata in memory to `node.properties`, atomically.
+    pub fn save(&self) -> Result<(), NodeError> {
         segment::write_atomically(&self.root, NODE_FILE, self.meta.encode().as_bytes()).map_err(
             |source| NodeError::Log {
                 dir: self.root.join(NODE_FILE),

@@ -104,6 +104,7 @@ use kmirror_kernel::types::{MirrorName, MirrorPartition, PartitionIndex, TopicId
 
 use crate::driver::cluster::topic_id_hex;
 use crate::driver::Clock;
+use crate::durability::FsBarrier;
 use crate::file_log::{FileLog, FlushPolicy, Verify};
 use crate::log_dir_checkpoints::LogDirCheckpoints;
 use crate::record_batch::RawBatch;
@@ -115,6 +116,7 @@ use crate::wire::source_cluster::{
 use crate::wire::topic_selection::SelectionMiss;
 use crate::wire::TopicSelection;
 
+use super::commit::{make_durable, CommitParts, Staged};
 use super::control::{ControlServer, TopicsVerb};
 use super::dest::{NodeDest, NodeMeta};
 use super::fetch_ahead::{guess_next, source_has_more, AheadAnswer, FetchedAhead};
@@ -403,6 +405,10 @@ pub struct NodeDriver {
     next_tick_ms: i64,
     /// Raised to make [`NodeDriver::run`] return at its next step (SIGINT, SIGTERM).
     interrupt: Option<Arc<AtomicBool>>,
+    /// The round's state changes waiting for their group commit ([`super::commit`]).
+    staged: Staged,
+    /// The log dir's file-system barrier (`syncfs`), where it reports errors.
+    barrier: Option<FsBarrier>,
     /// The produce gate of each partition as the kernel last set it (`SetWritable`): closed
     /// until the kernel opens it in this process, whatever `node.properties` says. Written to
     /// `node.properties` once the inputs queued so far are handled ([`Self::persist_gates`]).
@@ -446,9 +452,16 @@ impl NodeDriver {
         let node = NodeMirror::new(node_config).map_err(|e| NodeError::Invalid {
             message: e.to_string(),
         })?;
+        let log_dir = dest.log_dir();
+        // Opened before anything is written, so that it reports every writeback error of what
+        // this process writes.
+        let barrier = FsBarrier::open(&log_dir).map_err(|source| NodeError::Log {
+            dir: log_dir.clone(),
+            source: Box::new(source),
+        })?;
         let mut log_config = dest.file_log_config();
         log_config.flush = options.flush;
-        let log_dir = dest.log_dir();
+        log_config.deferred_durability = barrier.is_some();
         let checkpoints =
             Arc::new(
                 LogDirCheckpoints::open(&log_dir).map_err(|source| NodeError::Log {
@@ -491,11 +504,15 @@ impl NodeDriver {
             following: None,
             next_tick_ms: i64::MIN,
             interrupt: None,
+            staged: Staged::default(),
+            barrier,
             gates: BTreeMap::new(),
         };
         for (name, topic) in &meta.topics {
             driver.open_logs(name, topic.topic_id, 0..topic.partitions)?;
         }
+        // Logs (and `__mirror_state` partitions) created empty just now, without syncs.
+        driver.make_created_durable()?;
         // Every log's recovered offsets in the log dir's files, then (older layout) the
         // per-partition files they were read from go.
         driver.write_checkpoints()?;
@@ -523,6 +540,7 @@ impl NodeDriver {
     ) -> Result<(), NodeError> {
         let mut config = self.dest.file_log_config();
         config.flush = self.options.flush;
+        config.deferred_durability = self.barrier.is_some();
         for p in partitions {
             let key = PartitionKey::new(topic_id, p);
             if self.logs.contains_key(&key) {
@@ -784,6 +802,10 @@ impl NodeDriver {
             self.feed(q)?;
             return Ok(None);
         }
+        if !self.staged.is_empty() {
+            self.commit()?;
+            return Ok(None);
+        }
         self.persist_gates()?;
         if now_ms >= self.next_tick_ms {
             self.next_tick_ms = now_ms.saturating_add(CHECKPOINT_INTERVAL_MS);
@@ -868,7 +890,11 @@ impl NodeDriver {
     /// fetched everything the source has, or is FAILED with no retry left; and nothing else
     /// is pending.
     pub fn all_caught_up(&self) -> bool {
-        if !self.started || !self.queue.is_empty() || !self.pending_lme.is_empty() {
+        if !self.started
+            || !self.queue.is_empty()
+            || !self.staged.is_empty()
+            || !self.pending_lme.is_empty()
+        {
             return false;
         }
         if self
@@ -1235,16 +1261,6 @@ impl NodeDriver {
         Ok((k, state))
     }
 
-    fn flush_log(&mut self, key: &PartitionKey) -> Result<(), NodeError> {
-        if let Some(log) = self.logs.get_mut(key) {
-            log.flush().map_err(|source| NodeError::Log {
-                dir: log.dir().to_path_buf(),
-                source: Box::new(source),
-            })?;
-        }
-        Ok(())
-    }
-
     /// Executes one effect of partition `key`: the single `match` over every [`Effect`].
     fn execute(
         &mut self,
@@ -1265,12 +1281,12 @@ impl NodeDriver {
                 value,
                 expected_state_epoch,
             } => {
-                self.flush_log(&key)?;
                 let name = self.topic_name(&key);
                 let (k, state) = self.state_partition(&mk)?;
-                let input = match state.write_state(&mk, value, expected_state_epoch, now)? {
+                let staged = state.stage_state(&mk, value, expected_state_epoch);
+                let written = staged.is_ok();
+                let input = match staged {
                     Ok(stored) => {
-                        self.last_state_write = Some(k);
                         let line = format!(
                             "{name}-{}: state {} persisted (leader epoch {}, state epoch {}){}",
                             key.partition,
@@ -1294,7 +1310,7 @@ impl NodeDriver {
                         reason: refused.reason(),
                     },
                 };
-                self.coordinator_answer(k, mk, input);
+                self.stage_answer(key, k, mk, input, written);
             }
             Effect::WriteLastMirroredEpoch {
                 request,
@@ -1302,20 +1318,16 @@ impl NodeDriver {
                 value,
                 expected_state_epoch,
             } => {
-                self.flush_log(&key)?;
                 let (k, state) = self.state_partition(&mk)?;
-                let input =
-                    match state.write_last_mirrored_epoch(&mk, value, expected_state_epoch, now)? {
-                        Ok(()) => {
-                            self.last_state_write = Some(k);
-                            Input::LastMirroredEpochWritten { request }
-                        }
-                        Err(refused) => Input::WriteFenced {
-                            request,
-                            reason: refused.reason(),
-                        },
-                    };
-                self.coordinator_answer(k, mk, input);
+                let staged = state.stage_last_mirrored_epoch(&mk, value, expected_state_epoch);
+                let input = match staged {
+                    Ok(()) => Input::LastMirroredEpochWritten { request },
+                    Err(ref refused) => Input::WriteFenced {
+                        request,
+                        reason: refused.reason(),
+                    },
+                };
+                self.stage_answer(key, k, mk, input, staged.is_ok());
             }
             Effect::QueryLastMirroredEpoch { request, .. } => {
                 self.pending_lme.insert(key, request);
@@ -1333,18 +1345,19 @@ impl NodeDriver {
                     .or_default();
                 entry.leader_epoch = entry.leader_epoch.saturating_add(1).max(at_least);
                 let leader_epoch = entry.leader_epoch;
-                self.dest.set_meta(meta)?;
+                // Written with the round's group commit, before the bump is answered.
+                self.dest.stage_meta(meta)?;
                 self.events.push(format!(
                     "{name}-{}: leader epoch bumped to {leader_epoch}",
                     key.partition
                 ));
-                self.queue.push_back(Queued::plain(NodeInput::Partition {
+                self.staged.bump(NodeInput::Partition {
                     key,
                     input: Input::LeaderEpochBumped {
                         request,
                         leader_epoch,
                     },
-                }));
+                });
             }
             Effect::SetWritable(writable) => {
                 self.gates.insert(key, writable);
@@ -1355,6 +1368,58 @@ impl NodeDriver {
                     .insert(key, (attempt, now.saturating_add(delay)));
             }
         }
+        Ok(())
+    }
+
+    /// Withholds a coordinator's answer about `key` (`__mirror_state` partition `k`) until the
+    /// round's group commit: a `written` one names `key`'s log, made durable first.
+    fn stage_answer(
+        &mut self,
+        key: PartitionKey,
+        k: u32,
+        mk: MirrorPartition,
+        input: Input,
+        written: bool,
+    ) {
+        let answer = NodeInput::CoordinatorAnswer {
+            coordinator_partition: k,
+            key: mk,
+            input,
+        };
+        if written {
+            self.staged.write(key, answer);
+        } else {
+            self.staged.answer(answer);
+        }
+    }
+
+    /// The round's group commit ([`super::commit`]): every staged state change made durable,
+    /// then its answer queued. Nothing staged: nothing done.
+    fn commit(&mut self) -> Result<(), NodeError> {
+        if self.staged.is_empty() {
+            return Ok(());
+        }
+        let staged = std::mem::take(&mut self.staged);
+        let parts = CommitParts {
+            logs: &mut self.logs,
+            states: &mut self.states,
+            dest: &self.dest,
+            barrier: self.barrier.as_ref(),
+            now_ms: self.now_ms,
+        };
+        let (effects, halt_after) = (&mut self.effects, self.options.halt_after_effects);
+        let last_state_write = &mut self.last_state_write;
+        let mut halt = |state: Option<u32>| {
+            *effects += 1;
+            *last_state_write = state;
+            match halt_after {
+                Some(n) if n == *effects => Err(NodeError::Halted { effects: n }),
+                _ => Ok(()),
+            }
+        };
+        let answers = staged.commit(parts, &mut halt)?;
+        self.last_state_write = None;
+        self.queue.extend(answers.into_iter().map(Queued::plain));
         Ok(())
     }
 
@@ -1414,7 +1479,8 @@ impl NodeDriver {
     }
 
     /// Kafka Admin `createPartitions` on this node: the topic grows to `total` partitions (new
-    /// directories, then `node.properties`), and the node leads the new ones.
+    /// directories and logs made durable, then `node.properties`), and the node leads the new
+    /// ones.
     fn grow_topic(&mut self, topic_id: TopicId, total: PartitionIndex) -> Result<(), NodeError> {
         let Some(name) = self.dest.meta().topic_name(topic_id).map(str::to_owned) else {
             return Ok(());
@@ -1423,9 +1489,12 @@ impl NodeDriver {
         if total <= topic.partitions {
             return Ok(());
         }
+        let mut meta = self.dest.meta().clone();
         self.dest
-            .add_topic(&name, topic_id, total, topic.mirror_name.clone())?;
+            .add_topic_to(&mut meta, &name, topic_id, total, topic.mirror_name.clone())?;
         self.open_logs(&name, topic_id, topic.partitions..total)?;
+        self.make_created_durable()?;
+        self.dest.set_meta(meta)?;
         self.events.push(format!(
             "{name}: grown from {} to {total} partitions (the source's count)",
             topic.partitions
@@ -1447,6 +1516,8 @@ impl NodeDriver {
         request: &MirrorRequest,
         now_ms: i64,
     ) -> Result<TopicResults, NodeError> {
+        // The controller decides on stored states: the staged ones first.
+        self.commit()?;
         self.now_ms = now_ms;
         let meta = self.dest.meta().clone();
         let catalogue = meta.catalogue();
@@ -1578,6 +1649,7 @@ impl NodeDriver {
         topics: &[(String, TopicId, PartitionIndex)],
         now_ms: i64,
     ) -> Result<TopicResults, NodeError> {
+        self.commit()?;
         self.now_ms = now_ms;
         let meta = self.dest.meta().clone();
         let mut results = TopicResults::new();
@@ -1651,12 +1723,15 @@ impl NodeDriver {
             .filter(|n| matches!(outcome.result(n), Some(Ok(()))))
             .cloned()
             .collect();
+        // Every accepted topic's change in one new `node.properties`, written once: after the
+        // new partitions' directories and logs exist (one barrier makes them durable), so
+        // that the file never names a partition a crash could lose.
         let mut changed = BTreeSet::new();
-        if !accepted.is_empty() && !meta.mirrors.contains(mirror) {
-            let mut m = meta.clone();
-            m.mirrors.insert(mirror.clone());
-            self.dest.set_meta(m)?;
+        let mut next_meta = self.dest.meta().clone();
+        if !accepted.is_empty() {
+            next_meta.mirrors.insert(mirror.clone());
         }
+        let mut new_logs = Vec::new();
         for name in &accepted {
             let (_, id, count) = topics
                 .iter()
@@ -1664,26 +1739,36 @@ impl NodeDriver {
                 .cloned()
                 .unwrap_or_default();
             let mirror_name = next.topic(name).and_then(|t| t.mirror_name.clone());
-            let existed = self.dest.meta().topics.get(name).cloned();
+            let existed = next_meta.topics.get(name).cloned();
             let partitions = existed.as_ref().map_or(count, |t| t.partitions);
-            let unchanged = existed
+            if existed
                 .as_ref()
-                .is_some_and(|t| t.mirror_name == mirror_name);
-            if unchanged {
+                .is_some_and(|t| t.mirror_name == mirror_name)
+            {
                 continue;
             }
             changed.insert(name.clone());
-            self.dest.add_topic(name, id, partitions, mirror_name)?;
-            self.open_logs(name, id, 0..partitions)?;
-            if self.started {
-                let desired = self.dest.meta().topics[name].desired(name)?;
+            self.dest
+                .add_topic_to(&mut next_meta, name, id, partitions, mirror_name)?;
+            new_logs.push((name.clone(), id, partitions, existed.is_none()));
+        }
+        for (name, id, partitions, _) in &new_logs {
+            self.open_logs(name, *id, 0..*partitions)?;
+        }
+        if next_meta != *self.dest.meta() {
+            self.make_created_durable()?;
+            self.dest.set_meta(next_meta)?;
+        }
+        if self.started {
+            for (name, id, partitions, new) in new_logs {
+                let desired = self.dest.meta().topics[&name].desired(&name)?;
                 self.queue.push_back(Queued::plain(NodeInput::Topic {
                     topic_id: id,
                     desired,
                     partitions,
                 }));
-                if existed.is_none() {
-                    self.lead(name, id, 0..partitions)?;
+                if new {
+                    self.lead(&name, id, 0..partitions)?;
                 }
             }
         }
@@ -1696,6 +1781,25 @@ impl NodeDriver {
             (topic, r.map(|()| change))
         }));
         Ok(results)
+    }
+
+    /// Makes the files created without syncs (new partitions' directories, segments and
+    /// checkpoints: [`FileLogConfig::deferred_durability`](crate::file_log::FileLogConfig))
+    /// durable with one `syncfs`, before anything names them. Without a barrier they were
+    /// synced as they were created.
+    fn make_created_durable(&self) -> Result<(), NodeError> {
+        match &self.barrier {
+            Some(barrier) => barrier.sync().map_err(|source| NodeError::Log {
+                dir: barrier.dir().to_path_buf(),
+                source: Box::new(source),
+            }),
+            None => {
+                crate::segment::sync_dir(&self.dest.log_dir()).map_err(|source| NodeError::Log {
+                    dir: self.dest.log_dir(),
+                    source: Box::new(source),
+                })
+            }
+        }
     }
 
     /// Makes [`NodeDriver::run`] return [`NodeIdle::Interrupted`] at its next step once `flag`
@@ -1812,19 +1916,23 @@ impl NodeDriver {
     /// every mirrored partition that is not fetching (paused, failed, preparing), so that its
     /// lag is measured, not remembered.
     fn tick(&mut self) -> Result<(), NodeError> {
+        // A log whose epoch began since its last flush is flushed, all of them together: its
+        // leader-epoch checkpoint follows within the interval (epochs begin rarely: a source
+        // leader change, a bump), not only at the next segment roll or state write.
+        let mut lagging: Vec<&mut FileLog> = Vec::new();
         for log in self.logs.values_mut() {
-            // A log whose epoch began since its last flush is flushed: its leader-epoch
-            // checkpoint follows within the interval (epochs begin rarely: a source leader
-            // change, a bump), not only at the next segment roll or state write.
-            let result = if log.epoch_checkpoint_lags() {
-                log.flush()
+            if log.epoch_checkpoint_lags() {
+                lagging.push(log);
             } else {
                 log.checkpoint_high_watermark()
-            };
-            result.map_err(|source| NodeError::Log {
-                dir: log.dir().to_path_buf(),
-                source: Box::new(source),
-            })?;
+                    .map_err(|source| NodeError::Log {
+                        dir: log.dir().to_path_buf(),
+                        source: Box::new(source),
+                    })?;
+            }
+        }
+        if !lagging.is_empty() {
+            make_durable(&mut lagging, self.barrier.as_ref())?;
         }
         self.write_checkpoints()?;
         let Some(source) = self.source.as_mut() else {
@@ -1963,59 +2071,36 @@ impl NodeDriver {
             .with_source_partitions(&source_partitions)
     }
 
-    /// Flushes and closes every log, then every `__mirror_state` partition. The partition logs
-    /// are closed on up to [`CLOSE_THREADS`] threads, as Kafka's `LogManager` closes a log
-    /// dir's logs on a pool: each log's fsyncs keep their order, different logs' overlap (a
-    /// node of 1,000 partitions fsyncs thousands of files at close). The first error in
-    /// partition order is returned.
+    /// Commits what is staged, then makes every log and `__mirror_state` partition durable
+    /// and writes the log dir's checkpoint files: with the file-system barrier, two `syncfs`
+    /// for all of them; without, each log closed by itself on a pool of threads. The first
+    /// error is returned.
     pub fn close(mut self) -> Result<(), NodeError> {
+        // Staged changes are committed first: their answers are then simply never fed.
+        self.commit()?;
         // Requests still waiting for their partitions are answered with what they are now.
         if let Some(mut control) = self.control.take() {
             control.answer_settled(&self, self.now_ms, true)?;
         }
         self.persist_gates()?;
-        let logs: Vec<FileLog> = self.logs.into_values().collect();
-        let per_thread = logs.len().div_ceil(CLOSE_THREADS).max(1);
-        let mut chunks: Vec<Vec<FileLog>> = Vec::new();
-        let mut rest = logs.into_iter();
-        loop {
-            let chunk: Vec<FileLog> = rest.by_ref().take(per_thread).collect();
-            if chunk.is_empty() {
-                break;
+        let logs: Vec<FileLog> = std::mem::take(&mut self.logs).into_values().collect();
+        match self.barrier.as_ref() {
+            // Every log and `__mirror_state` partition made durable with two `syncfs`
+            // ([`make_durable`]), then the log dir's checkpoint files move the recovery points.
+            Some(barrier) => {
+                let mut logs = logs;
+                let mut all: Vec<&mut FileLog> = logs.iter_mut().collect();
+                all.extend(self.states.values_mut().map(StatePartition::log_mut));
+                make_durable(&mut all, Some(barrier))?;
             }
-            chunks.push(chunk);
+            None => {
+                close_on_pool(logs)?;
+                for (_, state) in std::mem::take(&mut self.states) {
+                    state.close()?;
+                }
+            }
         }
-        let results: Vec<Result<(), NodeError>> = if chunks.len() <= 1 {
-            chunks.into_iter().map(close_logs).collect()
-        } else {
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = chunks
-                    .into_iter()
-                    .map(|chunk| scope.spawn(move || close_logs(chunk)))
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| {
-                        h.join().unwrap_or_else(|_| {
-                            Err(NodeError::Invalid {
-                                message: "a thread closing partition logs panicked".into(),
-                            })
-                        })
-                    })
-                    .collect()
-            })
-        };
-        results.into_iter().collect::<Result<(), NodeError>>()?;
-        for (_, state) in self.states {
-            state.close()?;
-        }
-        self.checkpoints
-            .write()
-            .map(|_| ())
-            .map_err(|source| NodeError::Log {
-                dir: self.checkpoints.dir().to_path_buf(),
-                source: Box::new(source),
-            })
+        self.write_checkpoints()
     }
 }
 
@@ -2024,6 +2109,43 @@ impl NodeDriver {
 /// concurrent fsyncs, so more threads than cores pay off (32 against 8 halved the close of
 /// 1,000 partitions in the `node_mirroring` bench).
 pub const CLOSE_THREADS: usize = 32;
+
+/// Closes `logs` file by file on up to [`CLOSE_THREADS`] threads, as Kafka's `LogManager`
+/// closes a log dir's logs on a pool: each log's fsyncs keep their order, different logs'
+/// overlap. The first error in `logs`' order is returned.
+fn close_on_pool(logs: Vec<FileLog>) -> Result<(), NodeError> {
+    let per_thread = logs.len().div_ceil(CLOSE_THREADS).max(1);
+    let mut chunks: Vec<Vec<FileLog>> = Vec::new();
+    let mut rest = logs.into_iter();
+    loop {
+        let chunk: Vec<FileLog> = rest.by_ref().take(per_thread).collect();
+        if chunk.is_empty() {
+            break;
+        }
+        chunks.push(chunk);
+    }
+    let results: Vec<Result<(), NodeError>> = if chunks.len() <= 1 {
+        chunks.into_iter().map(close_logs).collect()
+    } else {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = chunks
+                .into_iter()
+                .map(|chunk| scope.spawn(move || close_logs(chunk)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(NodeError::Invalid {
+                            message: "a thread closing partition logs panicked".into(),
+                        })
+                    })
+                })
+                .collect()
+        })
+    };
+    results.into_iter().collect()
+}
 
 /// Closes `logs` in order, stopping at the first error.
 fn close_logs(logs: Vec<FileLog>) -> Result<(), NodeError> {

@@ -4,6 +4,7 @@
 //! - [`dest`]: the node destination directory (its format is documented there, and only
 //!   there): Kafka's data-dir layout, several `__mirror_state` partitions, `node.properties`.
 //! - [`state_log`]: one `__mirror_state` partition and its coordinator.
+//! - `commit`: a round's state changes made durable together (group commit), then answered.
 //! - [`driver`]: [`NodeDriver`], executing the node manager's tagged effects on those logs,
 //!   with a live [`SourceCluster`](crate::wire::SourceCluster) as the source (one Fetch per
 //!   source broker per round).
@@ -21,6 +22,7 @@
 //! The single-partition cluster directory ([`driver`](crate::driver)) stays as it is; the two
 //! formats refuse each other with a message naming the right commands.
 
+mod commit;
 pub mod control;
 pub mod dest;
 pub mod driver;

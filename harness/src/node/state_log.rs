@@ -1,9 +1,12 @@
 //! [`StatePartition`]: partition `k` of a node destination's `__mirror_state`
 //! (`data/__mirror_state-<k>/`) and the [`Coordinator`] rebuilt from it.
 //!
-//! The records and batches are exactly those of [`mirror_state_log`](crate::mirror_state_log)
-//! (one batch per write, built by [`batch_parts`], fsynced before the write is acknowledged,
-//! the high watermark at the log end offset); only the partition differs: the single-partition
+//! The records are exactly those of [`mirror_state_log`](crate::mirror_state_log), built by
+//! [`batch_parts`]; a node **group-commits** them: each write is staged
+//! ([`StatePartition::stage_state`], fenced against what is stored and staged), and
+//! [`StatePartition::commit`] appends every staged record as one batch, fsynced before any of
+//! them is acknowledged (the high watermark at the log end offset). Only the partition differs
+//! from the single-partition format: the single-partition
 //! cluster directory runs `__mirror_state` with partition 0 alone, a node destination with
 //! `mirror_state.partitions` of them, each key on partition
 //! [`mirror_state_partition`](kmirror_kernel::partitioner::mirror_state_partition).
@@ -31,7 +34,13 @@ use super::NodeError;
 pub struct StatePartition {
     partition: u32,
     log: FileLog,
+    /// What the log holds: only records on disk.
     coordinator: Coordinator,
+    /// Records staged for the next commit, in order.
+    staged: Vec<MirrorStateRecord>,
+    /// The coordinator with the staged records applied, while some are staged: the fences of
+    /// the next staged write see them.
+    pending: Option<Coordinator>,
 }
 
 impl StatePartition {
@@ -58,6 +67,8 @@ impl StatePartition {
             partition,
             log,
             coordinator,
+            staged: Vec::new(),
+            pending: None,
         })
     }
 
@@ -76,64 +87,58 @@ impl StatePartition {
         &self.log
     }
 
-    /// The fenced `WriteMirrorStates` of one key: the stored value once it is on disk, or the
-    /// coordinator's refusal (nothing written).
-    pub fn write_state(
+    /// Stages the fenced `WriteMirrorStates` of one key for the next [`StatePartition::commit`]:
+    /// the value as it will be stored (its new state epoch), or the coordinator's refusal
+    /// (nothing staged). The fences see the records staged before it.
+    pub fn stage_state(
         &mut self,
         key: &MirrorPartition,
         value: MirrorPartitionStateValue,
         expected_state_epoch: Option<StateEpoch>,
-        timestamp_ms: i64,
-    ) -> Result<Result<MirrorPartitionStateValue, WriteRefused>, NodeError> {
-        let mut next = self.coordinator.clone();
-        let stored = match next.write_state(key, value, expected_state_epoch) {
-            Ok(stored) => stored,
-            Err(refused) => return Ok(Err(refused)),
-        };
-        self.append(
-            &[MirrorStateRecord::PartitionState {
-                partition: key.clone(),
-                value: stored.clone(),
-            }],
-            timestamp_ms,
-        )?;
-        Ok(Ok(stored))
+    ) -> Result<MirrorPartitionStateValue, WriteRefused> {
+        let pending = self.pending.get_or_insert_with(|| self.coordinator.clone());
+        let stored = pending.write_state(key, value, expected_state_epoch)?;
+        self.staged.push(MirrorStateRecord::PartitionState {
+            partition: key.clone(),
+            value: stored.clone(),
+        });
+        Ok(stored)
     }
 
-    /// Stores `key`'s LME record (on disk before returning) if the coordinator's fence lets it
-    /// through (see [`Coordinator::write_last_mirrored_epoch`]); a refusal writes nothing and is
-    /// returned as the inner `Err`.
-    pub fn write_last_mirrored_epoch(
+    /// Stages `key`'s LME record for the next [`StatePartition::commit`] if the coordinator's
+    /// fence lets it through (see [`Coordinator::write_last_mirrored_epoch`]); a refusal stages
+    /// nothing.
+    pub fn stage_last_mirrored_epoch(
         &mut self,
         key: &MirrorPartition,
         value: LastMirroredEpochsValue,
         expected_state_epoch: Option<StateEpoch>,
-        timestamp_ms: i64,
-    ) -> Result<Result<(), WriteRefused>, NodeError> {
-        if let Err(refused) =
-            self.coordinator
-                .clone()
-                .write_last_mirrored_epoch(key, value, expected_state_epoch)
-        {
-            return Ok(Err(refused));
-        }
-        self.append(
-            &[MirrorStateRecord::LastMirroredEpochs {
-                partition: key.clone(),
-                value,
-            }],
-            timestamp_ms,
-        )?;
-        Ok(Ok(()))
+    ) -> Result<(), WriteRefused> {
+        let pending = self.pending.get_or_insert_with(|| self.coordinator.clone());
+        pending.write_last_mirrored_epoch(key, value.clone(), expected_state_epoch)?;
+        self.staged.push(MirrorStateRecord::LastMirroredEpochs {
+            partition: key.clone(),
+            value,
+        });
+        Ok(())
     }
 
-    fn append(
-        &mut self,
-        records: &[MirrorStateRecord],
-        timestamp_ms: i64,
-    ) -> Result<(), NodeError> {
+    /// Whether records wait for [`StatePartition::commit`].
+    pub fn has_staged(&self) -> bool {
+        !self.staged.is_empty()
+    }
+
+    /// Appends every staged record as one batch and fsyncs it (one write and one sync for a
+    /// whole round's records on this partition); then, and only then, the coordinator holds
+    /// them. Nothing staged: nothing written.
+    pub fn commit(&mut self, timestamp_ms: i64) -> Result<(), NodeError> {
+        if self.staged.is_empty() {
+            return Ok(());
+        }
+        let records = std::mem::take(&mut self.staged);
+        self.pending = None;
         let base = self.log.log_end_offset();
-        let (header, encoded) = batch_parts(base, records).map_err(MirrorStateLogError::from)?;
+        let (header, encoded) = batch_parts(base, &records).map_err(MirrorStateLogError::from)?;
         let batch = RawBatch::encode(&header, timestamp_ms, &encoded)
             .map_err(MirrorStateLogError::Batch)?;
         let dir = self.log.dir().to_path_buf();
@@ -147,10 +152,15 @@ impl StatePartition {
         }
         let leo = self.log.log_end_offset();
         self.log.advance_high_watermark(leo).map_err(log_err)?;
-        for record in records {
+        for record in &records {
             self.coordinator.apply(record);
         }
         Ok(())
+    }
+
+    /// The log, to flush with the partition logs at close.
+    pub(super) fn log_mut(&mut self) -> &mut FileLog {
+        &mut self.log
     }
 
     /// Flushes and closes the log.
