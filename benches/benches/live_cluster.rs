@@ -1,4 +1,4 @@
-//! A live 3-broker source (issue #11): records per second that `kmirror mirror --topics`
+//! A live 3-broker source: records per second that `kmirror mirror --topics`
 //! copies from a real Apache Kafka 4.4.0 cluster, against Kafka's own
 //! `kafka-consumer-perf-test` reading the same topics from the same brokers in the same run.
 //!
@@ -17,10 +17,9 @@
 //!   `kmirror` crate's own command code (the binary's `main` minus the process start): the
 //!   topics' metadata, the node destination created, 60 partitions taken to MIRRORING, one
 //!   Fetch per source broker per round (read-committed, the source cluster's defaults: 10 MiB
-//!   per response, 1 MiB per partition, Kafka's replica fetcher defaults; section 9 of
-//!   BENCHMARKS.md was measured at 50 MiB, the consumer's) until caught up, every batch written to the destination's
-//!   segment files (`--flush kafka`: left in the page cache, fsynced at close) and
-//!   `__mirror_state` written. The destination is deleted untimed.
+//!   per response, 1 MiB per partition, Kafka's replica fetcher defaults) until caught up,
+//!   every batch written to the destination's segment files (`--flush kafka`: left in the
+//!   page cache, fsynced at close) and `__mirror_state` written. The destination is deleted untimed.
 //! - `live_cluster/10x6/kafka_consumer_perf_test` (baseline): `org.apache.kafka.tools.ConsumerPerformance` (the
 //!   class behind `kafka-consumer-perf-test.sh`) with `--include 'perf\.t[0-9]+'` (4.4 reads
 //!   several topics through one regex subscription), `--num-records 2400000`, a fresh

@@ -1,6 +1,6 @@
 //! Model checking: unique states per second of an exhaustive breadth-first check of the tiny
-//! configuration (`ModelConfig::tiny()`, one thread), the criterion-side figure beside the long
-//! runs of the default configuration recorded in `BENCHMARKS.md`.
+//! configuration (`ModelConfig::tiny()`, one thread), the criterion-side figure beside the runs
+//! of the default configuration that `BENCHMARKS.md` (`model_check`) describes.
 //!
 //! Baseline, same run: stateright's own two-phase-commit example (`examples/2pc.rs` of
 //! stateright 0.31.0, MIT-licensed, its model reproduced below unchanged but for names and

@@ -1,4 +1,4 @@
-//! Idle fetch requests per second per fetcher (issue #11): how many Fetch requests a node
+//! Idle fetch requests per second per fetcher: how many Fetch requests a node
 //! destination whose partitions are all caught up sends each source broker, measured on the
 //! wire rather than argued.
 //!

@@ -1,4 +1,4 @@
-//! The data path at node scale (issues #11 and #12): bytes per second mirrored by the
+//! The data path at node scale: bytes per second mirrored by the
 //! [`NodeDriver`] into 1,000 partitions (100 topics x 10) of a node destination on real
 //! segment files, `--flush kafka` and `--flush every-append`, from a fake 3-broker Kafka source on loopback
 //! (`support/fake_source.rs`: in-memory partitions served over the Kafka protocol, the
@@ -69,7 +69,8 @@
 //! and the CPU time the process used in the timed part (the mirror's threads, the fake
 //! brokers', the baselines'; not the kernel's writeback). `NODE_MIRRORING_PERF=<control
 //! fifo>,<ack fifo>` lets `perf record -D -1 --control=fifo:<control fifo>,<ack fifo>` sample
-//! only the timed part of the mirror's and the raw copy's samples (BENCHMARKS.md section 8c).
+//! only the timed part of the mirror's and the raw copy's samples (the recipe: BENCHMARKS.md,
+//! `node_mirroring`).
 
 #[path = "support/fake_source.rs"]
 mod fake_source;

@@ -1,4 +1,4 @@
-//! The node manager at scale ([`NodeMirror`](kmirror_kernel::node::NodeMirror), issue #11),
+//! The node manager at scale ([`NodeMirror`](kmirror_kernel::node::NodeMirror)),
 //! each figure beside a baseline of lone [`PartitionMirror`]s measured in the same run:
 //!
 //! - `node_scale/lifecycle/*`: 1,000 partitions (100 topics x 10) UNKNOWN -> PREPARING ->

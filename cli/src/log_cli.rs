@@ -153,7 +153,7 @@ pub struct RunArgs {
     /// When the destination's logs fsync: `kafka` (mirrored batches stay in the page cache
     /// until a segment roll or the end of the run, since the source can serve them again;
     /// __mirror_state writes and the destination's own batches are fsynced before they are
-    /// acted on) or `every-append` (every append fsynced; about 3x slower).
+    /// acted on) or `every-append` (every append fsynced; slower).
     #[arg(long, value_name = "POLICY", default_value_t = FlushPolicy::Kafka)]
     pub flush: FlushPolicy,
 }

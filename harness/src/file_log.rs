@@ -83,7 +83,7 @@
 //! | mirrored (follower) batches, a fetch round per write | no; at a roll, flush, close (their writeback is started at each append, [`crate::writeback`], so that those fsyncs wait only for the last bytes) | a lost tail is cut by recovery and fetched again: the fetcher restarts at the recovered LEO |
 //! | offset index entries | with their segment at a roll, flush, close | derived data: recovery checks it against the batches and rebuilds it |
 //! | high watermark, recovery point | checkpointed at a roll (recovery point), flush, close | only ever name fsynced data; recovery clamps the HW to the recovered LEO |
-//! | leader-epoch checkpoint | when the cache changes (a new source epoch: rare), atomically; a log's first entry (the cache was empty and the recovery point is at the log start) written in place and fdatasynced | may run ahead of a lost tail: recovery rebuilds the cache from the batches that survived and rewrites it. The in-place first write is one file sync where the atomic one makes a new file and syncs it and the directory (a node's first flush of 1,000 partitions: BENCHMARKS section 8a); a crash may cut it, and recovery can tell: a checkpoint that does not parse while no batch lies below the recovery point was owed by no flushed batch, and is rebuilt |
+//! | leader-epoch checkpoint | when the cache changes (a new source epoch: rare), atomically; a log's first entry (the cache was empty and the recovery point is at the log start) written in place and fdatasynced | may run ahead of a lost tail: recovery rebuilds the cache from the batches that survived and rewrites it. The in-place first write is one file sync where the atomic one makes a new file and syncs it and the directory (which a new destination of many partitions pays once per partition); a crash may cut it, and recovery can tell: a checkpoint that does not parse while no batch lies below the recovery point was owed by no flushed batch, and is rebuilt |
 //! | leader batches (`MIRROR_PID_RESET`, ABORT markers, local produces) | yes, before the append returns | this cluster's own decision: no source holds it |
 //! | truncations (LME, LSO, divergence) | yes | the kernel names the new end in records it writes next |
 //! | `__mirror_state` records (state, LME) | yes, before the write is acknowledged ([`crate::mirror_state_log`]) | persist first, act after |
@@ -204,8 +204,8 @@ pub enum FlushPolicy {
     #[default]
     Kafka,
     /// Every append fsyncs its segment before returning (and every high-watermark change is
-    /// checkpointed): nothing appended is lost in a crash. For the paranoid; about 3x slower
-    /// mirroring (BENCHMARKS.md section 5).
+    /// checkpointed): nothing appended is lost in a crash. For the paranoid; mirroring is
+    /// slower (see BENCHMARKS.md, `mirroring` and `node_mirroring`).
     EveryAppend,
     /// No append fsyncs, not even a leader append: only [`FileLog::flush`],
     /// [`FileLog::close`], segment rolls and truncations do. For tests and benchmarks that build

@@ -14,10 +14,9 @@
 //!
 //! The call is not free for its caller: with delayed allocation, ext4 allocates the range's
 //! blocks in it and builds and submits the requests, and it waits when the device's queue is
-//! full. A node mirroring 1,000 partitions spent 29 to 53 ms of each sample's 189 to 201 ms of
-//! fetch rounds in it (a timing print, one run of `node_mirroring`). Handing the calls to a thread of their own (tried on 2026-12-05, BENCHMARKS.md
-//! section 8c) shortened the rounds by as much and lengthened the close by as much (the
-//! writeback started later), so they stay on the appending thread.
+//! full. It stays on the appending thread all the same: handed to a thread of its own, the
+//! writeback starts later by as much as the fetch rounds save, and the close waits that much
+//! longer (see BENCHMARKS.md, `node_mirroring`).
 //!
 //! **Nothing about durability changes.** Starting writeback promises nothing: the flush rules
 //! still fsync before anything relies on the bytes, and recovery still trusts only what an

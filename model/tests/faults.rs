@@ -1,4 +1,4 @@
-//! The richer faults of issue 13 that KIP-1279 has to survive, each in the smallest
+//! The richer faults that KIP-1279 has to survive, each in the smallest
 //! configuration that shows it: the clusters' leader-epoch counters far apart in either
 //! direction. Each test checks the unmutated kernel (every property holds) and the mutant the
 //! fault's property must catch.

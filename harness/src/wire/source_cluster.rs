@@ -88,8 +88,8 @@ impl Default for SourceClusterOptions {
     /// 1 MiB per partition (the KIP-1279 prototype's `mirror.fetch.response.max.bytes` and
     /// `mirror.fetch.max.bytes`, Kafka's replica fetcher defaults: a mirror fetches as a
     /// follower does; smaller answers also let the node driver write one while it reads the
-    /// next, BENCHMARKS.md section 8e), metadata at most 5 minutes old and refreshed at most
-    /// every 100 ms, fetch sessions on.
+    /// next, see BENCHMARKS.md, `node_mirroring`), metadata at most 5 minutes old and
+    /// refreshed at most every 100 ms, fetch sessions on.
     fn default() -> Self {
         SourceClusterOptions {
             connect_timeout: Duration::from_secs(3),

@@ -4,8 +4,8 @@
 //! partition of the mirror) and `MirrorTopicsKey` (the mirror's topics; no value schema is in
 //! the prototype's files).
 //!
-//! They are transcribed as the brief lists them; their record types collide with the current
-//! keys' (`LastMirroredOffsetsKey` is type 1 like `LastMirrorEpochsKey`), so
+//! They are transcribed from the prototype's message files; their record types collide with
+//! the current keys' (`LastMirroredOffsetsKey` is type 1 like `LastMirrorEpochsKey`), so
 //! [`super::state_records::MirrorStateKey`] does not decode them: use
 //! [`super::framing::decode_key`] with the type expected.
 

@@ -81,8 +81,8 @@ pub use typed::{WireMessage, WireStruct};
 pub use value::{RawTaggedField, StructValue, Uuid, Value};
 pub use versions::Versions;
 
-/// Every prototype message transcribed, in the order of the brief: `__mirror_state` records,
-/// then the RPCs (request, response), then `MirrorPidResetRecord`.
+/// Every prototype message transcribed: the `__mirror_state` records, then the RPCs (request,
+/// response), then `MirrorPidResetRecord`.
 pub const PROTOTYPE_MESSAGES: &[&MessageSchema] = &[
     &state_records::MIRROR_PARTITION_STATE_KEY,
     &state_records::MIRROR_PARTITION_STATE_VALUE,
