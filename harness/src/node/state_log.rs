@@ -115,7 +115,7 @@ impl StatePartition {
         expected_state_epoch: Option<StateEpoch>,
     ) -> Result<(), WriteRefused> {
         let pending = self.pending.get_or_insert_with(|| self.coordinator.clone());
-        pending.write_last_mirrored_epoch(key, value.clone(), expected_state_epoch)?;
+        pending.write_last_mirrored_epoch(key, value, expected_state_epoch)?;
         self.staged.push(MirrorStateRecord::LastMirroredEpochs {
             partition: key.clone(),
             value,
