@@ -89,6 +89,7 @@ pub const REPLAY_LOG_CONFIG: FileLogConfig = FileLogConfig {
     index_interval_bytes: 100,
     flush: FlushPolicy::EveryAppend,
     append_timestamp_ms: APPEND_TIMESTAMP_BASE_MS,
+    deferred_durability: false,
 };
 
 /// The topic of the coordinator's log.

@@ -38,6 +38,7 @@ fn tiny() -> FileLogConfig {
         index_interval_bytes: 60,
         flush: FlushPolicy::Manual,
         append_timestamp_ms: 1_700_000_000_000,
+        deferred_durability: false,
     }
 }
 

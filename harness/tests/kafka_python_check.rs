@@ -206,6 +206,7 @@ fn small_segments() -> FileLogConfig {
         index_interval_bytes: 100,
         flush: FlushPolicy::EveryAppend,
         append_timestamp_ms: 0,
+        deferred_durability: false,
     }
 }
 

@@ -282,6 +282,7 @@ fn oracle_unified_log_matches_kafka() {
         index_interval_bytes: INDEX_INTERVAL_BYTES,
         flush: FlushPolicy::EveryAppend,
         append_timestamp_ms: 0,
+        deferred_durability: false,
     };
     let mut rebuilt_from_batches = 0;
     for case in 0..12 {
