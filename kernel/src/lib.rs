@@ -28,19 +28,32 @@
 //!   persisted, and it is opened only once STOPPED is read or written in this leadership. An
 //!   executor may persist the gate to show it; it never reads it back as a permission.
 //!
-//! The log operations are Kafka's, as value types on persistent [`im`] collections:
-//! [`epoch_cache::EpochCache`] (`LeaderEpochFileCache`), [`producer_state::ProducerStateTable`],
-//! [`mem_log::MemLog`], the KIP-320 fetch rules in [`fetch`], the `leader-epoch-checkpoint`
-//! format in [`checkpoint`]. Around the state machine: the desired state from `mirror.name`
-//! ([`desired`]), the controller's requests and produce gate ([`controller`]), which topics a
-//! mirror's selection takes on each refresh of the source, never a failed-over one
-//! ([`discovery`]), the LME truncation rule ([`lme`]), the node manager of many partitions
-//! ([`node`]), the metadata-sync rules ([`sync`]), the deliberate bugs the model checks its
-//! properties with ([`mutant`]), the
-//! `__mirror_state` records and partitioner ([`records`], [`partitioner`]); the KIP authors'
-//! prototype's message formats, encoded as Kafka's message generator does ([`proto_wire`]).
-//! Kafka's replication inside a cluster (fetch crediting, HW, ISR expansion) is
-//! [`replication`].
+//! # Where things live
+//!
+//! - [`partition`]: the per-partition state machine, [`partition::PartitionMirror`], contract
+//!   first and split by concern (leadership, decisions, state writes, PREPARING, MIRRORING,
+//!   STOPPING, failure). The KIP's design (the seed) and the KIP authors' prototype
+//!   ([`config::MirrorConfig::prototype`]) are one machine that differs by data.
+//! - [`node`]: the node manager, [`node::NodeMirror`]: every partition one broker leads, behind
+//!   one value. It routes inputs and batches requests (coalesced fetches, `__mirror_state`
+//!   placement), never decides; `kmirror mirror --topics` runs it.
+//! - [`sync`]: the metadata-sync rules (topic configs, consumer group offsets, ACLs) as pure
+//!   plans the executor applies, and the gate that lets a sync write land only while the
+//!   partition is MIRRORING or PAUSED, checked again at write time.
+//! - [`mutant`]: the named deliberate bugs the model checks its properties with (`kmirror check
+//!   --mutant NAME`, a build with feature `mutants`); each is a one-line switch at the point it
+//!   perverts, compiled away otherwise.
+//! - The log operations are Kafka's, as value types on persistent [`im`] collections:
+//!   [`epoch_cache::EpochCache`] (`LeaderEpochFileCache`),
+//!   [`producer_state::ProducerStateTable`], [`mem_log::MemLog`], the KIP-320 fetch rules in
+//!   [`fetch`], the `leader-epoch-checkpoint` format in [`checkpoint`]; Kafka's replication
+//!   inside a cluster (fetch crediting, HW, ISR expansion) is [`replication`].
+//! - Around the state machine: the desired state from `mirror.name` ([`desired`]), the
+//!   controller's requests and produce gate ([`controller`]), which topics a mirror's
+//!   selection takes on each refresh of the source, never a failed-over one ([`discovery`]),
+//!   the LME truncation rule ([`lme`]), the `__mirror_state` records, partitioner and
+//!   coordinator ([`records`], [`partitioner`], [`coordinator`]); the KIP authors' prototype's
+//!   message formats, encoded as Kafka's message generator does ([`proto_wire`]).
 //!
 //! # States
 //!
