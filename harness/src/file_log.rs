@@ -196,7 +196,9 @@ pub enum FlushPolicy {
     /// with one write per call and left in the page cache; the offset index and the high
     /// watermark are not fsynced or checkpointed. A leader append (a batch this log's own
     /// cluster decided, such as `MIRROR_PID_RESET`, an ABORT marker or a local produce, which
-    /// nothing can re-fetch) is fsynced before it returns. Segment rolls, [`FileLog::flush`],
+    /// nothing can re-fetch) is fsynced before it returns, unless the log defers durability
+    /// to its caller ([`FileLogConfig::deferred_durability`]: the node driver's group commit
+    /// makes it durable before anything names it). Segment rolls, [`FileLog::flush`],
     /// [`FileLog::close`] and truncations fsync and move the recovery point; the leader-epoch
     /// checkpoint is rewritten whenever the cache changes, before the append. A crash (of the
     /// machine, not the process) may lose the unflushed tail of follower appends, which recovery

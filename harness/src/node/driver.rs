@@ -8,10 +8,10 @@
 //! | effect | executed as |
 //! |---|---|
 //! | `ReadState` | read from the coordinator of `__mirror_state` partition `mirror_state_partition(key)`, answered as `CoordinatorAnswer` |
-//! | `WriteState` / `WriteLastMirroredEpoch` | the partition's log flushed; fenced by that coordinator, appended to its `__mirror_state-<k>` and fsynced, then answered (the flush rules below) |
+//! | `WriteState` / `WriteLastMirroredEpoch` | fenced by that coordinator and staged; at the end of the round, group-committed ([`super::commit`]): the partition logs the round's records name made durable, then each `__mirror_state-<k>` appended and fsynced once, then the answers fed (the flush rules below) |
 //! | `QueryLastMirroredEpoch` | a stock Kafka source keeps no `__mirror_state`: "no LME" with the source's log start offset (ListOffsets earliest, every pending query of a round in one request per broker), as [`KafkaSource`](crate::wire::KafkaSource) answers |
 //! | `Log(_)` | `apply_log_effect` on the partition's [`FileLog`], with its share of the fetched batches byte for byte; then its high watermark moves to its log end offset (one replica) and a partition waiting for its `MIRROR_PID_RESET` to commit hears `HighWatermarkAdvanced` |
-//! | `BumpLeaderEpoch` | the partition's leader epoch in `node.properties` (atomically) |
+//! | `BumpLeaderEpoch` | the partition's leader epoch in `node.properties`: written once per round, in the group commit, before any answer |
 //! | `SetWritable` | the partition's produce gate in `node.properties` |
 //! | `ScheduleRetry` | a timer per partition, fired once the caller's clock passes it |
 //! | `StartFetcher` / `StopFetcher` | nothing: the node manager keeps the fetch slots |
@@ -52,14 +52,19 @@
 //!
 //! # What is on disk when: the flush rules
 //!
-//! A node holds many partitions, so what it fsyncs per partition decides its speed (BENCHMARKS.md
-//! section 8). The rules, from what a crash can take back and what the source can serve again:
+//! A node holds many partitions, so what it fsyncs per partition decides its speed
+//! (BENCHMARKS.md, `node_mirroring` and `node_failover`). State changes are group-committed
+//! per round ([`super::commit`]): where the log dir's file system has a `syncfs` that reports
+//! errors ([`FsBarrier`]), one or two `syncfs` make every log a round's records name durable,
+//! whatever their number. The rules, from what a crash can take back and what the source can
+//! serve again:
 //!
 //! | what | on disk (fsynced) | why that is enough |
 //! |---|---|---|
-//! | a `__mirror_state` record (state, LME) | before the completion is fed to the kernel ([`StatePartition`]: appended, fsynced, then answered) | persist first, act after: the kernel acts on a completion only once nothing can take it back |
-//! | a partition's log, up to its end | before each `__mirror_state` write of that partition (`flush_log`: the `.log` fdatasynced; the epoch checkpoint written if it changed: atomically, or a first entry in place, see `crate::file_log`) | a record never acknowledges data a crash can lose: the LME record's offset, and STOPPED after the `MIRROR_PID_RESET`, name fsynced bytes |
-//! | `MIRROR_PID_RESET`, ABORT markers (leader appends) | before the append returns (`--flush kafka` and `every-append`) | this cluster's own decision: no source holds it; STOPPED is written only after it (flushed again with the log) |
+//! | a `__mirror_state` record (state, LME) | before the completion is fed to the kernel: staged, then in the round's group commit one batch and one fsync per `__mirror_state` partition, then every answer of the round fed | persist first, act after, per round: the kernel acts on a completion only once nothing can take it back |
+//! | a partition's log, up to its end | before the round's `__mirror_state` records that name it are written (group commit: new epoch checkpoints staged as `.tmp`, one `syncfs`, renamed, a second `syncfs`; without a barrier, each log by itself: the `.log` fdatasynced, the epoch checkpoint written if it changed, see `crate::file_log`) | a record never acknowledges data a crash can lose: the LME record's offset, and STOPPED after the `MIRROR_PID_RESET`, name durable bytes |
+//! | `MIRROR_PID_RESET`, ABORT markers (leader appends) | with a barrier: in the group commit of the round whose records name them (the append leaves the log's recovery point below them until then); without one, before the append returns | this cluster's own decision: no source holds it; STOPPED is staged only after it, and the commit that writes STOPPED makes the partition's log durable first |
+//! | a new partition's directory and empty log, `node.properties` naming a new topic | one `syncfs` for all of a request's new partitions, then `node.properties` once | a topic is named only once its logs exist on disk |
 //! | truncations (LME, LSO, divergence) | before the truncation returns; a lowered recovery point or high watermark, or a new log start, is written to the log dir's checkpoint files *before* the segment changes | the kernel names the new end in records it writes next; a recovery point left above a cut would make recovery trust later, unflushed bytes |
 //! | mirrored batches (follower appends), one write per partition per fetch round | **no** (`--flush kafka`): at a segment roll, before a `__mirror_state` write of the partition, and at close; their writeback is started at each append ([`crate::writeback`]), so those fsyncs wait only for what was appended last | a machine crash loses at most the unflushed tail: recovery verifies from the recovery point on and cuts a torn tail, and the fetcher fetches it again from the recovered log end, byte for byte at the same offsets. A SIGKILL loses nothing (the page cache survives) |
 //! | the offset index | never fsynced | derived data: recovery checks every index against its segment's batches and rebuilds one that does not match |
