@@ -5,13 +5,16 @@
 //! `kmirror_harness::durability::syncs`), and sits beside a baseline measured in the same run.
 //!
 //! - `node_failover/stop/<N>`: a node destination of `N` partitions (1,000 and 10,000: 100 and
-//!   1,000 topics of 10), each MIRRORING with one mirrored batch, failed over whole: the
-//!   destination opened (every log recovered), RemoveTopicsFromMirror of every topic, the node
-//!   driven until every partition is STOPPED (STOPPING written, the LSO checked, the LME
-//!   recorded, `MIRROR_PID_RESET` appended, STOPPED written: four `__mirror_state` records per
-//!   partition, group-committed), then closed. Each sample fails over a fresh copy of the
-//!   destination (copied untimed; copies are deleted only at the end, so that no sample creates
-//!   its files among inodes another sample just freed).
+//!   1,000 topics of 10), each MIRRORING with one mirrored batch, held open by a started node
+//!   (untimed, as a running `kmirror mirror` holds it), failed over whole: RemoveTopicsFromMirror
+//!   of every topic, the node driven until every partition is STOPPED (STOPPING written, the
+//!   LSO checked, the LME recorded, `MIRROR_PID_RESET` appended, STOPPED written: four
+//!   `__mirror_state` records per partition, group-committed) and writable. Then closed,
+//!   untimed. Each sample fails over a fresh copy of the destination (copied untimed; copies
+//!   are deleted only at the end).
+//! - `node_failover/stop_offline/<N>`: the same as `kmirror stop --topics '*'` runs it on a
+//!   destination no process holds: opening it (every log recovered) and closing it (every log
+//!   and checkpoint written, the deferred leader-epoch checkpoints among them) timed too.
 //! - `node_failover/floor/<N>` (baseline, same run): the physical floor of what a failover
 //!   must write: the same `N` partitions' `MIRROR_PID_RESET` batches appended to their active
 //!   segments and made durable with one `syncfs`.
@@ -23,7 +26,7 @@
 //!   partition directories, each with an empty segment, its index and an empty leader-epoch
 //!   checkpoint, made durable with one `syncfs`.
 //!
-//! Run: `cargo bench -p kmirror-benches --bench node_failover` (about five minutes; the
+//! Run: `cargo bench -p kmirror-benches --bench node_failover` (about ten minutes; the
 //! 10,000-partition copies take some 2 GB of disk until the end of the run).
 
 #[path = "support/fake_source.rs"]
@@ -116,9 +119,10 @@ fn mirror_into_new(fake: &FakeSource, root: &Path, partitions: u64) {
         .collect();
     let results = driver.add_topics(&mirror, &wanted, 0).expect("added");
     assert!(results.values().all(Result::is_ok), "{results:?}");
+    // The clock moves 10 ms a round, so that backoffs pass.
     let mut now = 0;
     while !driver.all_caught_up() {
-        now += 1;
+        now += 10;
         driver.run_once(now).expect("runs");
     }
     assert_eq!(driver.node().partitions().count(), partitions as usize);
@@ -129,14 +133,28 @@ fn mirror_into_new(fake: &FakeSource, root: &Path, partitions: u64) {
     driver.close().expect("closed");
 }
 
-/// Fails every topic of the destination at `root` over, as `kmirror stop --topics '*'` does.
-fn fail_over(root: &Path, partitions: u64) {
+/// What of a failover is timed.
+#[derive(Clone, Copy)]
+enum Timed {
+    /// From the request to every partition STOPPED (durable, writable), in a node that holds
+    /// the destination open (a running `kmirror mirror` handed `kmirror stop`): opening and
+    /// closing are not timed.
+    ToStopped,
+    /// `kmirror stop --topics '*'` on a destination no process holds: the logs opened
+    /// (recovered), the failover, the close (every log and checkpoint written).
+    Offline,
+}
+
+/// Fails every topic of the destination at `root` over; returns the time `timed` names.
+fn fail_over(root: &Path, partitions: u64, timed: Timed) -> Duration {
+    let start = Instant::now();
     let mut driver = NodeDriver::open(root, None, NodeDriverOptions::default()).expect("opened");
+    driver.start(0).expect("started");
+    let stop_start = Instant::now();
     let results = driver
         .request_topics(TopicsVerb::Stop, "*", None, 0)
         .expect("requested");
     assert!(results.values().all(Result::is_ok), "{results:?}");
-    driver.start(0).expect("started");
     driver
         .run(
             &mut ManualClock::default(),
@@ -144,6 +162,7 @@ fn fail_over(root: &Path, partitions: u64) {
             &mut |_, _| {},
         )
         .expect("settled");
+    let to_stopped = stop_start.elapsed();
     let stopped = driver
         .node()
         .partitions()
@@ -151,11 +170,16 @@ fn fail_over(root: &Path, partitions: u64) {
         .count();
     assert_eq!(stopped, partitions as usize);
     driver.close().expect("closed");
+    match timed {
+        Timed::ToStopped => to_stopped,
+        Timed::Offline => start.elapsed(),
+    }
 }
 
 /// The failover's floor: a `MIRROR_PID_RESET` batch appended to the active segment of every
-/// partition of the destination at `root`, then one `syncfs`.
-fn floor(root: &Path) {
+/// partition of the destination at `root`, then one `syncfs`; returns its time.
+fn floor(root: &Path) -> Duration {
+    let start = Instant::now();
     let data = root.join("data");
     let barrier = FsBarrier::open(&data).expect("barrier").expect("syncfs");
     for entry in fs::read_dir(&data).expect("data") {
@@ -183,6 +207,7 @@ fn floor(root: &Path) {
         file.write_all(batch.bytes()).expect("append");
     }
     barrier.sync().expect("syncfs");
+    start.elapsed()
 }
 
 /// The layout floor: `partitions` partition directories under `root/data`, each with an empty
@@ -223,14 +248,15 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// Times `f` on a fresh copy of `template` per iteration (copied untimed, kept under `work`
-/// until the end), printing the durability calls per partition of the first.
+/// Runs `f` on a fresh copy of `template` per iteration (copied untimed, kept under `work`
+/// until the end), summing the times it returns, printing the durability calls per partition
+/// of the first.
 fn on_copies(
     name: &str,
     template: &Path,
     work: &Path,
     partitions: u64,
-    f: impl Fn(&Path),
+    f: impl Fn(&Path) -> Duration,
 ) -> impl FnMut(u64) -> Duration {
     let mut n = 0;
     let name = name.to_owned();
@@ -243,9 +269,7 @@ fn on_copies(
             let copy = work.join(format!("{name}-{n}"));
             copy_dir(&template, &copy);
             let syncs = durability::syncs();
-            let start = Instant::now();
-            f(&copy);
-            sum += start.elapsed();
+            sum += f(&copy);
             if n == 1 {
                 let made = durability::syncs() - syncs;
                 println!(
@@ -274,24 +298,24 @@ fn node_failover(c: &mut Criterion) {
             "node_failover: {partitions} partitions mirrored into a template (untimed): {:.2?}",
             start.elapsed()
         );
-        group.bench_function(format!("stop/{partitions}"), |b| {
-            b.iter_custom(on_copies(
-                &format!("stop-{partitions}"),
+        for (name, timed) in [("stop", Timed::ToStopped), ("stop_offline", Timed::Offline)] {
+            let mut run = on_copies(
+                &format!("{name}-{partitions}"),
                 &template,
                 work.path(),
                 partitions,
-                |copy| fail_over(copy, partitions),
-            ))
-        });
-        group.bench_function(format!("floor/{partitions}"), |b| {
-            b.iter_custom(on_copies(
-                &format!("floor-{partitions}"),
-                &template,
-                work.path(),
-                partitions,
-                floor,
-            ))
-        });
+                move |copy| fail_over(copy, partitions, timed),
+            );
+            group.bench_function(format!("{name}/{partitions}"), |b| b.iter_custom(&mut run));
+        }
+        let mut floor = on_copies(
+            &format!("floor-{partitions}"),
+            &template,
+            work.path(),
+            partitions,
+            floor,
+        );
+        group.bench_function(format!("floor/{partitions}"), |b| b.iter_custom(&mut floor));
     }
     let fake = FakeSource::start(BROKERS, source_topics(NEW_PARTITIONS));
     fake.set_filled(false);

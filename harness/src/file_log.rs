@@ -332,6 +332,9 @@ pub struct FileLog {
     mem: MemLog,
     segments: Vec<Segment>,
     persisted: Persisted,
+    /// Every batch below it is on disk: the recovery point, or above it where a flush made the
+    /// bytes durable but deferred the epoch checkpoint ([`EpochCheckpoint::Deferred`]).
+    durable_end: Offset,
     checkpoints: Checkpoints,
     timestamp_ms: i64,
     failed: Mutex<Option<String>>,
@@ -409,6 +412,7 @@ impl FileLog {
             config,
             mem: recovered.mem,
             segments: recovered.segments,
+            durable_end: recovered.persisted.recovery_point,
             persisted: recovered.persisted,
             checkpoints,
             timestamp_ms: config.append_timestamp_ms,
@@ -492,6 +496,13 @@ impl FileLog {
     /// The recovery point as last persisted: every batch below it is known to be on disk.
     pub fn recovery_point(&self) -> Offset {
         self.persisted.recovery_point
+    }
+
+    /// Where what is known to be on disk ends: the recovery point, or above it after a flush
+    /// that deferred the epoch checkpoint ([`EpochCheckpoint::Deferred`]: the bytes are
+    /// durable, the recovery point waits for the checkpoint).
+    pub fn durable_end(&self) -> Offset {
+        self.durable_end.max(self.persisted.recovery_point)
     }
 
     /// Changes when later appends are fsynced ([`FlushPolicy`]): `kmirror mirror --flush` sets
@@ -649,25 +660,45 @@ impl FileLog {
     }
 
     /// The first half of a flush whose durability the caller provides for many logs at once
-    /// with one barrier ([`FsBarrier`](crate::durability::FsBarrier)): writes the leader-epoch
-    /// checkpoint's `.tmp` file if the cache changed, nothing fsynced. After the caller's
-    /// barrier made the log's bytes and that file durable, [`FileLog::finish_flush`] renames it
-    /// into place and records the recovery point; the caller makes the renames durable (a
-    /// second barrier) before it writes the log dir's checkpoint files.
-    pub fn stage_flush(&mut self) -> Result<StagedFlush, FileLogError> {
+    /// with one barrier ([`FsBarrier`](crate::durability::FsBarrier)): nothing fsynced. With
+    /// [`EpochCheckpoint::Written`], writes the leader-epoch checkpoint's `.tmp` file if the
+    /// cache changed; after the caller's barrier made the log's bytes and that file durable,
+    /// [`FileLog::finish_flush`] renames it into place and records the recovery point at the
+    /// log end; the caller makes the renames durable (a second barrier) before it writes the
+    /// log dir's checkpoint files. With [`EpochCheckpoint::Deferred`] the checkpoint is left as
+    /// it is and the recovery point stops at the first epoch it lacks: the bytes above are as
+    /// durable after the barrier, and recovery, which verifies from the recovery point on,
+    /// rebuilds those epochs from their batches; a later flush writes the checkpoint.
+    pub fn stage_flush(
+        &mut self,
+        checkpoint: EpochCheckpoint,
+    ) -> Result<StagedFlush, FileLogError> {
         self.check_not_failed()?;
         let cache = self.mem.epoch_cache().clone();
-        let epoch_cache = if self.persisted.epoch_cache != cache {
+        let log_end_offset = self.mem.log_end_offset();
+        let mut recovery_point = log_end_offset;
+        let deferred_to = match checkpoint {
+            EpochCheckpoint::Deferred => first_epoch_missing(&cache, &self.persisted.epoch_cache),
+            EpochCheckpoint::Written => None,
+        };
+        let epoch_cache = if self.persisted.epoch_cache == cache {
+            None
+        } else if let Some(first_missing) = deferred_to {
+            // Only raised, and never past the first epoch the checkpoint on disk lacks.
+            recovery_point = first_missing
+                .min(log_end_offset)
+                .max(self.persisted.recovery_point);
+            None
+        } else {
             let contents = kmirror_kernel::checkpoint::encode(&cache);
             let result = segment::write_tmp(&self.dir, LEADER_EPOCH_FILE, contents.as_bytes());
             self.fail_on_error(result.map(drop))?;
             Some(cache)
-        } else {
-            None
         };
         Ok(StagedFlush {
             epoch_cache,
-            log_end_offset: self.mem.log_end_offset(),
+            log_end_offset,
+            recovery_point,
             high_watermark: self.mem.high_watermark(),
         })
     }
@@ -687,7 +718,8 @@ impl FileLog {
                 }
                 None => false,
             };
-            self.persist_recovery_point(staged.log_end_offset, false)?;
+            self.persist_recovery_point(staged.recovery_point, false)?;
+            self.durable_end = self.durable_end.max(staged.log_end_offset);
             self.persist_high_watermark(staged.high_watermark, false)?;
             Ok(renamed)
         })();
@@ -915,6 +947,7 @@ impl FileLog {
 
     fn truncate_inner(&mut self, next: &MemLog) -> Result<(), FileLogError> {
         let new_end = next.log_end_offset();
+        self.durable_end = self.durable_end.min(new_end);
         if self.persisted.recovery_point > new_end {
             self.persist_recovery_point(new_end, true)?;
         }
@@ -944,6 +977,7 @@ impl FileLog {
     }
 
     fn truncate_fully_inner(&mut self, offset: Offset) -> Result<(), FileLogError> {
+        self.durable_end = offset;
         for seg in self.segments.iter().rev() {
             seg.mark_deleted()?;
         }
@@ -1103,10 +1137,36 @@ impl PartitionLog for FileLog {
 pub struct StagedFlush {
     /// The epoch cache written to the checkpoint's `.tmp` file, when it changed.
     epoch_cache: Option<EpochCache>,
-    /// The log end offset the flush vouches for.
+    /// The log end offset the barrier makes durable.
     log_end_offset: Offset,
+    /// The recovery point the flush vouches for: the log end, or, with the epoch checkpoint
+    /// deferred, the first offset of the first epoch the checkpoint on disk lacks.
+    recovery_point: Offset,
     /// The high watermark then.
     high_watermark: Offset,
+}
+
+/// The start offset of the first entry of `ours` that `disk` does not hold as its entry at the
+/// same place (where `disk` is a prefix of `ours`: where `ours` grew). `None` when `ours` is a
+/// prefix of `disk` (only a truncation makes that, and it writes the checkpoint at once).
+fn first_epoch_missing(ours: &EpochCache, disk: &EpochCache) -> Option<Offset> {
+    let mut disk_entries = disk.entries();
+    ours.entries().find_map(|entry| match disk_entries.next() {
+        Some(d) if d == entry => None,
+        Some(d) => Some(d.start_offset.min(entry.start_offset)),
+        None => Some(entry.start_offset),
+    })
+}
+
+/// Whether a flush begun with [`FileLog::stage_flush`] writes the leader-epoch checkpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EpochCheckpoint {
+    /// Written if the epoch cache changed; the recovery point moves to the log end.
+    Written,
+    /// Left for a later flush; the recovery point stops below the first epoch it lacks (a
+    /// round's group commit, where thousands of atomic file replacements would cost more than
+    /// the data they vouch for).
+    Deferred,
 }
 
 /// What [`FileLog::inspect_in_log_dir`] read of a partition: the in-memory log recovery would

@@ -15,6 +15,11 @@
 //!
 //! The segment keeps the headers and positions of its batches in memory (the harness serves
 //! reads from them); the index exists so that Kafka's tools find what they expect.
+//!
+//! **One open file per segment.** The `.log` file stays open; the `.index` file is opened when
+//! an entry is first written or cut, as Kafka holds no descriptor for its memory-mapped
+//! indexes. A node of 10,000 small partitions (whose segments never reach the index interval)
+//! thus holds 10,000 descriptors for its logs, not 20,000.
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -114,12 +119,21 @@ pub struct Segment {
     log_path: PathBuf,
     index_path: PathBuf,
     log: File,
-    index: File,
+    /// The `.index` file once opened ([`index_file`]); `None` until this segment writes it.
+    index: Option<File>,
     batches: Vec<BatchEntry>,
     index_entries: Vec<IndexEntry>,
     index_interval_bytes: u64,
     /// Where the `.log` file's last early writeback ended ([`Segment::start_writeback`]).
     writeback_from: u64,
+}
+
+/// The segment's `.index` file (at `path`), opened into `slot` on first use.
+fn index_file<'a>(slot: &'a mut Option<File>, path: &Path) -> Result<&'a File, FileLogError> {
+    if slot.is_none() {
+        *slot = Some(open_rw(path, false)?);
+    }
+    Ok(slot.as_ref().expect("just opened"))
 }
 
 fn open_rw(path: &Path, create_new: bool) -> Result<File, FileLogError> {
@@ -145,19 +159,17 @@ impl Segment {
         let log_path = dir.join(log_file_name(base_offset));
         let index_path = dir.join(index_file_name(base_offset));
         let log = open_rw(&log_path, true)?;
-        let index = match open_rw(&index_path, true) {
-            Ok(index) => index,
-            Err(e) => {
-                let _ = fs::remove_file(&log_path);
-                return Err(e);
-            }
-        };
+        // Created now (Kafka's tools expect it), opened again when first written.
+        if let Err(e) = open_rw(&index_path, true) {
+            let _ = fs::remove_file(&log_path);
+            return Err(e);
+        }
         Ok(Segment {
             base_offset,
             log_path,
             index_path,
             log,
-            index,
+            index: None,
             batches: Vec::new(),
             index_entries: Vec::new(),
             index_interval_bytes,
@@ -179,8 +191,7 @@ impl Segment {
         let log_path = dir.join(log_file_name(base_offset));
         let index_path = dir.join(index_file_name(base_offset));
         let log = open_rw(&log_path, false)?;
-        let index = OpenOptions::new()
-            .read(true)
+        OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(false)
@@ -192,7 +203,7 @@ impl Segment {
             log_path,
             index_path,
             log,
-            index,
+            index: None,
             batches,
             index_entries: Vec::new(),
             index_interval_bytes,
@@ -271,18 +282,18 @@ impl Segment {
             .iter()
             .flat_map(|e| e.to_bytes())
             .collect();
+        let index = index_file(&mut self.index, &self.index_path)?;
         fault::gate(&self.index_path)
-            .and_then(|()| self.index.set_len(0))
-            .and_then(|()| fault::write_at(&self.index, &self.index_path, &bytes, 0))
+            .and_then(|()| index.set_len(0))
+            .and_then(|()| fault::write_at(index, &self.index_path, &bytes, 0))
             .map_err(|e| FileLogError::io("rewrite", &self.index_path, e))
     }
 
-    fn set_index_len(&self) -> Result<(), FileLogError> {
+    fn set_index_len(&mut self) -> Result<(), FileLogError> {
+        let len = (self.index_entries.len() * INDEX_ENTRY_SIZE) as u64;
+        let index = index_file(&mut self.index, &self.index_path)?;
         fault::gate(&self.index_path)
-            .and_then(|()| {
-                self.index
-                    .set_len((self.index_entries.len() * INDEX_ENTRY_SIZE) as u64)
-            })
+            .and_then(|()| index.set_len(len))
             .map_err(|e| FileLogError::io("truncate", &self.index_path, e))
     }
 
@@ -362,7 +373,8 @@ impl Segment {
                 position: position as u32,
             };
             let at = (self.index_entries.len() * INDEX_ENTRY_SIZE) as u64;
-            fault::write_at(&self.index, &self.index_path, &ie.to_bytes(), at)
+            let index = index_file(&mut self.index, &self.index_path)?;
+            fault::write_at(index, &self.index_path, &ie.to_bytes(), at)
                 .map_err(|e| FileLogError::io("append to", &self.index_path, e))?;
             self.index_entries.push(ie);
         }
@@ -429,7 +441,8 @@ impl Segment {
         if !index_entries.is_empty() {
             let bytes: Vec<u8> = index_entries.iter().flat_map(|e| e.to_bytes()).collect();
             let at = (self.index_entries.len() * INDEX_ENTRY_SIZE) as u64;
-            fault::write_at(&self.index, &self.index_path, &bytes, at)
+            let index = index_file(&mut self.index, &self.index_path)?;
+            fault::write_at(index, &self.index_path, &bytes, at)
                 .map_err(|e| FileLogError::io("append to", &self.index_path, e))?;
         }
         self.batches.extend(entries);
@@ -457,10 +470,14 @@ impl Segment {
         durability::sync_data(&self.log, &self.log_path)
     }
 
-    /// Flushes both files to disk.
+    /// Flushes both files to disk (the `.index` file if this segment opened it: one it never
+    /// wrote holds nothing of this process's).
     pub fn sync(&self) -> Result<(), FileLogError> {
         self.sync_log()?;
-        durability::sync_data(&self.index, &self.index_path)
+        match &self.index {
+            Some(index) => durability::sync_data(index, &self.index_path),
+            None => Ok(()),
+        }
     }
 
     /// Keeps the first `keep` batches: cuts the `.log` file after them and drops index entries

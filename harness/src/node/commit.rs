@@ -11,12 +11,15 @@
 //! epochs in `node.properties` changed, and the answers, withheld) and **commits** them when
 //! the round's inputs are handled ([`Staged::commit`]), in this order:
 //!
-//! 1. **The partition logs** the staged records name: each writes its new leader-epoch
-//!    checkpoint's `.tmp` file if its cache changed ([`FileLog::stage_flush`]); one `syncfs` of
-//!    the log dir's file system ([`FsBarrier`]) makes every log's bytes and those files durable
-//!    at once; the files are renamed into place and the recovery points recorded
-//!    ([`FileLog::finish_flush`]); a second `syncfs` makes the renames durable, if there were
-//!    any. Without a barrier (no `syncfs` that reports errors), each log is flushed by itself.
+//! 1. **The partition logs** the staged records name: one `syncfs` of the log dir's file
+//!    system ([`FsBarrier`]) makes every log's bytes durable at once, and each log records
+//!    where its durable bytes end ([`FileLog::stage_flush`], [`FileLog::finish_flush`]). A
+//!    log whose epoch cache changed (a `MIRROR_PID_RESET` at the bumped epoch) keeps its
+//!    leader-epoch checkpoint as it is and its recovery point below the new epoch
+//!    ([`EpochCheckpoint::Deferred`]): replacing thousands of checkpoint files atomically
+//!    costs more than the data they describe, and recovery rebuilds an epoch above the
+//!    recovery point from its batches. The node's periodic flush and its close write them.
+//!    Without a barrier (no `syncfs` that reports errors), each log is flushed by itself.
 //! 2. **`node.properties`**, once, if a leader epoch was bumped: before any answer, because a
 //!    STOPPING record written at the new epoch, and the batches appended at it, must not outlive
 //!    a crash that forgets the epoch.
@@ -24,7 +27,7 @@
 //!    fsync ([`StatePartition::commit`]).
 //! 4. **The answers**, in the order their effects executed, queued for the kernel.
 //!
-//! So per round it costs one or two `syncfs`, one `node.properties` write and one fsync per
+//! So per round it costs one `syncfs`, one `node.properties` write and one fsync per
 //! `__mirror_state` partition touched, whatever the number of partitions. **Persist first, act
 //! after holds per round**: no answer is fed before step 3 ends, and a record never reaches the
 //! disk before the logs it names (step 1 ends before step 3 begins). A crash anywhere in the
@@ -46,7 +49,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use kmirror_kernel::node::{NodeInput, PartitionKey};
 
 use crate::durability::FsBarrier;
-use crate::file_log::FileLog;
+use crate::file_log::{EpochCheckpoint, FileLog};
 
 use super::dest::NodeDest;
 use super::state_log::StatePartition;
@@ -107,7 +110,7 @@ impl Staged {
             .map(|(_, log)| log)
             .collect();
         if !touched.is_empty() {
-            make_durable(&mut touched, barrier)?;
+            make_durable(&mut touched, barrier, EpochCheckpoint::Deferred)?;
             halt(None)?;
         }
         if self.meta {
@@ -138,12 +141,14 @@ pub(super) struct CommitParts<'a> {
     pub(super) now_ms: i64,
 }
 
-/// Makes `logs` durable up to their ends: with `barrier`, two `syncfs` for all of them (the
-/// bytes and the new epoch checkpoints' `.tmp` files, then the renames); without, a flush of
-/// each. Also a node's close.
+/// Makes `logs` durable up to their ends: with `barrier`, one `syncfs` for all of them, and a
+/// second for the renames of new epoch checkpoints (`checkpoint` [`EpochCheckpoint::Written`]:
+/// the node's close and its periodic flush of logs whose checkpoint lags; a group commit
+/// defers them, see [`FileLog::stage_flush`]); without a barrier, a flush of each.
 pub(super) fn make_durable(
     logs: &mut [&mut FileLog],
     barrier: Option<&FsBarrier>,
+    checkpoint: EpochCheckpoint,
 ) -> Result<(), NodeError> {
     let log_error = |log: &FileLog, source| NodeError::Log {
         dir: log.dir().to_path_buf(),
@@ -157,7 +162,7 @@ pub(super) fn make_durable(
     };
     let mut staged = Vec::with_capacity(logs.len());
     for log in logs.iter_mut() {
-        staged.push(log.stage_flush().map_err(|e| log_error(log, e))?);
+        staged.push(log.stage_flush(checkpoint).map_err(|e| log_error(log, e))?);
     }
     barrier.sync().map_err(|source| NodeError::Log {
         dir: barrier.dir().to_path_buf(),

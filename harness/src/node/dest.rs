@@ -584,13 +584,23 @@ impl NodeDest {
         Ok(())
     }
 
-    /// Replaces the metadata in memory only, checked as [`NodeDest::set_meta`] checks it: the
-    /// caller writes it with [`NodeDest::save`] before anything depends on it being on disk (a
-    /// group commit's leader-epoch bumps).
-    pub fn stage_meta(&mut self, meta: NodeMeta) -> Result<(), NodeError> {
-        NodeMeta::decode(&meta.encode(), &self.root.join(NODE_FILE))?;
-        self.meta = meta;
-        Ok(())
+    /// Bumps the leader epoch of partition `partition` of topic `topic` in memory only, to one
+    /// more than it was and at least `at_least`, and returns it; the caller writes it with
+    /// [`NodeDest::save`] before anything depends on it being on disk (a group commit's
+    /// bumps). In place: a round bumping thousands of partitions costs no copy of the metadata.
+    pub fn stage_leader_epoch(
+        &mut self,
+        topic: &str,
+        partition: PartitionIndex,
+        at_least: LeaderEpoch,
+    ) -> LeaderEpoch {
+        let entry = self
+            .meta
+            .partitions
+            .entry((topic.to_owned(), partition))
+            .or_default();
+        entry.leader_epoch = entry.leader_epoch.saturating_add(1).max(at_least);
+        entry.leader_epoch
     }
 
     /// Adds (or grows) topic `name` with `partitions` partitions and `mirror.name`: the

@@ -62,13 +62,13 @@
 //! | what | on disk (fsynced) | why that is enough |
 //! |---|---|---|
 //! | a `__mirror_state` record (state, LME) | before the completion is fed to the kernel: staged, then in the round's group commit one batch and one fsync per `__mirror_state` partition, then every answer of the round fed | persist first, act after, per round: the kernel acts on a completion only once nothing can take it back |
-//! | a partition's log, up to its end | before the round's `__mirror_state` records that name it are written (group commit: new epoch checkpoints staged as `.tmp`, one `syncfs`, renamed, a second `syncfs`; without a barrier, each log by itself: the `.log` fdatasynced, the epoch checkpoint written if it changed, see `crate::file_log`) | a record never acknowledges data a crash can lose: the LME record's offset, and STOPPED after the `MIRROR_PID_RESET`, name durable bytes |
+//! | a partition's log, up to its end | before the round's `__mirror_state` records that name it are written (group commit: one `syncfs`; the epoch checkpoint of an epoch begun since is deferred, the recovery point held below it; without a barrier, each log by itself: the `.log` fdatasynced, the epoch checkpoint written if it changed, see `crate::file_log`) | a record never acknowledges data a crash can lose: the LME record's offset, and STOPPED after the `MIRROR_PID_RESET`, name durable bytes |
 //! | `MIRROR_PID_RESET`, ABORT markers (leader appends) | with a barrier: in the group commit of the round whose records name them (the append leaves the log's recovery point below them until then); without one, before the append returns | this cluster's own decision: no source holds it; STOPPED is staged only after it, and the commit that writes STOPPED makes the partition's log durable first |
 //! | a new partition's directory and empty log, `node.properties` naming a new topic | one `syncfs` for all of a request's new partitions, then `node.properties` once | a topic is named only once its logs exist on disk |
 //! | truncations (LME, LSO, divergence) | before the truncation returns; a lowered recovery point or high watermark, or a new log start, is written to the log dir's checkpoint files *before* the segment changes | the kernel names the new end in records it writes next; a recovery point left above a cut would make recovery trust later, unflushed bytes |
 //! | mirrored batches (follower appends), one write per partition per fetch round | **no** (`--flush kafka`): at a segment roll, before a `__mirror_state` write of the partition, and at close; their writeback is started at each append ([`crate::writeback`]), so those fsyncs wait only for what was appended last | a machine crash loses at most the unflushed tail: recovery verifies from the recovery point on and cuts a torn tail, and the fetcher fetches it again from the recovered log end, byte for byte at the same offsets. A SIGKILL loses nothing (the page cache survives) |
 //! | the offset index | never fsynced | derived data: recovery checks every index against its segment's batches and rebuilds one that does not match |
-//! | the leader-epoch checkpoint | after a follower append that changed the epoch cache, at the next flush, before the recovery point passes the new entry (atomically; a log's first entry in place and fdatasynced, one file sync where the atomic write makes a new file and syncs it and the directory) | recovery rebuilds the cache from the batches and only checks the checkpoint below the recovery point, so it may lag the unflushed tail; it may not lag the flushed part |
+//! | the leader-epoch checkpoint | after an append that changed the epoch cache, at the next flush that writes it (a segment roll, the periodic flush of logs whose checkpoint lags, the close; not a group commit), before the recovery point passes the new entry (atomically; a log's first entry in place and fdatasynced, one file sync where the atomic write makes a new file and syncs it and the directory) | recovery rebuilds the cache from the batches and only checks the checkpoint below the recovery point, so it may lag what lies above the recovery point (an unflushed tail, or durable batches whose checkpoint a group commit deferred); it may not lag what lies below |
 //! | recovery points, high watermarks, log start offsets | in the log dir's three checkpoint files, every partition's line in one atomic write per file: after opening the logs, at the start of every fetch round when one moved (group commit), at close; lowered or moved ones at once (above) | the log raises its recovery point in memory only after the fsync, so the file never names unflushed data; lagging only makes recovery verify more. The high watermark is re-derived on restart (one replica: the leader's HW moves to its LEO) |
 //!
 //! `--flush every-append` fsyncs every append before it returns as well (and records every
@@ -110,7 +110,7 @@ use kmirror_kernel::types::{MirrorName, MirrorPartition, PartitionIndex, TopicId
 use crate::driver::cluster::topic_id_hex;
 use crate::driver::Clock;
 use crate::durability::FsBarrier;
-use crate::file_log::{FileLog, FlushPolicy, Verify};
+use crate::file_log::{EpochCheckpoint, FileLog, FlushPolicy, Verify};
 use crate::log_dir_checkpoints::LogDirCheckpoints;
 use crate::record_batch::RawBatch;
 use crate::source::SourcePosition;
@@ -689,6 +689,9 @@ impl NodeDriver {
     pub fn start(&mut self, now_ms: i64) -> Result<(), NodeError> {
         self.now_ms = now_ms;
         self.started = true;
+        // The first periodic flush one interval from now: at start nothing lags yet, and a
+        // failover's deferred epoch checkpoints are written after it, not in its midst.
+        self.next_tick_ms = now_ms.saturating_add(CHECKPOINT_INTERVAL_MS);
         if let Some(source) = self.source.as_mut() {
             // Unreachable now: the first fetch round asks again.
             let _ = source.metadata();
@@ -1343,15 +1346,8 @@ impl NodeDriver {
             }
             Effect::BumpLeaderEpoch { request, at_least } => {
                 let name = self.topic_name(&key);
-                let mut meta = self.dest.meta().clone();
-                let entry = meta
-                    .partitions
-                    .entry((name.clone(), key.partition))
-                    .or_default();
-                entry.leader_epoch = entry.leader_epoch.saturating_add(1).max(at_least);
-                let leader_epoch = entry.leader_epoch;
                 // Written with the round's group commit, before the bump is answered.
-                self.dest.stage_meta(meta)?;
+                let leader_epoch = self.dest.stage_leader_epoch(&name, key.partition, at_least);
                 self.events.push(format!(
                     "{name}-{}: leader epoch bumped to {leader_epoch}",
                     key.partition
@@ -1442,12 +1438,17 @@ impl NodeDriver {
             }));
     }
 
+    /// The name of `key`'s topic: its log's (a lookup by key), else from the metadata.
     fn topic_name(&self, key: &PartitionKey) -> String {
-        self.dest
-            .meta()
-            .topic_name(key.topic_id)
-            .unwrap_or("?")
-            .to_owned()
+        match self.logs.get(key) {
+            Some(log) => log.topic_partition().topic.clone(),
+            None => self
+                .dest
+                .meta()
+                .topic_name(key.topic_id)
+                .unwrap_or("?")
+                .to_owned(),
+        }
     }
 
     fn apply_log(
@@ -1937,7 +1938,11 @@ impl NodeDriver {
             }
         }
         if !lagging.is_empty() {
-            make_durable(&mut lagging, self.barrier.as_ref())?;
+            make_durable(
+                &mut lagging,
+                self.barrier.as_ref(),
+                EpochCheckpoint::Written,
+            )?;
         }
         self.write_checkpoints()?;
         let Some(source) = self.source.as_mut() else {
@@ -1981,22 +1986,30 @@ impl NodeDriver {
     /// reopened while the queue drained (a STOPPED partition reopened) writes nothing, and a
     /// crash before this write loses nothing the next process does not decide again.
     fn persist_gates(&mut self) -> Result<(), NodeError> {
-        let mut meta = self.dest.meta().clone();
-        let mut changed = false;
-        for (key, &writable) in &self.gates {
-            let Some(name) = meta.topic_name(key.topic_id).map(str::to_owned) else {
-                continue;
-            };
-            let entry = meta.partitions.entry((name, key.partition)).or_default();
-            if entry.writable != writable {
-                entry.writable = writable;
-                changed = true;
-            }
+        let meta = self.dest.meta();
+        let names: BTreeMap<TopicId, &str> = meta
+            .topics
+            .iter()
+            .map(|(name, t)| (t.topic_id, name.as_str()))
+            .collect();
+        let changed: Vec<((String, PartitionIndex), bool)> = self
+            .gates
+            .iter()
+            .filter_map(|(key, &writable)| {
+                let name = (*names.get(&key.topic_id)?).to_owned();
+                let at = (name, key.partition);
+                let now = meta.partitions.get(&at).is_some_and(|p| p.writable);
+                (now != writable).then_some((at, writable))
+            })
+            .collect();
+        if changed.is_empty() {
+            return Ok(());
         }
-        if changed {
-            self.dest.set_meta(meta)?;
+        let mut meta = meta.clone();
+        for (at, writable) in changed {
+            meta.partitions.entry(at).or_default().writable = writable;
         }
-        Ok(())
+        self.dest.set_meta(meta)
     }
 
     /// Whether local producers may write to `key`: a topic in no mirror always; a mirrored
@@ -2096,7 +2109,7 @@ impl NodeDriver {
                 let mut logs = logs;
                 let mut all: Vec<&mut FileLog> = logs.iter_mut().collect();
                 all.extend(self.states.values_mut().map(StatePartition::log_mut));
-                make_durable(&mut all, Some(barrier))?;
+                make_durable(&mut all, Some(barrier), EpochCheckpoint::Written)?;
             }
             None => {
                 close_on_pool(logs)?;

@@ -343,6 +343,57 @@ fn stop_one_topic_fails_it_over_and_leaves_the_other_mirroring() {
     );
 }
 
+/// A failover's group commit makes each log durable with the file-system barrier but defers
+/// the leader-epoch checkpoint of the epoch its `MIRROR_PID_RESET` began: the recovery point
+/// stays below that batch until a later flush writes the checkpoint. So a kill before then,
+/// with the log dir's checkpoint files written, reopens with the epoch rebuilt from the batch;
+/// a recovery point moved past it would be refused as an epoch mismatch.
+#[test]
+fn a_kill_after_a_failover_commit_reopens_with_the_new_epoch_rebuilt() {
+    let fake = fake();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("west");
+    let (driver, _) = mirrored(&fake, &root);
+    driver.close().unwrap();
+
+    let mut driver = NodeDriver::open(&root, None, options()).unwrap();
+    let results = driver
+        .request_topics(TopicsVerb::Stop, "orders", None, 0)
+        .unwrap();
+    assert!(results["orders"].is_ok(), "{results:?}");
+    let mut clock = ManualClock::default();
+    driver
+        .run(&mut clock, NodeUntil::Settled, &mut |_, _| {})
+        .unwrap();
+    // One more round: the log dir's checkpoint files name the recovery points.
+    driver.run_once(clock.now_ms + 1).unwrap();
+    let barrier = crate::durability::FsBarrier::open(&root).unwrap().is_some();
+    let mut epochs = Vec::new();
+    for p in 0..3 {
+        let key = PartitionKey::new(ORDERS, p);
+        assert_eq!(driver.persisted_state(&key), MirrorState::Stopped);
+        let log = driver.log(&key).unwrap();
+        assert_eq!(log.durable_end(), log.log_end_offset(), "orders-{p}");
+        if barrier {
+            assert!(log.epoch_checkpoint_lags(), "orders-{p}");
+            assert!(log.recovery_point() < log.log_end_offset(), "orders-{p}");
+        }
+        epochs.push(log.epoch_cache().clone());
+    }
+    drop(driver); // SIGKILL: no close
+
+    let reopened = NodeDriver::open(&root, None, options()).unwrap();
+    for (p, epochs) in (0..3).zip(epochs) {
+        let key = PartitionKey::new(ORDERS, p);
+        assert_eq!(reopened.persisted_state(&key), MirrorState::Stopped);
+        assert_eq!(
+            reopened.log(&key).unwrap().epoch_cache(),
+            &epochs,
+            "orders-{p}"
+        );
+    }
+}
+
 #[test]
 fn bad_topics_are_refused_per_topic_and_change_nothing() {
     let fake = fake();
