@@ -4,7 +4,15 @@
 //! --topics` run holds it, a `stop`, `pause` or `resume` of some of its topics cannot open it;
 //! instead it hands the mirror a request through the destination's `control/` directory, and
 //! the mirror applies it through the very path a command that holds the lock uses
-//! ([`NodeDriver::request_topics`]: the kernel's controller, then the node manager):
+//! ([`NodeDriver::request_topics`]: the kernel's controller, then the node manager).
+//!
+//! The serving side, [`ControlServer`], owns the directory and nothing else: it claims a
+//! request and hands it to the driver (`Claim::Apply`), is handed back what applying it gave
+//! (`ControlServer::applied`), and answers it from a status it is given
+//! (`ControlServer::answer_settled`). The driver runs the requests
+//! ([`NodeDriver::serve_control`]); the server never calls into it.
+//!
+//! The steps:
 //!
 //! 1. the command writes `control/<id>.request` ([`ControlRequest`], JSON) atomically: to
 //!    `<id>.request.tmp`, fsynced, renamed;
@@ -34,8 +42,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::segment::write_atomically;
 
-use super::driver::{NodeDriver, TopicResults};
-use super::status::PartitionStatus;
+#[cfg(doc)]
+use super::driver::NodeDriver;
+use super::driver::TopicResults;
+use super::status::{NodeStatus, PartitionStatus};
 use super::NodeError;
 
 /// The control directory under a node destination.
@@ -142,8 +152,22 @@ struct Pending {
 #[derive(Debug)]
 pub struct ControlServer {
     dir: PathBuf,
+    /// The running mirror's stop strategy: a request that names another is refused.
+    stop_strategy: StopStrategy,
     pending: Vec<Pending>,
     next_poll_ms: i64,
+}
+
+/// What claiming a request gave ([`ControlServer::claim`]).
+#[derive(Debug)]
+pub(super) enum Claim {
+    /// Its command withdrew it first: nothing happens.
+    Withdrawn,
+    /// It cannot be applied (unreadable, another stop strategy): answered already, with why.
+    Refused,
+    /// To apply ([`NodeDriver::request_topics`]); what that gives goes back to
+    /// [`ControlServer::applied`].
+    Apply(ControlRequest),
 }
 
 fn io(action: &'static str, path: &Path, source: std::io::Error) -> NodeError {
@@ -177,9 +201,9 @@ fn ids(dir: &Path, kind: &str) -> Result<Vec<String>, NodeError> {
 }
 
 impl ControlServer {
-    /// Serves `root/control/` (created if missing). Requests a dead mirror had claimed
-    /// (`<id>.taken`) are served again.
-    pub fn new(root: &Path) -> Result<Self, NodeError> {
+    /// Serves `root/control/` (created if missing) for a mirror that stops topics with
+    /// `stop_strategy`. Requests a dead mirror had claimed (`<id>.taken`) are served again.
+    pub fn new(root: &Path, stop_strategy: StopStrategy) -> Result<Self, NodeError> {
         let dir = root.join(CONTROL_DIR);
         fs::create_dir_all(&dir).map_err(|e| io("create", &dir, e))?;
         for id in ids(&dir, TAKEN)? {
@@ -188,6 +212,7 @@ impl ControlServer {
         }
         Ok(ControlServer {
             dir,
+            stop_strategy,
             pending: Vec::new(),
             next_poll_ms: i64::MIN,
         })
@@ -198,38 +223,33 @@ impl ControlServer {
         !self.pending.is_empty()
     }
 
-    /// At most every [`CONTROL_POLL_MS`]: answers the settled (or overdue) requests, then
-    /// claims and applies the new ones. Returns whether a request was applied.
-    pub(super) fn poll(&mut self, driver: &mut NodeDriver, now_ms: i64) -> Result<bool, NodeError> {
+    /// Whether it is time to look for requests (at most every [`CONTROL_POLL_MS`]): when it
+    /// is, the next look is due [`CONTROL_POLL_MS`] later.
+    pub(super) fn poll_due(&mut self, now_ms: i64) -> bool {
         if now_ms < self.next_poll_ms {
-            return Ok(false);
+            return false;
         }
         self.next_poll_ms = now_ms.saturating_add(CONTROL_POLL_MS);
-        self.answer_settled(driver, now_ms, false)?;
-        let mut applied = false;
-        for id in ids(&self.dir, REQUEST)? {
-            let request = file(&self.dir, &id, REQUEST);
-            let taken = file(&self.dir, &id, TAKEN);
-            match fs::rename(&request, &taken) {
-                Ok(()) => {}
-                // Withdrawn by its command in the meantime.
-                Err(e) if e.kind() == ErrorKind::NotFound => continue,
-                Err(e) => return Err(io("rename", &request, e)),
-            }
-            applied = true;
-            self.apply(driver, &id, now_ms)?;
-        }
-        Ok(applied)
+        true
     }
 
-    fn apply(&mut self, driver: &mut NodeDriver, id: &str, now_ms: i64) -> Result<(), NodeError> {
+    /// The ids of the requests waiting to be claimed, in id order (oldest first).
+    pub(super) fn requests(&self) -> Result<Vec<String>, NodeError> {
+        ids(&self.dir, REQUEST)
+    }
+
+    /// Claims request `id` by renaming it to `<id>.taken` and reads it: withdrawn when its
+    /// command deleted it first; refused (and answered at once) when it cannot be read or
+    /// names another stop strategy than the running mirror's; otherwise to apply.
+    pub(super) fn claim(&mut self, id: &str) -> Result<Claim, NodeError> {
+        let request = file(&self.dir, id, REQUEST);
         let taken = file(&self.dir, id, TAKEN);
-        let refuse = |error: String| ControlResponse {
-            id: id.to_owned(),
-            results: TopicResults::new(),
-            partitions: Vec::new(),
-            error: Some(error),
-        };
+        match fs::rename(&request, &taken) {
+            Ok(()) => {}
+            // Withdrawn by its command in the meantime.
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Claim::Withdrawn),
+            Err(e) => return Err(io("rename", &request, e)),
+        }
         let parsed: Result<ControlRequest, String> = fs::read(&taken)
             .map_err(|e| format!("cannot read {}: {e}", taken.display()))
             .and_then(|b| {
@@ -238,30 +258,49 @@ impl ControlServer {
             });
         let request = match parsed {
             Ok(r) => r,
-            Err(e) => return self.respond(&refuse(e)),
+            Err(e) => {
+                self.respond(&refusal(id, e))?;
+                return Ok(Claim::Refused);
+            }
         };
-        let running = driver.options().mirror.stop_strategy;
+        let running = self.stop_strategy;
         if let Some(wanted) = request.stop_strategy.filter(|w| *w != running) {
-            return self.respond(&refuse(format!(
-                "the running mirror stops topics with {running:?}, not {wanted:?}; stop that \
-                 mirror first, or leave --stop-strategy out"
-            )));
+            self.respond(&refusal(
+                id,
+                format!(
+                    "the running mirror stops topics with {running:?}, not {wanted:?}; stop that \
+                     mirror first, or leave --stop-strategy out"
+                ),
+            ))?;
+            return Ok(Claim::Refused);
         }
-        let results = match driver.request_topics(
-            request.verb,
-            &request.topics,
-            request.mirror.as_deref(),
-            now_ms,
-        ) {
+        Ok(Claim::Apply(request))
+    }
+
+    /// Takes back what applying the claimed request `id` gave: an error is answered at once
+    /// as the request's refusal; results wait for the accepted topics' partitions to settle
+    /// ([`ControlServer::answer_settled`]), and the line describing them is returned for the
+    /// mirror's events.
+    pub(super) fn applied(
+        &mut self,
+        id: &str,
+        request: &ControlRequest,
+        applied: Result<TopicResults, NodeError>,
+        now_ms: i64,
+    ) -> Result<Option<String>, NodeError> {
+        let results = match applied {
             Ok(results) => results,
-            Err(e) => return self.respond(&refuse(e.to_string())),
+            Err(e) => {
+                self.respond(&refusal(id, e.to_string()))?;
+                return Ok(None);
+            }
         };
-        driver.note(format!(
+        let line = format!(
             "control: {} {} (request {id}): {}",
             request.verb.name(),
             request.topics,
             describe(&results)
-        ));
+        );
         let accepted: Vec<String> = results
             .iter()
             .filter(|(_, r)| r.is_ok())
@@ -274,21 +313,17 @@ impl ControlServer {
             accepted,
             deadline_ms: now_ms.saturating_add(SETTLE_MS),
         });
-        Ok(())
+        Ok(Some(line))
     }
 
-    /// Answers every pending request whose partitions settled, or that is overdue, or all of
-    /// them with `all` (the mirror is ending).
+    /// Answers every pending request whose partitions settled in `status` (the running
+    /// mirror's), or that is overdue, or all of them with `all` (the mirror is ending).
     pub(super) fn answer_settled(
         &mut self,
-        driver: &NodeDriver,
+        status: &NodeStatus,
         now_ms: i64,
         all: bool,
     ) -> Result<(), NodeError> {
-        if self.pending.is_empty() {
-            return Ok(());
-        }
-        let status = driver.status();
         let mut keep = Vec::new();
         for p in std::mem::take(&mut self.pending) {
             let partitions: Vec<PartitionStatus> = status
@@ -332,6 +367,16 @@ impl ControlServer {
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
             Err(e) => Err(io("delete", &taken, e)),
         }
+    }
+}
+
+/// The answer refusing request `id` as a whole, saying why.
+fn refusal(id: &str, error: String) -> ControlResponse {
+    ControlResponse {
+        id: id.to_owned(),
+        results: TopicResults::new(),
+        partitions: Vec::new(),
+        error: Some(error),
     }
 }
 

@@ -7,7 +7,9 @@
 //! - `commit`: a round's state changes made durable together (group commit), then answered.
 //! - [`driver`]: [`NodeDriver`], executing the node manager's tagged effects on those logs,
 //!   with a live [`SourceCluster`](crate::wire::SourceCluster) as the source (one Fetch per
-//!   source broker per round).
+//!   source broker per round); one file per job: the loop, the effect executor, the fetch
+//!   round, the source's other answers, mirror requests, and the lifecycle with the flush
+//!   rules.
 //! - [`fetch_ahead`]: the driver reads the next round's fetches while it writes this one's.
 //! - [`failback`]: what an explicit failback will truncate, said before it acts.
 //! - [`follow`]: what a running mirror looks at again on every refresh of the source's

@@ -24,7 +24,10 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 use kmirror_kernel::config::MirrorConfig;
+use kmirror_kernel::coordinator::Coordinator;
 use kmirror_kernel::desired::DesiredState;
+use kmirror_kernel::partitioner::mirror_state_partition;
+use kmirror_kernel::records::MirrorPartitionStateValue;
 use kmirror_kernel::state::MirrorState;
 
 use crate::driver::cluster::topic_id_hex;
@@ -32,7 +35,6 @@ use crate::file_log::{FileLog, TopicPartition};
 use crate::log_dir_checkpoints::LogDirCheckpoints;
 
 use super::dest::{NodeDest, NodeMeta, LOG_DIR};
-use super::driver::persisted_record_in;
 use super::state_log::inspect_coordinator;
 use super::NodeError;
 
@@ -477,6 +479,23 @@ fn lag_bytes(bytes: Option<u64>, estimated: bool, mirrored: bool) -> String {
         Some(b) if estimated => format!("~{}", human_bytes(b)),
         Some(b) => human_bytes(b),
     }
+}
+
+/// The persisted record of `key` under its topic's mirror, with the coordinator of each
+/// `__mirror_state` partition from `coordinator` (the running driver's, or ones read from the
+/// files).
+pub(super) fn persisted_record_in<'a>(
+    meta: &NodeMeta,
+    coordinator: &dyn Fn(u32) -> Option<&'a Coordinator>,
+    key: &PartitionKey,
+) -> Option<&'a MirrorPartitionStateValue> {
+    let name = meta.topic_name(key.topic_id)?;
+    let mirror = meta.topics[name].desired(name).ok()?.mirror().cloned()?;
+    let mk = key.in_mirror(mirror);
+    mirror_state_partition(&mk, meta.mirror_state_partitions)
+        .ok()
+        .and_then(coordinator)
+        .and_then(|c| c.read_state(&mk))
 }
 
 #[cfg(test)]
