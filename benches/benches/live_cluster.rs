@@ -53,12 +53,12 @@ use clap::Parser;
 use criterion::{criterion_group, Criterion, SamplingMode, Throughput};
 use kmirror::log_cli::SystemClock;
 use kmirror_harness::driver::Clock;
-use kmirror_harness::node::dest::DEFAULT_MIRROR_STATE_PARTITIONS;
 use kmirror_harness::node::{
     NodeDest, NodeDriver, NodeDriverOptions, NodeIdle, NodeMeta, NodeUntil,
 };
 use kmirror_harness::wire::{SourceCluster, SourceClusterOptions, TopicSelection};
 use kmirror_kernel::config::{MirrorConfig, StopStrategy};
+use kmirror_kernel::node::DEFAULT_MIRROR_STATE_PARTITIONS;
 use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::MirrorName;
 use kmirror_testsupport::jvm::Oracle;

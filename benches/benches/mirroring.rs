@@ -50,6 +50,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use kmirror_harness::driver::LocalSource;
 use kmirror_harness::driver::{
     Cluster, ClusterConfig, ClusterDir, Driver, DriverOptions, ManualClock, RunEnd, Until,
     DEFAULT_MAX_FETCH_BATCHES,
@@ -57,7 +58,6 @@ use kmirror_harness::driver::{
 use kmirror_harness::file_log::FlushPolicy;
 use kmirror_harness::producer::{produce, ProduceOp};
 use kmirror_harness::record_batch::RawBatch;
-use kmirror_harness::source::LocalSource;
 use kmirror_harness::writeback;
 use kmirror_kernel::log::LogView;
 use kmirror_kernel::state::MirrorState;

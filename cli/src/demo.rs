@@ -27,11 +27,11 @@ use kmirror_kernel::types::{MirrorName, Offset, TopicId};
 use serde::Serialize;
 
 use kmirror_harness::driver::cluster::{ClusterConfig, ClusterDir};
+use kmirror_harness::driver::LocalSource;
 use kmirror_harness::driver::{
     format_epochs, Clock, Cluster, ClusterStatus, Driver, DriverError, DriverOptions, Event, Until,
 };
 use kmirror_harness::producer::{self, ProduceOp};
-use kmirror_harness::source::LocalSource;
 
 /// The demo's topic.
 pub const TOPIC: &str = "orders";

@@ -24,7 +24,8 @@ use kmirror_kernel::log::LogView;
 use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::{MirrorName, TopicId};
 
-use kmirror_harness::driver::cluster::{parse_topic_id, topic_id_hex, ClusterConfig, ClusterDir};
+use kmirror_harness::driver::cluster::{parse_topic_id, ClusterConfig, ClusterDir};
+use kmirror_harness::driver::LocalSource;
 use kmirror_harness::driver::{
     Clock, Cluster, ClusterStatus, Driver, DriverError, DriverOptions, Event, RunEnd, Until,
     DEFAULT_MAX_FETCH_BATCHES,
@@ -32,7 +33,7 @@ use kmirror_harness::driver::{
 use kmirror_harness::file_log::{FileLog, FlushPolicy, TopicPartition, Verify};
 use kmirror_harness::mirror_state_log::MirrorStateLog;
 use kmirror_harness::producer::{self, ProduceOp};
-use kmirror_harness::source::{LocalSource, Source, SourceError};
+use kmirror_harness::source::{Source, SourceError};
 use kmirror_harness::wire::{KafkaSource, SecurityConfig};
 
 use crate::demo;
@@ -601,12 +602,12 @@ fn check_same_topic(source: &mut dyn Source, dest: &Cluster) -> Result<(), Drive
     let config = dest.dir.config();
     if topic != config.topic || id != config.topic_id {
         return Err(DriverError::TopicMismatch {
-            source_topic: format!("{}: {topic} (id {})", source.describe(), topic_id_hex(id)),
+            source_topic: format!("{}: {topic} (id {id})", source.describe()),
             dest_topic: format!(
                 "{}: {} (id {})",
                 dest.dir.root().display(),
                 config.topic,
-                topic_id_hex(config.topic_id)
+                config.topic_id
             ),
         });
     }

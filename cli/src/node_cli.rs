@@ -400,7 +400,7 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
     } else {
         let meta = NodeMeta::new(
             Some(bootstrap.to_owned()),
-            kmirror_harness::node::dest::DEFAULT_MIRROR_STATE_PARTITIONS,
+            kmirror_kernel::node::DEFAULT_MIRROR_STATE_PARTITIONS,
         );
         let dest = NodeDest::create(&args.dest, meta).map_err(|e| e.to_string())?;
         NodeDriver::from_dest(dest, None, options).map_err(|e| e.to_string())?

@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use kmirror_harness::driver::cluster::{ClusterConfig, ClusterDir};
+use kmirror_harness::driver::LocalSource;
 use kmirror_harness::driver::{Cluster, Driver, DriverOptions, ManualClock, Until};
 use kmirror_harness::file_log::{FileLog, FileLogConfig};
 use kmirror_harness::mirror_state_log::MirrorStateLog;
 use kmirror_harness::producer;
 use kmirror_harness::record_batch::{RawBatch, Record};
-use kmirror_harness::source::LocalSource;
 use kmirror_kernel::batch::BatchHeader;
 use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::types::{MirrorName, TopicId};

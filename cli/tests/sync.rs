@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use kmirror_harness::driver::cluster::{ClusterConfig, ClusterDir};
+use kmirror_harness::driver::LocalSource;
 use kmirror_harness::driver::{Cluster, Driver, DriverOptions, ManualClock, RunEnd, Until};
 use kmirror_harness::producer::{self, ProduceOp};
-use kmirror_harness::source::LocalSource;
 use kmirror_harness::sync::consumer::{self, consume_as_group};
 use kmirror_harness::sync::local::{AclsFile, MetadataDir};
 use kmirror_harness::sync::local_cluster::{LocalMetadataSink, LocalMetadataSource};

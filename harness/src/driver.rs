@@ -51,6 +51,7 @@ pub mod cluster;
 pub mod error;
 pub mod event;
 pub mod fetch_ahead;
+pub mod local_source;
 pub mod run;
 pub mod status;
 
@@ -80,6 +81,7 @@ pub use clock::{Clock, ManualClock};
 pub use cluster::{Cluster, ClusterConfig, ClusterDir, ControllerState, PARTITION};
 pub use error::DriverError;
 pub use event::Event;
+pub use local_source::LocalSource;
 pub use run::{Idle, Progress, RunEnd, Stats, Until};
 pub use status::{
     format_epochs, format_epochs_compact, ClusterStatus, LmeStatus, ReplicaStatus,

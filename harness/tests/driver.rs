@@ -4,12 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use kmirror_harness::driver::cluster::{ClusterConfig, ClusterDir};
+use kmirror_harness::driver::LocalSource;
 use kmirror_harness::driver::{
     Cluster, Driver, DriverError, DriverOptions, Event, Idle, ManualClock, RunEnd, Until,
 };
 use kmirror_harness::producer::{self, ProduceOp};
 use kmirror_harness::record_batch::RawBatch;
-use kmirror_harness::source::LocalSource;
 use kmirror_kernel::batch::ControlType;
 use kmirror_kernel::config::{MirrorConfig, RetryPolicy, StopStrategy};
 use kmirror_kernel::controller::{MirrorErrorCode, MirrorRequest};

@@ -50,13 +50,25 @@ impl TopicId {
     }
 }
 
+/// The 16 bytes as 32 lowercase hex digits, first byte first (not the base64 of Kafka's
+/// `Uuid.toString`): the form status output, error messages and the destinations' `topic.id=` /
+/// `topic=` lines carry. Width and alignment flags apply to the whole text, as to a string.
+impl fmt::Display for TopicId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut text = [0u8; 32];
+        for (i, b) in self.0.iter().enumerate() {
+            text[2 * i] = HEX[usize::from(b >> 4)];
+            text[2 * i + 1] = HEX[usize::from(b & 0x0f)];
+        }
+        // Every byte is an ASCII hex digit, so the text is valid UTF-8.
+        f.pad(std::str::from_utf8(&text).map_err(|_| fmt::Error)?)
+    }
+}
+
 impl fmt::Debug for TopicId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "TopicId(")?;
-        for b in self.0 {
-            write!(f, "{b:02x}")?;
-        }
-        write!(f, ")")
+        write!(f, "TopicId({self})")
     }
 }
 
@@ -252,6 +264,20 @@ mod tests {
         assert_eq!(
             format!("{id:?}"),
             "TopicId(00000000000000000000000000000102)"
+        );
+    }
+
+    #[test]
+    fn topic_id_displays_as_32_lowercase_hex_digits() {
+        let id = TopicId([
+            0x00, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0xfe, 0xdc, 0xba, 0x98, 0x76,
+            0x54, 0x32,
+        ]);
+        assert_eq!(id.to_string(), "000123456789abcdeffedcba98765432");
+        assert_eq!(TopicId::default().to_string(), "0".repeat(32));
+        assert_eq!(
+            format!("[{:>34}]", TopicId::from_u64(0xff)),
+            format!("[  {}ff]", "0".repeat(30))
         );
     }
 }

@@ -127,7 +127,7 @@ impl ClusterConfig {
         );
         out.push_str(&format!("cluster.name={}\n", self.name));
         out.push_str(&format!("topic={}\n", self.topic));
-        out.push_str(&format!("topic.id={}\n", topic_id_hex(self.topic_id)));
+        out.push_str(&format!("topic.id={}\n", self.topic_id));
         if let Some(m) = &self.mirror_name {
             out.push_str(&format!("mirror.name={m}\n"));
         }
@@ -437,11 +437,6 @@ pub fn check_topic(topic: &str) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// The topic id as 32 lowercase hex digits.
-pub fn topic_id_hex(id: TopicId) -> String {
-    id.0.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Parses 32 hex digits into a topic id.
@@ -1141,7 +1136,7 @@ mod tests {
     #[test]
     fn topic_ids_are_hex() {
         let id = TopicId::from_u64(0x0102_0304);
-        assert_eq!(parse_topic_id(&topic_id_hex(id)), Ok(id));
+        assert_eq!(parse_topic_id(&id.to_string()), Ok(id));
         assert!(parse_topic_id("xyz").is_err());
     }
 }

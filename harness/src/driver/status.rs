@@ -6,7 +6,7 @@ use kmirror_kernel::log::LogView;
 use kmirror_kernel::types::{BrokerId, LeaderEpoch, Offset};
 use serde::Serialize;
 
-use super::cluster::{self, Cluster};
+use super::cluster::Cluster;
 
 /// Everything `kmirror status` shows of a cluster directory.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -143,7 +143,7 @@ impl ClusterStatus {
             dir: dir.root().display().to_string(),
             cluster: config.name.to_string(),
             partition: dir.topic_partition().dir_name(),
-            topic_id: cluster::topic_id_hex(config.topic_id),
+            topic_id: config.topic_id.to_string(),
             mirror_name: config.mirror_name.clone(),
             desired,
             state: state.to_string(),

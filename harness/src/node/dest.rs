@@ -80,7 +80,7 @@ use kmirror_kernel::controller::{TopicCatalogue, TopicInfo};
 use kmirror_kernel::desired::DesiredState;
 use kmirror_kernel::types::{LeaderEpoch, MirrorName, PartitionIndex, TopicId};
 
-use crate::driver::cluster::{check_topic, parse_topic_id, topic_id_hex};
+use crate::driver::cluster::{check_topic, parse_topic_id};
 use crate::file_log::{FileLogConfig, TopicPartition};
 use crate::log_dir_checkpoints::CheckpointKind;
 use crate::mirror_state_log::MIRROR_STATE_TOPIC;
@@ -103,8 +103,6 @@ pub const LOCK_FILE: &str = ".lock";
 pub const STATUS_FILE: &str = "status.json";
 /// The file that marks a single-partition cluster directory.
 pub const SINGLE_PARTITION_FILE: &str = "cluster.properties";
-/// The default partition count of `__mirror_state` for a new node destination.
-pub const DEFAULT_MIRROR_STATE_PARTITIONS: u32 = 8;
 
 /// One topic of a node destination.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -212,7 +210,7 @@ impl NodeMeta {
         for (name, t) in &self.topics {
             out.push_str(&format!(
                 "topic={name},{},{},{}\n",
-                topic_id_hex(t.topic_id),
+                t.topic_id,
                 t.partitions,
                 t.mirror_name.as_deref().unwrap_or("")
             ));

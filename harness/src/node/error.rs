@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use crate::error::FileLogError;
 use crate::mirror_state_log::MirrorStateLogError;
+use crate::sync::SyncError;
 
 /// A node destination or node driver failure. Every message says what to do.
 #[derive(Debug, thiserror::Error)]
@@ -89,4 +90,11 @@ pub enum NodeError {
         /// Effects executed.
         effects: u64,
     },
+}
+
+/// A node destination that cannot be opened or read stops a metadata sync round.
+impl From<NodeError> for SyncError {
+    fn from(e: NodeError) -> Self {
+        SyncError::Node(Box::new(e))
+    }
 }

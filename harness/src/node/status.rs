@@ -30,7 +30,6 @@ use kmirror_kernel::partitioner::mirror_state_partition;
 use kmirror_kernel::records::MirrorPartitionStateValue;
 use kmirror_kernel::state::MirrorState;
 
-use crate::driver::cluster::topic_id_hex;
 use crate::file_log::{FileLog, TopicPartition};
 use crate::log_dir_checkpoints::LogDirCheckpoints;
 
@@ -182,7 +181,7 @@ impl NodeStatus {
                 }
                 TopicStatus {
                     topic: name.clone(),
-                    topic_id: topic_id_hex(t.topic_id),
+                    topic_id: t.topic_id.to_string(),
                     mirror_name: t.mirror_name.clone().unwrap_or_default(),
                     partitions: t.partitions,
                     states,

@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 
 use crate::driver::DriverError;
-use crate::node::NodeError;
 
 /// Why a sync round could not run at all.
 #[derive(Debug, thiserror::Error)]
@@ -42,9 +41,11 @@ pub enum SyncError {
         /// The destination's topic and id.
         dest_topic: String,
     },
-    /// A node destination could not be opened or read (missing, corrupt, busy...).
+    /// A node destination could not be opened or read (missing, corrupt, busy...): the node's
+    /// [`NodeError`](crate::node::NodeError), boxed so that this lower module does not depend on
+    /// the node (which converts its error with `From`).
     #[error(transparent)]
-    Node(#[from] NodeError),
+    Node(Box<dyn std::error::Error + Send + Sync>),
     /// Fault injection (a node sync's `halt_after_writes`): the round stopped right after its
     /// N-th write, as a crash there would.
     #[error("halted after {writes} sync writes (fault injection)")]

@@ -15,7 +15,6 @@ use kmirror_kernel::sync::topic_config::{plan_topic_config, ConfigPlan, ConfigSy
 
 use super::report::{Category, Rejection, RoundReport, WriteOutcome};
 use super::{MetadataSink, MetadataSource, SyncError};
-use crate::driver::cluster::topic_id_hex;
 use crate::driver::PARTITION;
 
 /// What the operator configures about a sync.
@@ -91,16 +90,8 @@ pub fn read_round(
     let (source_topic, source_id) = source.topic()?;
     if source_topic != topic || source_id != topic_id {
         return Err(SyncError::TopicMismatch {
-            source_topic: format!(
-                "{}: {source_topic} (id {})",
-                source.describe(),
-                topic_id_hex(source_id)
-            ),
-            dest_topic: format!(
-                "{}: {topic} (id {})",
-                sink.describe(),
-                topic_id_hex(topic_id)
-            ),
+            source_topic: format!("{}: {source_topic} (id {})", source.describe(), source_id),
+            dest_topic: format!("{}: {topic} (id {topic_id})", sink.describe()),
         });
     }
     let tp = TopicPartition::new(topic.clone(), PARTITION);

@@ -55,7 +55,6 @@ use super::source_cluster::{
 };
 use super::topic_selection::{TopicPattern, TopicSelection};
 use super::{codes, error_name, WireError};
-use crate::driver::cluster::topic_id_hex;
 use crate::record_batch::RawBatch;
 use crate::source::{LmeAnswer, Source, SourceError, SourcePosition};
 
@@ -264,10 +263,10 @@ impl KafkaSource {
         SourceError::UnknownTopicId {
             dir: self.address_path(),
             hosted: match hosted {
-                Some(id) => format!("{} for topic {}", topic_id_hex(id), self.topic),
+                Some(id) => format!("{id} for topic {}", self.topic),
                 None => format!("none for topic {} (it does not exist)", self.topic),
             },
-            asked: topic_id_hex(asked),
+            asked: asked.to_string(),
         }
     }
 

@@ -53,7 +53,6 @@ use super::fetch_session::FetchSession;
 use super::security::SecurityConfig;
 use super::topic_selection::{SelectionMiss, TopicSelection};
 use super::{codes, error_name, WireError};
-use crate::driver::cluster::topic_id_hex;
 use crate::error::BatchError;
 use crate::record_batch::{batch_size_from_prefix, RawBatch, LOG_OVERHEAD};
 use crate::source::SourcePosition;
@@ -981,7 +980,7 @@ impl SourceCluster {
         topic_id: TopicId,
         partition: PartitionIndex,
     ) -> Result<Leader, PartitionFetchError> {
-        let hex = || topic_id_hex(topic_id);
+        let hex = || topic_id.to_string();
         let Some(metadata) = self.metadata.as_ref() else {
             return Err(PartitionFetchError::NoMetadata {
                 topic_id: hex(),
@@ -1115,7 +1114,7 @@ impl SourceCluster {
             .map(|(r, (topic_id, partition))| {
                 r.unwrap_or_else(|| {
                     Err(PartitionFetchError::Duplicate {
-                        topic_id: topic_id_hex(*topic_id),
+                        topic_id: topic_id.to_string(),
                         partition: *partition,
                     })
                 })
@@ -1177,7 +1176,7 @@ impl SourceCluster {
         let mut seen = HashSet::new();
         let mut refresh = false;
         for (index, request) in requests.iter().enumerate() {
-            let hex = || topic_id_hex(request.topic_id);
+            let hex = || request.topic_id.to_string();
             if !seen.insert((request.topic_id, request.partition)) {
                 early.push((
                     index,
@@ -1273,7 +1272,7 @@ fn unfinished(request: &PartitionFetchRequest) -> PartitionFetchResult {
         partition: request.partition,
         broker: None,
         outcome: Err(PartitionFetchError::Failed {
-            topic: topic_id_hex(request.topic_id),
+            topic: request.topic_id.to_string(),
             partition: request.partition,
             source: Box::new(WireError::Malformed {
                 address: String::new(),
@@ -1574,7 +1573,7 @@ impl PartitionAt<'_> {
                     "no topic with that id (it hosts topic {} under another id, or none)",
                     self.topic
                 ),
-                asked: topic_id_hex(self.topic_id),
+                asked: self.topic_id.to_string(),
                 partition: self.partition,
             };
         }

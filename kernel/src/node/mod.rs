@@ -211,6 +211,15 @@ impl fmt::Display for PartitionKey {
     }
 }
 
+/// The partition count of `__mirror_state` a node gets unless told otherwise: 8.
+///
+/// Kafka's prototype sizes `__mirror_state` like `__consumer_offsets`, 50 partitions by
+/// default; kmirror takes 8 so that a small node does not create 50 partition directories.
+/// This is the one default: [`NodeConfig::new`] uses it, and so does a new node destination in
+/// the harness, which records the count it was created with (an existing destination keeps
+/// its own).
+pub const DEFAULT_MIRROR_STATE_PARTITIONS: u32 = 8;
+
 /// How the node runs its partitions.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
 pub struct NodeConfig {
@@ -221,19 +230,19 @@ pub struct NodeConfig {
     /// How long a partition waits after a retriable fetch error (Kafka's
     /// `replica.fetch.backoff.ms`, default 1000), in the unit of `now`.
     pub fetch_backoff_ms: u64,
-    /// The partition count of `__mirror_state` (default 50, like `__consumer_offsets`).
+    /// The partition count of `__mirror_state` (default [`DEFAULT_MIRROR_STATE_PARTITIONS`]).
     pub mirror_state_partitions: u32,
 }
 
 impl NodeConfig {
-    /// Kafka's defaults for broker `broker`: 1 fetcher, 1000 ms backoff, 50 `__mirror_state`
-    /// partitions.
+    /// The defaults for broker `broker`: Kafka's 1 fetcher and 1000 ms backoff, and
+    /// [`DEFAULT_MIRROR_STATE_PARTITIONS`] `__mirror_state` partitions.
     pub fn new(broker: BrokerId) -> Self {
         NodeConfig {
             broker,
             num_fetchers: 1,
             fetch_backoff_ms: 1_000,
-            mirror_state_partitions: 50,
+            mirror_state_partitions: DEFAULT_MIRROR_STATE_PARTITIONS,
         }
     }
 }

@@ -28,7 +28,6 @@ use kmirror_kernel::partitioner::mirror_state_partition;
 use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::{MirrorName, MirrorPartition, PartitionIndex, TopicId};
 
-use crate::driver::cluster::topic_id_hex;
 use crate::node::control::{Claim, ControlServer, TopicsVerb};
 use crate::node::dest::NodeTopic;
 use crate::node::NodeError;
@@ -208,8 +207,7 @@ impl NodeDriver {
                                 "the destination's {name} has topic id {}, the source's has {}: \
                                  the source topic was deleted and re-created; mirror it into a \
                                  new destination",
-                                topic_id_hex(t.topic_id),
-                                topic_id_hex(*id)
+                                t.topic_id, id
                             ),
                         )),
                     );

@@ -23,7 +23,6 @@ use kmirror_kernel::node::{NodeInput, PartitionKey};
 use kmirror_kernel::partition::Activity;
 use kmirror_kernel::types::{PartitionIndex, TopicId};
 
-use crate::driver::cluster::topic_id_hex;
 use crate::node::follow::{discover_topics, is_gone, left_line, Follow};
 use crate::node::NodeError;
 use crate::wire::client::{EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
@@ -220,7 +219,7 @@ impl NodeDriver {
                 "{name}: the source no longer has this topic (id {}): deleted, or re-created \
                  under another id; its partitions go FAILED and are not retried, keeping what \
                  they mirrored, read-only",
-                topic_id_hex(topic_id)
+                topic_id
             ));
             self.queue
                 .push_back(Queued::plain(NodeInput::SourceTopicDeleted { topic_id }));
