@@ -200,7 +200,9 @@ pub enum FlushPolicy {
     /// to its caller ([`FileLogConfig::deferred_durability`]: the node driver's group commit
     /// makes it durable before anything names it). Segment rolls, [`FileLog::flush`],
     /// [`FileLog::close`] and truncations fsync and move the recovery point; the leader-epoch
-    /// checkpoint is rewritten whenever the cache changes, before the append. A crash (of the
+    /// checkpoint is rewritten whenever the cache changes, before the append (in a node
+    /// destination's layout, by the next flush that writes it, before the recovery point passes
+    /// the new epoch: [`FileLog::stage_flush`]). A crash (of the
     /// machine, not the process) may lose the unflushed tail of follower appends, which recovery
     /// cuts and the fetcher fetches again.
     #[default]

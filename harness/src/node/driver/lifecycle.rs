@@ -12,9 +12,9 @@
 //! A node holds many partitions, so what it fsyncs per partition decides its speed
 //! (BENCHMARKS.md, `node_mirroring` and `node_failover`). State changes are group-committed
 //! per round ([`crate::node::commit`]): where the log dir's file system has a `syncfs` that
-//! reports errors ([`FsBarrier`]), one or two `syncfs` make
-//! every log a round's records name durable, whatever their number. The rules, from what a
-//! crash can take back and what the source can serve again:
+//! reports errors ([`FsBarrier`]), one `syncfs` makes every log a round's records name
+//! durable, whatever their number. The rules, from what a crash can take back and what the
+//! source can serve again:
 //!
 //! | what | on disk (fsynced) | why that is enough |
 //! |---|---|---|
@@ -368,7 +368,7 @@ impl NodeDriver {
 
     /// Commits what is staged, then makes every log and `__mirror_state` partition durable
     /// and writes the log dir's checkpoint files: with the file-system barrier, two `syncfs`
-    /// for all of them; without, each log closed by itself on a pool of threads. The first
+    /// for all of them (the second for the renamed leader-epoch checkpoints); without, each log closed by itself on a pool of threads. The first
     /// error is returned.
     pub fn close(mut self) -> Result<(), NodeError> {
         // Staged changes are committed first: their answers are then simply never fed.
