@@ -7,6 +7,8 @@
 //!   `oracle/`, starting its programs).
 //! - [`kafka_broker`]: a single-node Apache Kafka broker run from the oracle's jars, the live
 //!   source of the wire tests.
+//! - [`link`]: a loopback TCP proxy standing for a network link between a client and a
+//!   server (a one-way delay that pipelines, an optional bandwidth cap), started per test.
 //! - [`oracle_support`]: what the oracle tests share (a line-at-a-time oracle process, a
 //!   deterministic PRNG, delta debugging, scratch directories, a process run with a timeout).
 //!
@@ -15,4 +17,5 @@
 pub mod crash_counts;
 pub mod jvm;
 pub mod kafka_broker;
+pub mod link;
 pub mod oracle_support;
