@@ -41,6 +41,13 @@ fn mirrored(fake: &FakeCluster, root: &std::path::Path) -> (NodeDriver, ManualCl
     (driver, clock)
 }
 
+/// [`mirrored`], closed, then opened again without a source, as `kmirror stop` opens it.
+fn mirrored_and_reopened(fake: &FakeCluster, root: &std::path::Path) -> NodeDriver {
+    let (driver, _) = mirrored(fake, root);
+    driver.close().unwrap();
+    NodeDriver::open(root, None, options()).unwrap()
+}
+
 /// Steps until caught up, at most 10,000 steps (a test never hangs): the clock moves 10 ms a
 /// step, so backoffs and retries pass.
 fn run_until_caught_up(driver: &mut NodeDriver, clock: &mut ManualClock) {
@@ -293,11 +300,8 @@ fn stop_one_topic_fails_it_over_and_leaves_the_other_mirroring() {
     let fake = fake();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("west");
-    let (driver, _) = mirrored(&fake, &root);
-    driver.close().unwrap();
-
     // `kmirror stop`: no source needed.
-    let mut driver = NodeDriver::open(&root, None, options()).unwrap();
+    let mut driver = mirrored_and_reopened(&fake, &root);
     let results = driver
         .request(
             &MirrorRequest::RemoveTopics {
@@ -353,10 +357,7 @@ fn a_kill_after_a_failover_commit_reopens_with_the_new_epoch_rebuilt() {
     let fake = fake();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("west");
-    let (driver, _) = mirrored(&fake, &root);
-    driver.close().unwrap();
-
-    let mut driver = NodeDriver::open(&root, None, options()).unwrap();
+    let mut driver = mirrored_and_reopened(&fake, &root);
     let results = driver
         .request_topics(TopicsVerb::Stop, "orders", None, 0)
         .unwrap();
