@@ -32,7 +32,31 @@ enum Command {
     Logs(Box<log_cli::LogCommand>),
 }
 
+/// Exit status of a command whose standard output was closed under it: 128 + SIGPIPE, what a
+/// shell reports for a tool SIGPIPE killed.
+const BROKEN_PIPE_EXIT: i32 = 141;
+
+/// Ends the process quietly when its standard output is closed under it (`kmirror status |
+/// head -3`). Rust ignores SIGPIPE, so `println!` panics on the broken pipe instead; a command
+/// line tool stops there, as it would have died of SIGPIPE, without a panic message.
+fn exit_quietly_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(BROKEN_PIPE_EXIT);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
+    exit_quietly_on_broken_pipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Check(args) => model_cli::check(args),
