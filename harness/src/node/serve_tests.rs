@@ -271,3 +271,60 @@ fn a_producer_is_refused_while_mirroring_and_accepted_after_a_stop_on_the_same_c
     );
     running.stop().close().unwrap();
 }
+
+#[test]
+fn a_fetch_with_nothing_new_waits_and_is_answered_when_a_producer_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_fake, mut driver) = mirrored(dir.path());
+    // As `kmirror stop` runs it: no source (pay.eu would otherwise keep fetching).
+    driver.set_source(None);
+    driver
+        .request_topics(TopicsVerb::Stop, "orders", None, 0)
+        .unwrap();
+    let mut clock = crate::driver::ManualClock::default();
+    driver
+        .run(&mut clock, NodeUntil::Settled, &mut |_, _| {})
+        .unwrap();
+    let end = driver
+        .log(&PartitionKey::new(ORDERS, 1))
+        .unwrap()
+        .mem_log()
+        .log_end_offset();
+    let running = Running::start(driver);
+
+    // A consumer at the log end, willing to wait 20 s for one byte.
+    let address = running.address.clone();
+    let waiting = std::thread::spawn(move || {
+        let started = Instant::now();
+        let fetched = client(&address)
+            .fetch(&FetchParams {
+                topic_id: ORDERS,
+                partition: 1,
+                fetch_offset: end,
+                last_fetched_epoch: None,
+                isolation_level: READ_UNCOMMITTED,
+                max_wait_ms: 20_000,
+                max_bytes: 1 << 20,
+            })
+            .unwrap();
+        (fetched, started.elapsed())
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let mut conn = Connection::connect(
+        &running.address,
+        Duration::from_secs(2),
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    assert_eq!(produce(&mut conn, 1, &client_batch(2, -1, 0)), (0, end));
+    let (fetched, waited) = waiting.join().unwrap();
+    assert_eq!(fetched.error_code, 0);
+    let batches = RawBatch::parse_many(&fetched.records).unwrap();
+    assert_eq!(batches.len(), 1, "the produced batch, and only it");
+    assert_eq!(batches[0].header().base_offset, end);
+    assert!(
+        waited < Duration::from_secs(15),
+        "answered when the data came, not at the end of its wait ({waited:?})"
+    );
+    running.stop().close().unwrap();
+}

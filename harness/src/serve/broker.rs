@@ -77,8 +77,6 @@ pub struct Broker {
     port: i32,
     parked: Vec<Parked>,
     producer_ids: ProducerIds,
-    /// The total of the logs' end offsets when the parked Fetches were last looked at.
-    seen_ends: i64,
 }
 
 impl std::fmt::Debug for Broker {
@@ -102,7 +100,6 @@ impl Broker {
             port,
             parked: Vec::new(),
             producer_ids: ProducerIds::open(root)?,
-            seen_ends: -1,
         })
     }
 
@@ -169,15 +166,13 @@ impl Broker {
         Ok(())
     }
 
-    /// Answers the parked Fetches that now have data (the logs moved since the last look) or
-    /// whose wait ended.
-    pub fn poll(&mut self, now_ms: i64, node: &mut dyn ServedNode) {
+    /// Answers the parked Fetches that now have data or whose wait ended. `moved`: the logs
+    /// may have changed since the last call (the caller knows what it wrote); otherwise only
+    /// the expired Fetches are looked at.
+    pub fn poll(&mut self, now_ms: i64, moved: bool, node: &mut dyn ServedNode) {
         if self.parked.is_empty() {
             return;
         }
-        let ends = total_log_end(node);
-        let moved = ends != self.seen_ends;
-        self.seen_ends = ends;
         let mut still = Vec::new();
         for parked in std::mem::take(&mut self.parked) {
             let expired = now_ms >= parked.deadline_ms;
@@ -203,17 +198,6 @@ impl Broker {
     pub fn parked_calls(&self) -> Vec<CallId> {
         self.parked.iter().map(|p| p.call.id).collect()
     }
-}
-
-/// The sum of every log's end offset: moves whenever any log grows or is truncated.
-fn total_log_end(node: &dyn ServedNode) -> i64 {
-    let meta = node.meta();
-    meta.topics
-        .values()
-        .flat_map(|t| (0..t.partitions).map(|p| PartitionKey::new(t.topic_id, p)))
-        .filter_map(|k| node.log(&k))
-        .map(|l| l.mem_log().log_end_offset())
-        .fold(0i64, i64::wrapping_add)
 }
 
 /// The name of a request's API, for log lines.

@@ -33,6 +33,9 @@ pub(super) struct Clients {
     broker: Broker,
     /// A call received while the driver waited, answered at its next step.
     waiting: Option<ClientCall>,
+    /// The driver's effect count when the parked Fetches were last looked at: the logs change
+    /// only through effects and client writes.
+    seen_effects: u64,
 }
 
 /// The driver's parts a client call reads and writes.
@@ -103,6 +106,7 @@ impl NodeDriver {
             calls,
             broker,
             waiting: None,
+            seen_effects: 0,
         });
         Ok(address)
     }
@@ -137,7 +141,9 @@ impl NodeDriver {
             clients.broker.handle(now_ms, call, &mut view)?;
             answered += 1;
         }
-        clients.broker.poll(now_ms, &mut view);
+        let moved = answered > 0 || clients.seen_effects != self.effects;
+        clients.seen_effects = self.effects;
+        clients.broker.poll(now_ms, moved, &mut view);
         Ok(answered > 0)
     }
 
