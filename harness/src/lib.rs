@@ -35,3 +35,4 @@ pub mod sync;
 pub mod wire;
 
 pub mod node;
+pub mod serve;
