@@ -25,6 +25,9 @@ use crate::sync::GroupRecord;
 /// Requested partitions of one group: `None` for every partition it has offsets for.
 type Wanted = Option<Vec<(String, Vec<i32>)>>;
 
+/// Per topic in request order, each partition's error (`None`: committed).
+type CommitErrors = Vec<(String, Vec<(i32, Option<ResponseError>)>)>;
+
 impl GroupCoordinator {
     /// Re-reads the group files, so that offsets the metadata sync committed meanwhile are
     /// seen: a group without members takes the file's offsets, a group only in a file is
@@ -78,7 +81,7 @@ impl GroupCoordinator {
             Some(g) => validate_commit(g, &member_id, req.group_instance_id.is_some(), generation),
         };
         // (topic, [(partition, error)]) in request order; accepted offsets apart.
-        let mut answers: Vec<(String, Vec<(i32, Option<ResponseError>)>)> = Vec::new();
+        let mut answers: CommitErrors = Vec::new();
         let mut accepted: BTreeMap<TopicPartition, i64> = BTreeMap::new();
         for t in &req.topics {
             let topic = t.name.0.to_string();
