@@ -124,8 +124,10 @@ pub enum GroupRequest {
 #[derive(Debug, thiserror::Error)]
 pub enum GroupError {
     /// Reading or writing a group file failed. The answers of that call are held and returned
-    /// by the next call that succeeds; a refused write changed nothing (its commit was
-    /// answered COORDINATOR_NOT_AVAILABLE) or is retried (a member list).
+    /// by the next call that succeeds (`poll` retries a second later, see
+    /// [`GroupCoordinator::next_deadline_ms`]); a refused commit changed nothing (it is
+    /// answered COORDINATOR_NOT_AVAILABLE, so the client retries), a member list is written
+    /// again.
     #[error("consumer group store: {0}")]
     Store(#[from] SyncError),
 }
@@ -178,9 +180,12 @@ pub struct GroupCoordinator {
     held: Vec<GroupAnswer>,
     /// The store failure of the call in progress.
     failure: Option<GroupError>,
-    /// The latest `now_ms` seen (held answers are due then).
-    last_now_ms: i64,
+    /// When a failed store write is retried (with the held answers), if one failed.
+    store_retry_ms: Option<i64>,
 }
+
+/// How long after a failed store write `poll` retries it.
+const STORE_RETRY_MS: i64 = 1_000;
 
 impl GroupCoordinator {
     /// `node_id`, `host`, `port`: what FindCoordinator answers (this node is every group's
@@ -214,7 +219,7 @@ impl GroupCoordinator {
             next_member: 0,
             held: Vec::new(),
             failure: None,
-            last_now_ms: i64::MIN,
+            store_retry_ms: None,
         };
         c.refresh_from_store();
         c.store_members();
@@ -295,14 +300,11 @@ impl GroupCoordinator {
 
     /// When `poll` next has work (None: nothing pending).
     pub fn next_deadline_ms(&self) -> Option<i64> {
-        let timers = self.groups.values().filter_map(Group::next_deadline).min();
-        let store_work = (!self.held.is_empty()
-            || self
-                .groups
-                .values()
-                .any(|g| g.member_ids() != g.stored_members))
-        .then_some(self.last_now_ms);
-        timers.into_iter().chain(store_work).min()
+        self.groups
+            .values()
+            .filter_map(Group::next_deadline)
+            .chain(self.store_retry_ms)
+            .min()
     }
 
     /// A connection closed: its parked calls are dropped (their ids). Their members stay
@@ -323,7 +325,6 @@ impl GroupCoordinator {
     }
 
     fn expire(&mut self, now_ms: i64, out: &mut Vec<GroupAnswer>) {
-        self.last_now_ms = self.last_now_ms.max(now_ms);
         let delay = self.options.initial_rebalance_delay_ms;
         for g in self.groups.values_mut() {
             if g.next_deadline().is_some_and(|d| d <= now_ms) {
@@ -339,16 +340,19 @@ impl GroupCoordinator {
         now_ms: i64,
         out: Vec<GroupAnswer>,
     ) -> Result<Vec<GroupAnswer>, GroupError> {
-        self.last_now_ms = self.last_now_ms.max(now_ms);
         self.store_members();
         let mut answers = std::mem::take(&mut self.held);
         answers.extend(out);
         match self.failure.take() {
             Some(e) => {
                 self.held = answers;
+                self.store_retry_ms = Some(now_ms.saturating_add(STORE_RETRY_MS));
                 Err(e)
             }
-            None => Ok(answers),
+            None => {
+                self.store_retry_ms = None;
+                Ok(answers)
+            }
         }
     }
 }

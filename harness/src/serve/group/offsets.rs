@@ -274,12 +274,11 @@ impl GroupCoordinator {
     /// on the next call).
     pub(super) fn store_members(&mut self) {
         for (id, group) in &mut self.groups {
-            let members = group.member_ids();
-            if members == group.stored_members {
+            if !group.members_unstored() {
                 continue;
             }
             let record = GroupRecord {
-                members,
+                members: group.member_ids(),
                 offsets: group.offsets.clone(),
             };
             match self.store.write_group(id, &record) {

@@ -46,6 +46,7 @@ impl GroupCoordinator {
             }
             self.refresh_from_store();
         }
+        let created = !self.groups.contains_key(&group_id);
         let protocols = Member::protocols_of(&req.protocols);
         let protocol_type = req.protocol_type.to_string();
         let delay = self.options.initial_rebalance_delay_ms;
@@ -54,6 +55,9 @@ impl GroupCoordinator {
             .entry(group_id.clone())
             .or_insert_with(|| Group::new(Default::default(), Vec::new()));
         if !group.supports(&protocol_type, &protocols) {
+            if created {
+                self.groups.remove(&group_id);
+            }
             return refuse(ResponseError::InconsistentGroupProtocol, out);
         }
         let session = i64::from(req.session_timeout_ms);

@@ -92,6 +92,11 @@ impl Group {
         self.members.keys().cloned().collect()
     }
 
+    /// Whether the group file's member list is not the members' ids.
+    pub fn members_unstored(&self) -> bool {
+        !self.members.keys().eq(self.stored_members.iter())
+    }
+
     fn transition(&mut self, to: GroupState) {
         self.previous = self.state;
         self.state = to;

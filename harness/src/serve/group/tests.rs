@@ -1007,3 +1007,122 @@ fn every_offset_version_encodes() {
         );
     }
 }
+
+#[test]
+fn a_failing_store_refuses_the_commit_and_holds_the_answer_until_it_recovers() {
+    let mut n = Node::new();
+    let blocker = n
+        .store()
+        .root()
+        .join(crate::sync::local::CONSUMER_OFFSETS_DIR);
+    std::fs::create_dir_all(n.store().root()).unwrap();
+    std::fs::write(&blocker, "not a directory").unwrap();
+    n.versions.insert(50, 8);
+    let err =
+        n.c.handle(1_000, 50, 8, commit("", -1, &[("orders", 0, 5)]), &exists)
+            .unwrap_err();
+    assert!(matches!(err, GroupError::Store(_)), "{err}");
+    assert_eq!(n.c.next_deadline_ms(), Some(2_000));
+    std::fs::remove_file(&blocker).unwrap();
+    let answers = n.poll(2_000);
+    assert_eq!(answers.len(), 1);
+    assert_eq!(answers[0].call, 50);
+    assert_eq!(
+        commit_codes(answers[0].response.clone()),
+        vec![(
+            "orders".into(),
+            0,
+            ResponseError::CoordinatorNotAvailable.code()
+        )]
+    );
+    assert_eq!(n.c.next_deadline_ms(), None);
+    // Nothing was committed; the retry is.
+    assert_eq!(fetched(n.ask(2_100, 7, fetch(7, None))), vec![]);
+    n.ask(2_200, 8, commit("", -1, &[("orders", 0, 5)]));
+    assert_eq!(
+        fetched(n.ask(2_300, 7, fetch(7, None))),
+        vec![("orders".to_string(), 0, 5)]
+    );
+}
+
+#[test]
+fn members_that_never_sync_are_removed_at_the_rebalance_timeout() {
+    let mut n = Node::new();
+    let a = lone_consumer(&mut n, 1_000);
+    let b = n.member_id(2_000, 9, &[("range", b"")]);
+    n.send(2_000, 9, join(GROUP, &b, &[("range", b"")]));
+    let (_, answers) = n.send(2_100, 9, join(GROUP, &a, &[("range", b"")]));
+    assert_eq!(answers.len(), 2);
+    // The leader syncs; b never does but keeps heartbeating.
+    let r = sync_of(n.ask(2_200, 5, sync(&a, 2, &[(&a, b"x"), (&b, b"y")])));
+    assert_eq!((r.error_code, &r.assignment[..]), (0, &b"x"[..]));
+    for now in [9_000, 16_000, 23_000, 30_000] {
+        assert_eq!(heartbeat_code(n.ask(now, 4, heartbeat(&a, 2))), 0);
+        assert_eq!(heartbeat_code(n.ask(now, 4, heartbeat(&b, 2))), 0);
+    }
+    assert_eq!(n.poll(2_100 + i64::from(REBALANCE) - 1), vec![]);
+    n.poll(2_100 + i64::from(REBALANCE));
+    assert_eq!(
+        heartbeat_code(n.ask(32_200, 4, heartbeat(&b, 2))),
+        ResponseError::UnknownMemberId.code()
+    );
+    assert_eq!(
+        heartbeat_code(n.ask(32_200, 4, heartbeat(&a, 2))),
+        ResponseError::RebalanceInProgress.code()
+    );
+}
+
+#[test]
+fn the_protocol_is_the_members_vote_among_those_all_support() {
+    let mut n = Node::new();
+    let p1: &[(&str, &[u8])] = &[("sticky", b"a-s"), ("range", b"a-r"), ("rr", b"a-rr")];
+    let p2: &[(&str, &[u8])] = &[("range", b"b-r"), ("rr", b"b-rr")];
+    let p3: &[(&str, &[u8])] = &[("rr", b"c-rr"), ("range", b"c-r"), ("sticky", b"c-s")];
+    let a = n.member_id(1_000, 9, p1);
+    let r = join_of(n.ask(1_000, 9, join(GROUP, &a, p1)));
+    assert_eq!(r.protocol_name.as_deref(), Some("sticky"));
+    let b = n.member_id(1_100, 9, p2);
+    let (_, none) = n.send(1_100, 9, join(GROUP, &b, p2));
+    assert_eq!(none, vec![]);
+    let c = n.member_id(1_100, 9, p3);
+    let (_, none) = n.send(1_100, 9, join(GROUP, &c, p3));
+    assert_eq!(none, vec![]);
+    let (a_call, answers) = n.send(1_200, 9, join(GROUP, &a, p1));
+    assert_eq!(answers.len(), 3);
+    let leader = answers.iter().find(|x| x.call == a_call).unwrap();
+    let r = join_of(leader.response.clone());
+    // sticky is not b's; of range and rr, a and b vote range, c votes rr.
+    assert_eq!(r.protocol_name.as_deref(), Some("range"));
+    let mut metadata: Vec<Vec<u8>> = r.members.iter().map(|m| m.metadata.to_vec()).collect();
+    metadata.sort();
+    assert_eq!(
+        metadata,
+        vec![b"a-r".to_vec(), b"b-r".to_vec(), b"c-r".to_vec()]
+    );
+}
+
+#[test]
+fn a_rejoin_without_change_before_the_sync_gets_the_current_generation() {
+    let mut n = Node::new();
+    let a = n.member_id(1_000, 9, &[("range", b"m")]);
+    let first = join_of(n.ask(1_000, 9, join(GROUP, &a, &[("range", b"m")])));
+    // The answer was lost; the same join again is answered at once, unchanged.
+    let again = join_of(n.ask(1_100, 9, join(GROUP, &a, &[("range", b"m")])));
+    assert_eq!(first, again);
+    assert_eq!(again.generation_id, 1);
+}
+
+#[test]
+fn a_refused_first_join_leaves_no_group_behind() {
+    let mut n = Node::new();
+    let r = join_of(n.ask(1_000, 9, join(GROUP, "", &[])));
+    assert_eq!(
+        r.error_code,
+        ResponseError::InconsistentGroupProtocol.code()
+    );
+    let ResponseKind::ListGroups(l) = n.ask(1_000, 5, GroupRequest::ListGroups(Default::default()))
+    else {
+        panic!()
+    };
+    assert!(l.groups.is_empty(), "{l:?}");
+}
