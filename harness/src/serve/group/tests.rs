@@ -1126,3 +1126,45 @@ fn a_refused_first_join_leaves_no_group_behind() {
     };
     assert!(l.groups.is_empty(), "{l:?}");
 }
+
+#[test]
+fn a_new_member_voids_a_generation_not_yet_synced() {
+    let mut n = Node::new();
+    let a = lone_consumer(&mut n, 1_000);
+    let b = n.member_id(2_000, 9, &[("range", b"")]);
+    n.send(2_000, 9, join(GROUP, &b, &[("range", b"")]));
+    n.send(2_100, 9, join(GROUP, &a, &[("range", b"")]));
+    // b waits for the leader's assignment of generation 2 ...
+    let (b_sync, none) = n.send(2_200, 5, sync(&b, 2, &[]));
+    assert_eq!(none, vec![]);
+    // ... when c joins: generation 2 is void, b is told to rejoin.
+    let c = n.member_id(2_300, 9, &[("range", b"")]);
+    let (_, answers) = n.send(2_300, 9, join(GROUP, &c, &[("range", b"")]));
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert_eq!(answers[0].call, b_sync);
+    let r = sync_of(answers[0].response.clone());
+    assert_eq!(
+        (r.error_code, r.assignment.len()),
+        (ResponseError::RebalanceInProgress.code(), 0)
+    );
+    // The leader's late sync for generation 2 is refused too.
+    let r = sync_of(n.ask(2_400, 5, sync(&a, 2, &[(&a, b"x")])));
+    assert_eq!(r.error_code, ResponseError::RebalanceInProgress.code());
+}
+
+#[test]
+fn an_unused_member_id_holds_the_rebalance_until_its_session_ends() {
+    let mut n = Node::new();
+    let a = lone_consumer(&mut n, 1_000);
+    // b is handed an id but never joins with it.
+    n.member_id(2_000, 9, &[("range", b"")]);
+    // The leader's rejoin starts a rebalance that waits for b.
+    let (a_join, none) = n.send(2_100, 9, join(GROUP, &a, &[("range", b"")]));
+    assert_eq!(none, vec![]);
+    assert_eq!(n.c.next_deadline_ms(), Some(2_000 + i64::from(SESSION)));
+    let answers = n.poll(2_000 + i64::from(SESSION));
+    assert_eq!(answers.len(), 1);
+    assert_eq!(answers[0].call, a_join);
+    let r = join_of(answers[0].response.clone());
+    assert_eq!((r.error_code, r.generation_id, r.members.len()), (0, 2, 1));
+}
