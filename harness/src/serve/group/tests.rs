@@ -1168,3 +1168,17 @@ fn an_unused_member_id_holds_the_rebalance_until_its_session_ends() {
     let r = join_of(answers[0].response.clone());
     assert_eq!((r.error_code, r.generation_id, r.members.len()), (0, 2, 1));
 }
+
+#[test]
+fn sessions_restart_when_the_join_phase_completes() {
+    let mut n = Node::new();
+    let a = lone_consumer(&mut n, 1_000);
+    // a's session, last kept by its sync at 1_000, would end at 11_000; it rejoins at 10_900.
+    let r = join_of(n.ask(10_900, 9, join(GROUP, &a, &[("range", b"r1")])));
+    assert_eq!((r.error_code, r.generation_id), (0, 2));
+    assert_eq!(n.c.next_deadline_ms(), Some(10_900 + i64::from(SESSION)));
+    let r = sync_of(n.ask(10_950, 5, sync(&a, 2, &[(&a, b"x")])));
+    assert_eq!(r.error_code, 0);
+    assert_eq!(n.c.next_deadline_ms(), Some(10_950 + i64::from(SESSION)));
+    assert_eq!(heartbeat_code(n.ask(11_500, 4, heartbeat(&a, 2))), 0);
+}
