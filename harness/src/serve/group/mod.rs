@@ -34,8 +34,8 @@
 //!
 //! # What differs from Kafka
 //!
-//! - Static membership is not supported: `group.instance.id` is kept and reported, but the
-//!   member is treated as dynamic (MEMBER_ID_REQUIRED, then an id of its own; a restart
+//! - Static membership is not supported: `group.instance.id` is kept and reported (and a
+//!   LeaveGroup naming only it finds the member), but the member is treated as dynamic (MEMBER_ID_REQUIRED, then an id of its own; a restart
 //!   rejoins as a new member). No FENCED_INSTANCE_ID is ever answered.
 //! - Only classic groups: a KIP-848 client must use `group.protocol=classic`.
 //! - Committed metadata strings and leader epochs are not persisted: OffsetFetch answers ""

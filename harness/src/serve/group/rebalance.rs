@@ -272,8 +272,9 @@ impl GroupCoordinator {
         out.push(answer::heartbeat(call, error));
     }
 
-    /// LeaveGroup: v0-2 one member (`member_id`), v3+ a batch (`members`, each answered);
-    /// the group rebalances without them.
+    /// LeaveGroup: v0-2 one member (`member_id`), v3+ a batch (`members`, each answered; a
+    /// member named by its `group.instance.id` alone is found by it); the group rebalances
+    /// without them.
     pub(super) fn leave(
         &mut self,
         now_ms: i64,
@@ -303,11 +304,21 @@ impl GroupCoordinator {
             None => top = Some(ResponseError::UnknownMemberId),
             Some(group) => {
                 for (id, instance) in leaving {
-                    let error = if group.pending.remove(&id).is_some() {
+                    // An admin client removes a member by its group.instance.id alone.
+                    let found = match &instance {
+                        Some(i) if id.is_empty() => group
+                            .members
+                            .values()
+                            .find(|m| m.instance_id.as_ref() == Some(i))
+                            .map(|m| m.id.clone())
+                            .unwrap_or_default(),
+                        _ => id.clone(),
+                    };
+                    let error = if group.pending.remove(&found).is_some() {
                         group.try_complete_join(now_ms, out);
                         None
-                    } else if group.members.contains_key(&id) {
-                        group.remove_member(&id, now_ms, delay, out);
+                    } else if group.members.contains_key(&found) {
+                        group.remove_member(&found, now_ms, delay, out);
                         None
                     } else {
                         Some(ResponseError::UnknownMemberId)

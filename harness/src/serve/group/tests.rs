@@ -1182,3 +1182,33 @@ fn sessions_restart_when_the_join_phase_completes() {
     assert_eq!(n.c.next_deadline_ms(), Some(10_950 + i64::from(SESSION)));
     assert_eq!(heartbeat_code(n.ask(11_500, 4, heartbeat(&a, 2))), 0);
 }
+
+#[test]
+fn a_member_leaves_by_its_instance_id() {
+    let mut n = Node::new();
+    let mut j = join(GROUP, "", &[("range", b"")]);
+    if let GroupRequest::JoinGroup(r) = &mut j {
+        r.group_instance_id = Some(s("pod-1"));
+    }
+    // Static membership is treated as dynamic: an id is required first.
+    let r = join_of(n.ask(1_000, 9, j.clone()));
+    assert_eq!(r.error_code, ResponseError::MemberIdRequired.code());
+    if let GroupRequest::JoinGroup(x) = &mut j {
+        x.member_id = r.member_id.clone();
+    }
+    let r = join_of(n.ask(1_000, 9, j));
+    assert_eq!(r.error_code, 0);
+    assert_eq!(r.members[0].group_instance_id.as_deref(), Some("pod-1"));
+    let mut leave = LeaveGroupRequest::default();
+    leave.group_id = GroupId(s(GROUP));
+    let mut m = MemberIdentity::default();
+    m.group_instance_id = Some(s("pod-1"));
+    leave.members = vec![m];
+    let ResponseKind::LeaveGroup(l) = n.ask(1_100, 5, GroupRequest::LeaveGroup(leave)) else {
+        panic!()
+    };
+    assert_eq!(l.members[0].error_code, 0);
+    assert!(n.store().read_groups().unwrap().value[GROUP]
+        .members
+        .is_empty());
+}
