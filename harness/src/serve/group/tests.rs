@@ -305,6 +305,35 @@ fn lone_consumer(n: &mut Node, now: i64) -> String {
     id
 }
 
+/// A lone consumer `a` (generation 1, synced at 1_000), then `b` joins at 2_000: its join is
+/// parked until `a` rejoins. Returns `(a, b, b's join call)`.
+fn second_member(n: &mut Node) -> (String, String, CallId) {
+    let a = lone_consumer(n, 1_000);
+    let b = n.member_id(2_000, 9, &[("range", b"")]);
+    let (b_join, answers) = n.send(2_000, 9, join(GROUP, &b, &[("range", b"")]));
+    assert_eq!(answers, vec![]);
+    (a, b, b_join)
+}
+
+/// [`second_member`], then `a` rejoins at 2_100: both are answered, generation 2 waits for
+/// the leader's (a's) assignment.
+fn generation_two(n: &mut Node) -> (String, String) {
+    let (a, b, _) = second_member(n);
+    let (_, answers) = n.send(2_100, 9, join(GROUP, &a, &[("range", b"")]));
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    (a, b)
+}
+
+/// [`generation_two`], then `b` (2_200) and `a` (2_300) sync: a stable generation 2.
+fn stable_pair(n: &mut Node) -> (String, String) {
+    let (a, b) = generation_two(n);
+    let (_, none) = n.send(2_200, 5, sync(&b, 2, &[]));
+    assert_eq!(none, vec![]);
+    let (_, answers) = n.send(2_300, 5, sync(&a, 2, &[]));
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    (a, b)
+}
+
 #[test]
 fn a_lone_consumer_gets_an_id_leads_generation_one_and_its_own_assignment() {
     let mut n = Node::new();
@@ -415,13 +444,7 @@ fn a_second_consumer_rebalances_the_group_and_gets_the_leaders_assignment() {
 #[test]
 fn a_silent_member_is_removed_after_its_session_and_the_group_rebalances() {
     let mut n = Node::new();
-    let a = lone_consumer(&mut n, 1_000);
-    let b = n.member_id(2_000, 9, &[("range", b"")]);
-    n.send(2_000, 9, join(GROUP, &b, &[("range", b"")]));
-    n.send(2_100, 9, join(GROUP, &a, &[("range", b"")]));
-    n.send(2_200, 5, sync(&b, 2, &[]));
-    let (_, answers) = n.send(2_300, 5, sync(&a, 2, &[]));
-    assert_eq!(answers.len(), 2);
+    let (a, b) = stable_pair(&mut n);
     // a heartbeats, b is silent: b's session (joined at 2_100, synced at 2_300) ends at 12_300.
     assert_eq!(heartbeat_code(n.ask(9_000, 4, heartbeat(&a, 2))), 0);
     assert_eq!(n.c.next_deadline_ms(), Some(2_300 + i64::from(SESSION)));
@@ -454,10 +477,7 @@ fn a_silent_member_is_removed_after_its_session_and_the_group_rebalances() {
 #[test]
 fn a_member_that_does_not_rejoin_is_dropped_at_the_rebalance_timeout() {
     let mut n = Node::new();
-    let a = lone_consumer(&mut n, 1_000);
-    let b = n.member_id(2_000, 9, &[("range", b"")]);
-    let (b_join, answers) = n.send(2_000, 9, join(GROUP, &b, &[("range", b"")]));
-    assert_eq!(answers, vec![]);
+    let (a, b, b_join) = second_member(&mut n);
     // a keeps heartbeating but never rejoins.
     for now in [9_000, 18_000, 27_000] {
         assert_eq!(
@@ -484,12 +504,7 @@ fn a_member_that_does_not_rejoin_is_dropped_at_the_rebalance_timeout() {
 #[test]
 fn leaving_rebalances_the_others_and_a_batch_leave_answers_each_member() {
     let mut n = Node::new();
-    let a = lone_consumer(&mut n, 1_000);
-    let b = n.member_id(2_000, 9, &[("range", b"")]);
-    n.send(2_000, 9, join(GROUP, &b, &[("range", b"")]));
-    n.send(2_100, 9, join(GROUP, &a, &[("range", b"")]));
-    n.send(2_200, 5, sync(&b, 2, &[]));
-    n.send(2_300, 5, sync(&a, 2, &[]));
+    let (a, b) = stable_pair(&mut n);
     // v0-2: one member, one error code.
     let mut leave = LeaveGroupRequest::default();
     leave.group_id = GroupId(s(GROUP));
@@ -670,9 +685,7 @@ fn offsets_the_sync_writes_meanwhile_are_fetched() {
 #[test]
 fn commits_with_a_stale_generation_or_from_strangers_are_refused() {
     let mut n = Node::new();
-    let a = lone_consumer(&mut n, 1_000);
-    let b = n.member_id(2_000, 9, &[("range", b"")]);
-    n.send(2_000, 9, join(GROUP, &b, &[("range", b"")]));
+    let (a, b, _) = second_member(&mut n);
     // During the join phase a may still commit for generation 1.
     let r = commit_codes(n.ask(2_100, 8, commit(&a, 1, &[("orders", 0, 10)])));
     assert_eq!(r, vec![("orders".into(), 0, 0)]);
@@ -797,9 +810,7 @@ fn the_initial_delay_waits_for_more_members_before_generation_one() {
 #[test]
 fn a_closed_connection_drops_its_parked_calls() {
     let mut n = Node::new();
-    let a = lone_consumer(&mut n, 1_000);
-    let b = n.member_id(2_000, 9, &[("range", b"")]);
-    let (b_join, _) = n.send(2_000, 9, join(GROUP, &b, &[("range", b"")]));
+    let (a, _, b_join) = second_member(&mut n);
     n.c.forget_calls(&[b_join]);
     // a's rejoin completes the join phase (b still counts as joined), with one answer.
     let (a_join, answers) = n.send(2_100, 9, join(GROUP, &a, &[("range", b"")]));
@@ -1048,11 +1059,7 @@ fn a_failing_store_refuses_the_commit_and_holds_the_answer_until_it_recovers() {
 #[test]
 fn members_that_never_sync_are_removed_at_the_rebalance_timeout() {
     let mut n = Node::new();
-    let a = lone_consumer(&mut n, 1_000);
-    let b = n.member_id(2_000, 9, &[("range", b"")]);
-    n.send(2_000, 9, join(GROUP, &b, &[("range", b"")]));
-    let (_, answers) = n.send(2_100, 9, join(GROUP, &a, &[("range", b"")]));
-    assert_eq!(answers.len(), 2);
+    let (a, b) = generation_two(&mut n);
     // The leader syncs; b never does but keeps heartbeating.
     let r = sync_of(n.ask(2_200, 5, sync(&a, 2, &[(&a, b"x"), (&b, b"y")])));
     assert_eq!((r.error_code, &r.assignment[..]), (0, &b"x"[..]));
@@ -1130,10 +1137,7 @@ fn a_refused_first_join_leaves_no_group_behind() {
 #[test]
 fn a_new_member_voids_a_generation_not_yet_synced() {
     let mut n = Node::new();
-    let a = lone_consumer(&mut n, 1_000);
-    let b = n.member_id(2_000, 9, &[("range", b"")]);
-    n.send(2_000, 9, join(GROUP, &b, &[("range", b"")]));
-    n.send(2_100, 9, join(GROUP, &a, &[("range", b"")]));
+    let (a, b) = generation_two(&mut n);
     // b waits for the leader's assignment of generation 2 ...
     let (b_sync, none) = n.send(2_200, 5, sync(&b, 2, &[]));
     assert_eq!(none, vec![]);
