@@ -37,7 +37,7 @@ impl GroupCoordinator {
             Ok(read) => {
                 for (id, record) in read.value {
                     match self.groups.get_mut(&id) {
-                        Some(g) if g.members.is_empty() && g.pending.is_empty() => {
+                        Some(g) if g.members.is_empty() => {
                             g.offsets = record.offsets;
                             g.stored_members = record.members;
                         }

@@ -40,10 +40,15 @@ impl GroupCoordinator {
         {
             return refuse(ResponseError::InvalidSessionTimeout, out);
         }
-        if !self.groups.contains_key(&group_id) {
-            if !member_id.is_empty() {
-                return refuse(ResponseError::UnknownMemberId, out);
-            }
+        if !self.groups.contains_key(&group_id) && !member_id.is_empty() {
+            return refuse(ResponseError::UnknownMemberId, out);
+        }
+        if self
+            .groups
+            .get(&group_id)
+            .is_none_or(|g| g.members.is_empty())
+        {
+            // Its first member: offsets the sync committed meanwhile are the group's.
             self.refresh_from_store();
         }
         let created = !self.groups.contains_key(&group_id);

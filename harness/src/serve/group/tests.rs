@@ -1216,3 +1216,27 @@ fn a_member_leaves_by_its_instance_id() {
         .members
         .is_empty());
 }
+
+#[test]
+fn a_group_joining_after_a_restart_sees_the_offsets_the_sync_committed_meanwhile() {
+    let mut n = Node::new();
+    n.ask(1_000, 2, commit("", -1, &[("orders", 0, 5)]));
+    n.restart();
+    // While nobody consumes on this node, the sync commits the source's progress.
+    let mut record = n.store().read_groups().unwrap().value[GROUP].clone();
+    record.offsets.insert(TopicPartition::new("orders", 0), 70);
+    n.store().write_group(GROUP, &record).unwrap();
+    // The consumers fail over to this node: they join, then fetch their offsets.
+    let a = lone_consumer(&mut n, 2_000);
+    assert_eq!(
+        fetched(n.ask(2_100, 7, fetch(7, None))),
+        vec![("orders".to_string(), 0, 70)]
+    );
+    // The member's commit goes over the synced offset.
+    let r = commit_codes(n.ask(2_200, 8, commit(&a, 1, &[("orders", 0, 71)])));
+    assert_eq!(r, vec![("orders".into(), 0, 0)]);
+    assert_eq!(
+        n.store().read_groups().unwrap().value[GROUP].offsets,
+        BTreeMap::from([(TopicPartition::new("orders", 0), 71)])
+    );
+}
