@@ -59,8 +59,8 @@ use std::collections::BTreeMap;
 
 use kafka_protocol::messages::{
     ApiKey, DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest, JoinGroupRequest,
-    LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest, OffsetFetchRequest, ResponseKind,
-    SyncGroupRequest,
+    LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest, OffsetFetchRequest, RequestKind,
+    ResponseKind, SyncGroupRequest,
 };
 
 pub use member::GroupClient;
@@ -117,6 +117,39 @@ pub enum GroupRequest {
     DescribeGroups(DescribeGroupsRequest),
     /// Every group listed.
     ListGroups(ListGroupsRequest),
+}
+
+impl GroupRequest {
+    /// The group request in `kind`, or `kind` back when the coordinator does not answer it.
+    pub fn from_kind(kind: RequestKind) -> Result<GroupRequest, RequestKind> {
+        Ok(match kind {
+            RequestKind::FindCoordinator(r) => GroupRequest::FindCoordinator(r),
+            RequestKind::JoinGroup(r) => GroupRequest::JoinGroup(r),
+            RequestKind::SyncGroup(r) => GroupRequest::SyncGroup(r),
+            RequestKind::Heartbeat(r) => GroupRequest::Heartbeat(r),
+            RequestKind::LeaveGroup(r) => GroupRequest::LeaveGroup(r),
+            RequestKind::OffsetCommit(r) => GroupRequest::OffsetCommit(r),
+            RequestKind::OffsetFetch(r) => GroupRequest::OffsetFetch(r),
+            RequestKind::DescribeGroups(r) => GroupRequest::DescribeGroups(r),
+            RequestKind::ListGroups(r) => GroupRequest::ListGroups(r),
+            other => return Err(other),
+        })
+    }
+
+    /// Its API.
+    pub fn api_key(&self) -> ApiKey {
+        match self {
+            GroupRequest::FindCoordinator(_) => ApiKey::FindCoordinator,
+            GroupRequest::JoinGroup(_) => ApiKey::JoinGroup,
+            GroupRequest::SyncGroup(_) => ApiKey::SyncGroup,
+            GroupRequest::Heartbeat(_) => ApiKey::Heartbeat,
+            GroupRequest::LeaveGroup(_) => ApiKey::LeaveGroup,
+            GroupRequest::OffsetCommit(_) => ApiKey::OffsetCommit,
+            GroupRequest::OffsetFetch(_) => ApiKey::OffsetFetch,
+            GroupRequest::DescribeGroups(_) => ApiKey::DescribeGroups,
+            GroupRequest::ListGroups(_) => ApiKey::ListGroups,
+        }
+    }
 }
 
 /// What the coordinator cannot answer for: the metadata directory failed. Client input never

@@ -1240,3 +1240,15 @@ fn a_group_joining_after_a_restart_sees_the_offsets_the_sync_committed_meanwhile
         BTreeMap::from([(TopicPartition::new("orders", 0), 71)])
     );
 }
+
+#[test]
+fn requests_convert_from_kafka_protocols_enum_and_every_api_is_listed() {
+    let r = GroupRequest::from_kind(RequestKind::Heartbeat(HeartbeatRequest::default())).unwrap();
+    assert_eq!(r.api_key(), ApiKey::Heartbeat);
+    assert!(GroupRequest::from_kind(RequestKind::Fetch(FetchRequest::default())).is_err());
+    for (api, min, max) in GROUP_API_VERSIONS {
+        let range = api.valid_versions();
+        assert!(range.min <= *min && *max <= range.max, "{api:?}");
+    }
+    assert_eq!(GROUP_API_VERSIONS.len(), 9);
+}
