@@ -120,8 +120,9 @@ pub enum GroupRequest {
 }
 
 impl GroupRequest {
-    /// The group request in `kind`, or `kind` back when the coordinator does not answer it.
-    pub fn from_kind(kind: RequestKind) -> Result<GroupRequest, RequestKind> {
+    /// The group request in `kind`, or `kind` back (boxed: it is large) when the coordinator
+    /// does not answer it.
+    pub fn from_kind(kind: RequestKind) -> Result<GroupRequest, Box<RequestKind>> {
         Ok(match kind {
             RequestKind::FindCoordinator(r) => GroupRequest::FindCoordinator(r),
             RequestKind::JoinGroup(r) => GroupRequest::JoinGroup(r),
@@ -132,7 +133,7 @@ impl GroupRequest {
             RequestKind::OffsetFetch(r) => GroupRequest::OffsetFetch(r),
             RequestKind::DescribeGroups(r) => GroupRequest::DescribeGroups(r),
             RequestKind::ListGroups(r) => GroupRequest::ListGroups(r),
-            other => return Err(other),
+            other => return Err(Box::new(other)),
         })
     }
 
