@@ -45,6 +45,11 @@
 //! - A transactional id's FindCoordinator is COORDINATOR_NOT_AVAILABLE unless
 //!   [`GroupOptions::transactions`] says this node coordinates transactions too.
 //! - No `group.max.size`, no new-member join timeout, no DeleteGroups.
+//! - The empty group id (which Kafka still takes commits for) commits in memory only: its
+//!   file name, `.json`, is not read back by [`crate::sync::local::MetadataDir::read_groups`].
+//! - Every group file is re-read before OffsetFetch, DescribeGroups, ListGroups and a
+//!   memberless group's commit or first join: cheap for the groups one node serves, not for
+//!   tens of thousands.
 
 mod answer;
 mod describe;

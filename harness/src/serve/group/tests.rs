@@ -1252,3 +1252,56 @@ fn requests_convert_from_kafka_protocols_enum_and_every_api_is_listed() {
     }
     assert_eq!(GROUP_API_VERSIONS.len(), 9);
 }
+
+#[test]
+fn every_membership_version_encodes_its_answers() {
+    let mut n = Node::new();
+    let a = lone_consumer(&mut n, 1_000);
+    for v in 0..=5 {
+        let r = sync_of(n.ask(1_100, v, sync(&a, 1, &[])));
+        assert_eq!(
+            (r.error_code, &r.assignment[..]),
+            (0, &b"all of it"[..]),
+            "v{v}"
+        );
+        let r = sync_of(n.ask(1_100, v, sync("app-ghost", 1, &[])));
+        assert_eq!(r.error_code, ResponseError::UnknownMemberId.code(), "v{v}");
+    }
+    for v in 0..=5 {
+        let mut leave = LeaveGroupRequest::default();
+        leave.group_id = GroupId(s(GROUP));
+        leave.member_id = s("app-ghost");
+        let mut m = MemberIdentity::default();
+        m.member_id = s("app-ghost");
+        if v >= 3 {
+            leave.member_id = StrBytes::default();
+            leave.members = vec![m];
+        }
+        let ResponseKind::LeaveGroup(l) = n.ask(1_200, v, GroupRequest::LeaveGroup(leave)) else {
+            panic!()
+        };
+        let code = if v >= 3 {
+            l.members[0].error_code
+        } else {
+            l.error_code
+        };
+        assert_eq!(code, ResponseError::UnknownMemberId.code(), "v{v}");
+    }
+    // A transactional id (key type 1) and an unknown key type, batched.
+    for (key_type, error) in [
+        (1, ResponseError::CoordinatorNotAvailable),
+        (9, ResponseError::InvalidRequest),
+    ] {
+        let mut r = FindCoordinatorRequest::default();
+        r.key_type = key_type;
+        r.coordinator_keys = vec![s("k")];
+        let ResponseKind::FindCoordinator(x) = n.ask(1_300, 6, GroupRequest::FindCoordinator(r))
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (x.coordinators[0].error_code, x.coordinators[0].node_id.0),
+            (error.code(), -1)
+        );
+    }
+}
