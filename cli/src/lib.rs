@@ -9,6 +9,8 @@
 //! - [`node_cli`]: the same commands with `--topics` on a node destination (many topics and
 //!   partitions behind the kernel's node manager), with [`node_progress`] (the progress bar or
 //!   lines) and [`node_sync_cli`] (the metadata sync inside the mirroring process).
+//! - [`serve_cli`]: `serve`, a node destination on Kafka's wire, and the `--listen` options
+//!   `mirror --topics` shares.
 //! - [`demo`]: the scripted failover and failback of `kmirror demo`.
 //!
 //! The kernel is `kmirror-kernel`, the model `kmirror-model`, the on-disk and wire side
@@ -22,5 +24,6 @@ pub mod node_model_cli;
 pub mod node_progress;
 pub mod node_sync_cli;
 pub mod replay;
+pub mod serve_cli;
 pub mod signals;
 pub mod sync_cli;

@@ -50,7 +50,7 @@ pub enum LogCommand {
     /// consumer over its wire protocol. Without --once or --until-caught-up it keeps following the source, printing a progress
     /// line every second; interrupting it is safe (everything acknowledged is on disk, and the
     /// next run resumes from the persisted state).
-    Mirror(MirrorArgs),
+    Mirror(Box<MirrorArgs>),
     /// Fail over: remove the topic from its mirror and drive it to STOPPED.
     ///
     /// RemoveTopicsFromMirror sets mirror.name=MIRROR.removed; the kernel then removes the
@@ -122,6 +122,13 @@ pub enum LogCommand {
     Sync(crate::sync_cli::SyncArgs),
     /// Commit, consume or list a local consumer group of a cluster directory.
     Group(crate::sync_cli::GroupArgs),
+    /// Serve a node destination to Kafka's own clients (consumers, producers, groups).
+    ///
+    /// The node is the only broker of its metadata and the leader of every partition.
+    /// Consumers read while it mirrors (here or in a `kmirror mirror --topics ... --listen`);
+    /// producers are refused with READ_ONLY_TOPIC until `kmirror stop --topics` fails the
+    /// topic over, and are accepted from the next request on, without reconnecting.
+    Serve(crate::serve_cli::ServeArgs),
 }
 
 /// How long to drive the kernel.
@@ -239,6 +246,9 @@ pub struct MirrorArgs {
     /// What --sync-interval-ms syncs.
     #[command(flatten)]
     pub sync: crate::sync_cli::SyncPolicyArgs,
+    /// Serve the node destination to Kafka clients while it mirrors (with --topics).
+    #[command(flatten)]
+    pub serve: crate::serve_cli::ListenArgs,
 }
 
 /// `kmirror stop`.
@@ -416,7 +426,7 @@ pub fn run(command: LogCommand) -> Result<ExitCode, String> {
     let node =
         |dir: &Path, topics: &Option<String>| topics.is_some() || NodeDest::is_node_dest(dir);
     let result = match command {
-        LogCommand::Mirror(args) if args.topics.is_some() => return crate::node_cli::mirror(args),
+        LogCommand::Mirror(args) if args.topics.is_some() => return crate::node_cli::mirror(*args),
         LogCommand::Stop(args) if node(&args.dest, &args.topics) => {
             return crate::node_cli::stop(args)
         }
@@ -446,7 +456,7 @@ pub fn run(command: LogCommand) -> Result<ExitCode, String> {
                     .to_owned(),
             )
         }
-        LogCommand::Mirror(args) => mirror(args),
+        LogCommand::Mirror(args) => mirror(*args),
         LogCommand::Stop(args) => stop(args),
         LogCommand::Start(args) => start(args),
         LogCommand::Pause(args) => pause(args),
@@ -458,6 +468,7 @@ pub fn run(command: LogCommand) -> Result<ExitCode, String> {
         LogCommand::Sync(args) => {
             crate::sync_cli::sync(args).map_err(|e| DriverError::Invalid(e.to_string()))
         }
+        LogCommand::Serve(args) => return crate::serve_cli::serve(args),
         LogCommand::Group(args) => {
             crate::sync_cli::group(args).map_err(|e| DriverError::Invalid(e.to_string()))
         }

@@ -57,7 +57,8 @@ use crate::node_sync_cli::InProcessSync;
 /// How long a command waits for a node destination another kmirror process holds (ms).
 const BUSY_WAIT_MS: i64 = 10_000;
 
-fn open(
+/// Opens the node destination at `root`, waiting up to 10 s for another process to let go.
+pub(crate) fn open(
     clock: &mut SystemClock,
     root: &Path,
     options: NodeDriverOptions,
@@ -74,7 +75,8 @@ fn open(
     }
 }
 
-fn options(run: Option<&RunArgs>, stop_strategy: StopStrategy) -> NodeDriverOptions {
+/// The driver's options from the command line's.
+pub(crate) fn options(run: Option<&RunArgs>, stop_strategy: StopStrategy) -> NodeDriverOptions {
     let mut o = NodeDriverOptions {
         mirror: MirrorConfig {
             stop_strategy,
@@ -503,6 +505,7 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
     driver.interrupt_on(crate::signals::stop_flag());
     // `kmirror stop|pause|resume --topics` reach this run through the control channel.
     driver.serve_control().map_err(|e| e.to_string())?;
+    args.serve.start(&mut driver)?;
     let until = if args.run.until_caught_up {
         NodeUntil::CaughtUp
     } else {

@@ -109,9 +109,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use kmirror_kernel::batch::{BatchHeader, LeaderBatch};
+use kmirror_kernel::batch::{BatchHeader, LeaderBatch, ProducerBatchInfo};
 use kmirror_kernel::epoch_cache::EpochCache;
-use kmirror_kernel::log::{LogView, PartitionLog};
+use kmirror_kernel::log::{LogError, LogView, PartitionLog};
 use kmirror_kernel::mem_log::MemLog;
 use kmirror_kernel::producer_state::ProducerStateTable;
 use kmirror_kernel::types::{LeaderEpoch, Offset, PartitionIndex};
@@ -535,6 +535,59 @@ impl FileLog {
             return Ok(header);
         }
         let raw = RawBatch::synthesize(&header, timestamp_ms).map_err(FileLogError::Encode)?;
+        let sync = match self.config.flush {
+            FlushPolicy::EveryAppend => true,
+            FlushPolicy::Kafka => !self.config.deferred_durability,
+            FlushPolicy::Manual => false,
+        };
+        self.write_appended(next, &[raw], sync)?;
+        Ok(header)
+    }
+
+    /// Appends one batch a Kafka client produced, as the leader at `leader_epoch`: the log
+    /// assigns its offsets and stamps the epoch (the batch's base offset and partition leader
+    /// epoch fields, which its CRC does not cover, are rewritten; its records are kept as the
+    /// client wrote them, compressed or not), after the producer-state checks of
+    /// [`PartitionLog::append_as_leader`] (sequence, producer epoch, transactions). A retried
+    /// duplicate of an idempotent batch is answered with the batch already in the log.
+    pub fn append_client_batch(
+        &mut self,
+        leader_epoch: LeaderEpoch,
+        client: &RawBatch,
+    ) -> Result<BatchHeader, FileLogError> {
+        self.check_not_failed()?;
+        let h = client.header();
+        if h.control.is_some() {
+            return Err(FileLogError::Log(LogError::InvalidTransaction(
+                "a client may not produce a control batch".to_owned(),
+            )));
+        }
+        let record_count = u32::try_from(h.last_offset - h.base_offset + 1)
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or(FileLogError::Log(LogError::EmptyBatch {
+                base_offset: h.base_offset,
+                last_offset: h.last_offset,
+            }))?;
+        let producer = (h.producer_id >= 0).then_some(ProducerBatchInfo {
+            producer_id: h.producer_id,
+            producer_epoch: h.producer_epoch,
+            base_sequence: h.base_sequence,
+        });
+        let batch = LeaderBatch::Records {
+            record_count,
+            producer,
+            transactional: h.is_transactional,
+        };
+        let mut next = self.mem.clone();
+        let header = next.append_as_leader(leader_epoch, batch)?;
+        if next.log_end_offset() == self.mem.log_end_offset() {
+            return Ok(header);
+        }
+        let mut bytes = client.bytes().to_vec();
+        bytes[0..8].copy_from_slice(&header.base_offset.to_be_bytes());
+        bytes[12..16].copy_from_slice(&header.partition_leader_epoch.to_be_bytes());
+        let raw = RawBatch::parse(bytes).map_err(FileLogError::InvalidBatches)?;
         let sync = match self.config.flush {
             FlushPolicy::EveryAppend => true,
             FlushPolicy::Kafka => !self.config.deferred_durability,

@@ -13,7 +13,9 @@
 //! directory), [`mirror_state_log`] (the `__mirror_state` coordinator's log), [`source`] (what
 //! a mirror fetches from), [`producer`] (local producers behind the produce gate), [`sync`]
 //! (the metadata-sync executor) and [`wire`] (a Kafka wire-protocol client: a live broker as
-//! the source). The `kmirror` binary lives in the `kmirror` crate (`cli/`).
+//! the source), [`node`] (a node destination: every partition of many topics, driven by the
+//! kernel's node manager) and [`serve`] (that node on Kafka's wire, for Kafka's own clients).
+//! The `kmirror` binary lives in the `kmirror` crate (`cli/`).
 
 pub mod durability;
 pub mod error;

@@ -30,6 +30,9 @@ pub enum NodeError {
         /// The directory.
         dir: PathBuf,
     },
+    /// Serving Kafka clients failed (the listener, a client's write to disk).
+    #[error(transparent)]
+    Serve(#[from] crate::serve::ServeError),
     /// A metadata file does not parse.
     #[error("{}:{line}: {reason}", file.display())]
     BadFile {

@@ -1,2 +1,136 @@
-//! `kmirror serve`: a node destination answering Kafka's own clients.
+//! `kmirror serve`: a node destination on Kafka's wire, so that Kafka's own clients read it
+//! while it mirrors and write to it once it is failed over. The harness is the kernel's
+//! reference embedding; this is the embedding's broker front end.
+//!
+//! # The contract
+//!
+//! - **One broker.** The node is the only broker of its metadata, the leader of every
+//!   partition it holds (one replica: the high watermark is the log end offset), the
+//!   coordinator of every group. Metadata answers the advertised address and each partition's
+//!   leader epoch ([`leader_epoch`](broker::leader_epoch)).
+//! - **The kernel's gates on the wire.** A Produce to a partition whose gate is closed (the
+//!   kernel's `SetWritable(false)`: a mirrored partition that is not STOPPED) is refused with
+//!   `READ_ONLY_TOPIC` (134, the KIP's prototype's code; a stock Kafka client, which does not
+//!   know it, reports an unknown server error with the message). The gate is read at the
+//!   moment of the append, on the node's thread, so a stop takes effect for connected
+//!   producers at once: no reconnect.
+//! - **Threads.** [`Listener`] accepts clients and runs one thread per connection: framing
+//!   and decoding there ([`listener`]); every decoded request goes, as a [`ClientCall`], to
+//!   the node's thread, which owns the logs. There the node driver hands it to [`Broker`]
+//!   with a [`ServedNode`] view of its logs and gates; the Broker answers at once, or parks a
+//!   Fetch that waits for data (long poll) and answers it on a later
+//!   [`Broker::poll`]. Nothing else touches the logs, so a client read never races a mirror
+//!   write or a truncation.
+//! - **Bounded.** Frame size, connection count and idle time are limited
+//!   ([`ServeOptions`]); a bad frame closes its connection with one log line.
+//!
+//! What is served, at which versions: [`versions`]. Not yet: transactions (InitProducerId
+//! with a transactional id is refused), incremental fetch sessions (every Fetch is answered
+//! in full, session id 0, which Kafka's clients accept), TLS and SASL on the listener.
+
+pub mod broker;
+pub mod fetch;
 pub mod group;
+pub mod listener;
+pub mod metadata;
+pub mod offsets;
+pub mod produce;
+pub mod versions;
+
+use std::path::PathBuf;
+use std::sync::mpsc::SyncSender;
+use std::time::Duration;
+
+use kafka_protocol::messages::{RequestHeader, RequestKind, ResponseKind};
+
+pub use broker::{Broker, ServedNode};
+pub use listener::Listener;
+
+/// Identifies one request handed to the node (unique in the process).
+pub type CallId = u64;
+
+/// One decoded client request, on its way to the node's thread.
+#[derive(Debug)]
+pub struct ClientCall {
+    /// Unique per request.
+    pub id: CallId,
+    /// The request header (API key, version, correlation id, client id).
+    pub header: RequestHeader,
+    /// The request body.
+    pub request: RequestKind,
+    /// Where the answer goes (the connection's thread waits on it).
+    pub reply: SyncSender<ResponseKind>,
+}
+
+/// How the node serves Kafka clients.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServeOptions {
+    /// The address to listen on (`host:port`; port 0 picks one).
+    pub listen: String,
+    /// The `host:port` Metadata tells clients to connect to (default: the listener's).
+    pub advertised: Option<String>,
+    /// Most connections open at once.
+    pub max_connections: usize,
+    /// Largest request frame accepted.
+    pub max_request_bytes: usize,
+    /// A connection with no request for this long is closed.
+    pub idle_timeout: Duration,
+}
+
+impl ServeOptions {
+    /// Listens on `listen` with Kafka's defaults: 100 MiB frames
+    /// (`socket.request.max.bytes`), 10 minutes idle (`connections.max.idle.ms`), and at most
+    /// 1,000 connections.
+    pub fn new(listen: &str) -> Self {
+        ServeOptions {
+            listen: listen.to_owned(),
+            advertised: None,
+            max_connections: 1_000,
+            max_request_bytes: 100 << 20,
+            idle_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// What can go wrong serving clients.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The listen address cannot be bound.
+    #[error("cannot listen on {address}: {source}; choose a free address with --listen HOST:PORT")]
+    Bind {
+        /// The address.
+        address: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The advertised address is not `host:port`.
+    #[error("advertised address {0:?} is not host:port")]
+    BadAdvertised(String),
+    /// A client write to a partition's log failed on disk (the log is marked failed).
+    #[error("write to {} failed: {source}", dir.display())]
+    Log {
+        /// The partition directory.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: Box<crate::error::FileLogError>,
+    },
+    /// The node holds no log for a partition its metadata lists.
+    #[error("the node has no log for partition {partition:?} (its node.properties lists it)")]
+    NoLog {
+        /// The partition.
+        partition: kmirror_kernel::node::PartitionKey,
+    },
+    /// The producer-id block file cannot be read or written.
+    #[error("{action} {}: {source}", path.display())]
+    ProducerIds {
+        /// What was being done.
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}

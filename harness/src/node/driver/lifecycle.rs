@@ -146,6 +146,7 @@ impl NodeDriver {
             staged: Staged::default(),
             barrier,
             gates: BTreeMap::new(),
+            clients: None,
         };
         for (name, topic) in &meta.topics {
             driver.open_logs(name, topic.topic_id, 0..topic.partitions)?;

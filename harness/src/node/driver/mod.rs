@@ -23,9 +23,11 @@
 //!   following its metadata, the offsets of the partitions not fetching;
 //! - `requests.rs`: mirror requests (from the API and from the control channel) and a topic's
 //!   growth to the source's partition count;
+//! - `clients.rs`: Kafka clients ([`crate::serve`]), answered between the kernel's steps;
 //! - `lifecycle.rs`: opening, starting, the periodic tick, writing the produce gates, and
 //!   closing, with the flush rules (what is on disk when).
 
+mod clients;
 mod execute;
 mod fetch_round;
 mod lifecycle;
@@ -228,6 +230,8 @@ pub struct NodeDriver {
     /// `node.properties` once the inputs queued so far are handled
     /// ([`NodeDriver::persist_gates`]).
     gates: BTreeMap<PartitionKey, bool>,
+    /// The Kafka clients served, when the driver serves them ([`NodeDriver::serve_clients`]).
+    clients: Option<clients::Clients>,
 }
 
 impl std::fmt::Debug for NodeDriver {
@@ -344,23 +348,13 @@ impl NodeDriver {
     /// when `node.properties` says so of a partition whose persisted state is STOPPED (the only
     /// state the kernel opens it in).
     pub fn writable(&self, key: &PartitionKey) -> bool {
-        let meta = self.dest.meta();
-        let Some(name) = meta.topic_name(key.topic_id) else {
-            return false;
-        };
-        if matches!(
-            meta.topics[name].desired(name),
-            Ok(DesiredState::NotMirrored)
-        ) {
-            return true;
-        }
-        if self.started {
-            return self.gates.get(key).copied().unwrap_or(false);
-        }
-        meta.partitions
-            .get(&(name.to_owned(), key.partition))
-            .is_some_and(|p| p.writable)
-            && self.persisted_state(key) == MirrorState::Stopped
+        gate_open(
+            self.dest.meta(),
+            self.started,
+            &self.gates,
+            &self.states,
+            key,
+        )
     }
 
     /// Every partition's status (and the per-topic rollup).
@@ -434,6 +428,9 @@ impl NodeDriver {
         if self.poll_control(now_ms)? {
             return Ok(None);
         }
+        if self.poll_clients(now_ms)? {
+            return Ok(None);
+        }
         if let Some(q) = self.queue.pop_front() {
             self.feed(q)?;
             return Ok(None);
@@ -500,10 +497,12 @@ impl NodeDriver {
             let Some(idle) = idle else { continue };
             match (idle, until) {
                 (NodeIdle::WaitingForRetry { due_ms }, NodeUntil::Forever { poll_ms }) => {
-                    clock.sleep_until(due_ms.min(now + poll_ms.max(1)))
+                    self.idle_until(clock, now, due_ms.min(now + poll_ms.max(1)))
                 }
-                (NodeIdle::WaitingForRetry { due_ms }, _) => clock.sleep_until(due_ms),
-                (_, NodeUntil::Forever { poll_ms }) => clock.sleep_until(now + poll_ms.max(1)),
+                (NodeIdle::WaitingForRetry { due_ms }, _) => self.idle_until(clock, now, due_ms),
+                (_, NodeUntil::Forever { poll_ms }) => {
+                    self.idle_until(clock, now, now + poll_ms.max(1))
+                }
                 (NodeIdle::CaughtUp, _) => return Ok(NodeIdle::CaughtUp),
                 (NodeIdle::Interrupted, _) => return Ok(NodeIdle::Interrupted),
                 (NodeIdle::Settled, NodeUntil::Settled) => return Ok(NodeIdle::Settled),
@@ -519,6 +518,14 @@ impl NodeDriver {
                     clock.sleep_until(due.max(now + 1));
                 }
             }
+        }
+    }
+
+    /// Waits until `until_ms`: on the clients' calls when it serves clients (a call ends the
+    /// wait), otherwise on `clock`.
+    fn idle_until(&mut self, clock: &mut dyn Clock, now_ms: i64, until_ms: i64) {
+        if !self.wait_for_clients(now_ms, until_ms) {
+            clock.sleep_until(until_ms);
         }
     }
 
@@ -556,4 +563,39 @@ impl NodeDriver {
                     && self.heard.caught_up.contains(key))
         })
     }
+}
+
+/// Whether local clients may write to `key`: a topic in no mirror always; a mirrored one once
+/// the kernel opened its gate in this process (`started`), or, before the node is started,
+/// when `node.properties` says so of a partition whose persisted state is STOPPED (the only
+/// state the kernel opens it in).
+fn gate_open(
+    meta: &super::dest::NodeMeta,
+    started: bool,
+    gates: &BTreeMap<PartitionKey, bool>,
+    states: &BTreeMap<u32, StatePartition>,
+    key: &PartitionKey,
+) -> bool {
+    let Some(name) = meta.topic_name(key.topic_id) else {
+        return false;
+    };
+    if matches!(
+        meta.topics[name].desired(name),
+        Ok(DesiredState::NotMirrored)
+    ) {
+        return true;
+    }
+    if started {
+        return gates.get(key).copied().unwrap_or(false);
+    }
+    let persisted = persisted_record_in(
+        meta,
+        &|k| states.get(&k).map(StatePartition::coordinator),
+        key,
+    )
+    .map_or(MirrorState::Unknown, |v| v.state);
+    meta.partitions
+        .get(&(name.to_owned(), key.partition))
+        .is_some_and(|p| p.writable)
+        && persisted == MirrorState::Stopped
 }

@@ -76,8 +76,8 @@ use state::Group;
 use crate::sync::local::MetadataDir;
 use crate::sync::SyncError;
 
-/// The server's name for one request in flight.
-pub type CallId = u64;
+/// The server's name for one request in flight (the serve module's).
+pub use super::CallId;
 
 /// The group APIs the coordinator answers, as ApiVersions lists them: (api, min, max).
 pub const GROUP_API_VERSIONS: &[(ApiKey, i16, i16)] = &[

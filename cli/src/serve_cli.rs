@@ -1,0 +1,127 @@
+//! `kmirror serve --dest DIR --listen HOST:PORT`: a node destination on Kafka's wire
+//! ([`kmirror_harness::serve`]), and the listener options `kmirror mirror --topics` shares.
+//!
+//! The node is opened as `kmirror stop` opens it (no source); `kmirror stop|pause|resume
+//! --topics` reach it through its control channel, and their effect on the produce gates
+//! reaches connected clients with their next request. Ctrl-C (or SIGTERM) closes it cleanly.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use kmirror_harness::node::{NodeDriver, NodeIdle, NodeUntil};
+use kmirror_harness::serve::ServeOptions;
+use kmirror_kernel::config::MirrorConfig;
+
+use crate::log_cli::SystemClock;
+
+/// Where and how the node listens for Kafka clients.
+#[derive(Args, Debug, Clone)]
+pub struct ListenArgs {
+    /// Serve Kafka clients on this address (HOST:PORT; port 0 picks a free one).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub listen: Option<String>,
+    /// The address Metadata gives clients (default: the one listened on).
+    #[arg(long, value_name = "HOST:PORT", requires = "listen")]
+    pub advertised_listener: Option<String>,
+    /// Most client connections open at once.
+    #[arg(long, value_name = "N", default_value_t = 1_000, requires = "listen")]
+    pub max_connections: usize,
+    /// Largest request accepted (bytes; Kafka's socket.request.max.bytes).
+    #[arg(long, value_name = "BYTES", default_value_t = 100 << 20, requires = "listen")]
+    pub max_request_bytes: usize,
+    /// Close a client connection idle this long (ms; Kafka's connections.max.idle.ms).
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 600_000,
+        requires = "listen"
+    )]
+    pub idle_timeout_ms: u64,
+}
+
+impl ListenArgs {
+    /// The serving options, when `--listen` was given.
+    pub fn options(&self) -> Option<ServeOptions> {
+        let listen = self.listen.as_deref()?;
+        let mut o = ServeOptions::new(listen);
+        o.advertised = self.advertised_listener.clone();
+        o.max_connections = self.max_connections.max(1);
+        o.max_request_bytes = self.max_request_bytes.max(1024);
+        o.idle_timeout = Duration::from_millis(self.idle_timeout_ms.max(1));
+        Some(o)
+    }
+
+    /// Starts serving on `driver` when `--listen` was given, printing where.
+    pub fn start(&self, driver: &mut NodeDriver) -> Result<(), String> {
+        let Some(options) = self.options() else {
+            return Ok(());
+        };
+        let address = driver.serve_clients(&options).map_err(|e| e.to_string())?;
+        println!(
+            "serving Kafka clients on {address} (bootstrap.servers={})",
+            options
+                .advertised
+                .as_deref()
+                .unwrap_or(&address.to_string())
+        );
+        Ok(())
+    }
+}
+
+/// `kmirror serve`.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The node destination to serve.
+    #[arg(long, value_name = "DIR")]
+    pub dest: PathBuf,
+    /// The listener.
+    #[command(flatten)]
+    pub listen: ListenArgs,
+}
+
+/// `kmirror serve --dest DIR --listen HOST:PORT`.
+pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
+    if args.listen.listen.is_none() {
+        return Err("--listen HOST:PORT is missing (where Kafka clients connect)".to_owned());
+    }
+    let mut clock = SystemClock;
+    let options = crate::node_cli::options(None, MirrorConfig::default().stop_strategy);
+    let mut driver = crate::node_cli::open(&mut clock, &args.dest, options)?;
+    driver.interrupt_on(crate::signals::stop_flag());
+    driver.serve_control().map_err(|e| e.to_string())?;
+    args.listen.start(&mut driver)?;
+    let meta = driver.dest().meta();
+    println!(
+        "{}: {} topics, {} partitions; kmirror stop|pause|resume --dest {} --topics ... reach \
+         this process; Ctrl-C stops it",
+        args.dest.display(),
+        meta.topics.len(),
+        meta.partitions.len(),
+        args.dest.display()
+    );
+    let end = driver
+        .run(
+            &mut clock,
+            NodeUntil::Forever { poll_ms: 200 },
+            &mut |d, _| {
+                for line in d.take_events() {
+                    println!("  {line}");
+                }
+            },
+        )
+        .map_err(|e| e.to_string())?;
+    let closed = driver.close().map_err(|e| e.to_string());
+    match (end, closed) {
+        (_, Err(e)) => Err(e),
+        (NodeIdle::Interrupted, Ok(())) => {
+            println!(
+                "{}: stopped by a signal (closed cleanly)",
+                args.dest.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        (_, Ok(())) => Ok(ExitCode::SUCCESS),
+    }
+}

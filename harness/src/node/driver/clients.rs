@@ -1,0 +1,161 @@
+//! Kafka clients of the node ([`crate::serve`]): the listener's calls are answered on the
+//! driver's thread, between the kernel's steps, from the logs the driver owns. A client's
+//! write meets the produce gate as the kernel last set it, so a stop or a pause reaches
+//! connected clients with the next request.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::Duration;
+
+use kmirror_kernel::batch::BatchHeader;
+use kmirror_kernel::log::{LogView, PartitionLog};
+use kmirror_kernel::node::PartitionKey;
+use kmirror_kernel::types::LeaderEpoch;
+
+use crate::file_log::FileLog;
+use crate::record_batch::RawBatch;
+use crate::serve::{Broker, ClientCall, Listener, ServeError, ServeOptions, ServedNode};
+
+use super::super::dest::{NodeDest, NodeMeta};
+use super::super::state_log::StatePartition;
+use super::super::NodeError;
+use super::{gate_open, NodeDriver};
+
+/// Most client calls answered in one step (the kernel's work goes on between them).
+const CALLS_PER_STEP: usize = 64;
+
+/// The listener, its calls, and the broker answering them.
+pub(super) struct Clients {
+    listener: Listener,
+    calls: Receiver<ClientCall>,
+    broker: Broker,
+    /// A call received while the driver waited, answered at its next step.
+    waiting: Option<ClientCall>,
+}
+
+/// The driver's parts a client call reads and writes.
+struct View<'a> {
+    dest: &'a NodeDest,
+    logs: &'a mut BTreeMap<PartitionKey, FileLog>,
+    gates: &'a BTreeMap<PartitionKey, bool>,
+    states: &'a BTreeMap<u32, StatePartition>,
+    started: bool,
+}
+
+impl ServedNode for View<'_> {
+    fn meta(&self) -> &NodeMeta {
+        self.dest.meta()
+    }
+
+    fn root(&self) -> &Path {
+        self.dest.root()
+    }
+
+    fn log(&self, key: &PartitionKey) -> Option<&FileLog> {
+        self.logs.get(key)
+    }
+
+    fn writable(&self, key: &PartitionKey) -> bool {
+        gate_open(self.dest.meta(), self.started, self.gates, self.states, key)
+    }
+
+    fn append(
+        &mut self,
+        key: &PartitionKey,
+        leader_epoch: LeaderEpoch,
+        batch: &RawBatch,
+    ) -> Result<BatchHeader, ServeError> {
+        let Some(log) = self.logs.get_mut(key) else {
+            return Err(ServeError::NoLog { partition: *key });
+        };
+        let failed = |log: &FileLog, source| ServeError::Log {
+            dir: log.dir().to_path_buf(),
+            source: Box::new(source),
+        };
+        let header = log
+            .append_client_batch(leader_epoch, batch)
+            .map_err(|e| failed(log, e))?;
+        // One replica: the high watermark is the log end offset.
+        let leo = log.log_end_offset();
+        if log.high_watermark() < leo {
+            log.advance_high_watermark(leo)
+                .map_err(|e| failed(log, e))?;
+        }
+        Ok(header)
+    }
+}
+
+impl NodeDriver {
+    /// Serves Kafka clients on `options.listen` from now on; returns the address listened on.
+    pub fn serve_clients(&mut self, options: &ServeOptions) -> Result<SocketAddr, NodeError> {
+        let (send, calls) = mpsc::channel();
+        let listener = Listener::start(options, send)?;
+        let address = listener.address();
+        let advertised = options
+            .advertised
+            .clone()
+            .unwrap_or_else(|| address.to_string());
+        let broker = Broker::new(&advertised, self.dest.root())?;
+        self.clients = Some(Clients {
+            listener,
+            calls,
+            broker,
+            waiting: None,
+        });
+        Ok(address)
+    }
+
+    /// The address clients connect to, when this driver serves them.
+    pub fn client_address(&self) -> Option<SocketAddr> {
+        self.clients.as_ref().map(|c| c.listener.address())
+    }
+
+    /// Answers the clients' new calls and the parked Fetches that can be answered. Returns
+    /// whether it answered a new call.
+    pub(super) fn poll_clients(&mut self, now_ms: i64) -> Result<bool, NodeError> {
+        let Some(clients) = self.clients.as_mut() else {
+            return Ok(false);
+        };
+        let mut view = View {
+            dest: &self.dest,
+            logs: &mut self.logs,
+            gates: &self.gates,
+            states: &self.states,
+            started: self.started,
+        };
+        let mut answered = 0;
+        while answered < CALLS_PER_STEP {
+            let call = match clients.waiting.take() {
+                Some(call) => call,
+                None => match clients.calls.try_recv() {
+                    Ok(call) => call,
+                    Err(_) => break,
+                },
+            };
+            clients.broker.handle(now_ms, call, &mut view)?;
+            answered += 1;
+        }
+        clients.broker.poll(now_ms, &mut view);
+        Ok(answered > 0)
+    }
+
+    /// Waits until `until_ms` (on the caller's clock, `now_ms` now) or the next client call,
+    /// whichever is first. `false` when no clients are served (the caller sleeps instead).
+    pub(super) fn wait_for_clients(&mut self, now_ms: i64, until_ms: i64) -> bool {
+        let Some(clients) = self.clients.as_mut() else {
+            return false;
+        };
+        let until_ms = clients
+            .broker
+            .next_deadline_ms()
+            .map_or(until_ms, |d| d.min(until_ms));
+        let wait = Duration::from_millis(u64::try_from(until_ms - now_ms).unwrap_or(0).max(1));
+        match clients.calls.recv_timeout(wait) {
+            Ok(call) => clients.waiting = Some(call),
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {}
+        }
+        true
+    }
+}

@@ -1,0 +1,273 @@
+//! The node served on Kafka's wire ([`crate::serve`]), asked by this crate's own Kafka client
+//! as a consumer and by raw Produce requests as a producer: the mirrored bytes come back as
+//! the source has them, the produce gate is the kernel's, and a stop reaches a connected
+//! producer without a reconnect.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, ProducerId, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kmirror_kernel::batch::BatchHeader;
+use kmirror_kernel::log::{LogView, PartitionLog};
+use kmirror_kernel::node::PartitionKey;
+
+use super::fixture::{added, fake, ORDERS};
+use super::*;
+use crate::driver::Clock;
+use crate::record_batch::RawBatch;
+use crate::serve::produce::{FIRST_ID, READ_ONLY_TOPIC};
+use crate::serve::ServeOptions;
+use crate::wire::client::{FetchParams, KafkaClient, READ_UNCOMMITTED};
+use crate::wire::Connection;
+
+/// The wall clock (the served node answers real sockets).
+struct WallClock(Instant);
+
+impl Clock for WallClock {
+    fn now_ms(&mut self) -> i64 {
+        i64::try_from(self.0.elapsed().as_millis()).unwrap_or(i64::MAX)
+    }
+    fn sleep_until(&mut self, deadline_ms: i64) {
+        let now = self.now_ms();
+        if deadline_ms > now {
+            std::thread::sleep(Duration::from_millis((deadline_ms - now).unsigned_abs()));
+        }
+    }
+}
+
+/// A node running on its own thread, serving clients, until [`Running::stop`].
+struct Running {
+    address: String,
+    flag: Arc<AtomicBool>,
+    thread: JoinHandle<NodeDriver>,
+}
+
+impl Running {
+    fn start(mut driver: NodeDriver) -> Running {
+        let address = driver
+            .serve_clients(&ServeOptions::new("127.0.0.1:0"))
+            .unwrap()
+            .to_string();
+        driver.serve_control().unwrap();
+        let flag = Arc::new(AtomicBool::new(false));
+        driver.interrupt_on(flag.clone());
+        let thread = std::thread::spawn(move || {
+            let mut clock = WallClock(Instant::now());
+            driver
+                .run(
+                    &mut clock,
+                    NodeUntil::Forever { poll_ms: 5 },
+                    &mut |_, _| {},
+                )
+                .unwrap();
+            driver
+        });
+        Running {
+            address,
+            flag,
+            thread,
+        }
+    }
+
+    fn stop(self) -> NodeDriver {
+        self.flag.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
+/// The fake's topics mirrored into `root` until caught up.
+fn mirrored(root: &Path) -> (crate::wire::fake_broker::FakeCluster, NodeDriver) {
+    let fake = fake();
+    let mut driver = added(&fake, root);
+    let mut clock = crate::driver::ManualClock::default();
+    driver
+        .run(&mut clock, NodeUntil::CaughtUp, &mut |_, _| {})
+        .unwrap();
+    (fake, driver)
+}
+
+fn client(address: &str) -> KafkaClient {
+    KafkaClient::new(address, Duration::from_secs(2), Duration::from_secs(5))
+}
+
+/// A batch as a client writes it: offsets from 0, no leader epoch, `records` records.
+fn client_batch(records: i64, producer_id: i64, base_sequence: i32) -> RawBatch {
+    let header = BatchHeader {
+        base_offset: 0,
+        last_offset: records - 1,
+        partition_leader_epoch: -1,
+        producer_id,
+        producer_epoch: if producer_id >= 0 { 0 } else { -1 },
+        base_sequence: if producer_id >= 0 { base_sequence } else { -1 },
+        is_transactional: false,
+        control: None,
+    };
+    RawBatch::synthesize(&header, 1_700_000_000_000).unwrap()
+}
+
+/// Produces `batch` to `orders-<partition>` on `conn`: the partition's error code and base
+/// offset.
+fn produce(conn: &mut Connection, partition: i32, batch: &RawBatch) -> (i16, i64) {
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_static_str("orders")))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(Bytes::copy_from_slice(batch.bytes())))])]);
+    let response = conn.send("Produce", &request, 9).unwrap();
+    let p = &response.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+#[test]
+fn a_serving_node_answers_a_consumer_with_the_mirrored_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fake, driver) = mirrored(dir.path());
+    let running = Running::start(driver);
+    let mut c = client(&running.address);
+
+    let meta = c.metadata("orders").unwrap();
+    assert_eq!(meta.topic_id, ORDERS);
+    assert_eq!(meta.partitions.len(), 3);
+    for p in 0..3 {
+        let source = fake.state().topics[0].partitions[p as usize].clone();
+        let expected: Vec<u8> = source
+            .batches
+            .iter()
+            .flat_map(|b| b.bytes().to_vec())
+            .collect();
+        let end = source.batches.last().unwrap().header().last_offset + 1;
+        let latest = c.list_offset("orders", p, -1, READ_UNCOMMITTED).unwrap();
+        assert_eq!(latest.0, end, "orders-{p} latest offset");
+        let fetched = c
+            .fetch(&FetchParams {
+                topic_id: ORDERS,
+                partition: p,
+                fetch_offset: 0,
+                last_fetched_epoch: None,
+                isolation_level: READ_UNCOMMITTED,
+                max_wait_ms: 0,
+                max_bytes: 1 << 20,
+            })
+            .unwrap();
+        assert_eq!(fetched.error_code, 0);
+        assert_eq!(fetched.high_watermark, end);
+        assert_eq!(fetched.records.to_vec(), expected, "orders-{p} bytes");
+    }
+    // A fetch beyond the log end is OFFSET_OUT_OF_RANGE, as from Kafka.
+    let beyond = c
+        .fetch(&FetchParams {
+            topic_id: ORDERS,
+            partition: 0,
+            fetch_offset: 1_000,
+            last_fetched_epoch: None,
+            isolation_level: READ_UNCOMMITTED,
+            max_wait_ms: 0,
+            max_bytes: 1 << 20,
+        })
+        .unwrap();
+    assert_eq!(beyond.error_code, crate::serve::fetch::OFFSET_OUT_OF_RANGE);
+    running.stop().close().unwrap();
+}
+
+#[test]
+fn a_producer_is_refused_while_mirroring_and_accepted_after_a_stop_on_the_same_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_fake, driver) = mirrored(dir.path());
+    let running = Running::start(driver);
+    let mut conn = Connection::connect(
+        &running.address,
+        Duration::from_secs(2),
+        Duration::from_secs(5),
+    )
+    .unwrap();
+
+    let init = conn
+        .send(
+            "InitProducerId",
+            &InitProducerIdRequest::default()
+                .with_transactional_id(None)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1)
+                .with_transaction_timeout_ms(60_000),
+            4,
+        )
+        .unwrap();
+    assert_eq!(init.error_code, 0);
+    let pid = init.producer_id.0;
+    assert!(
+        pid >= FIRST_ID,
+        "producer id {pid} is in the node's own range"
+    );
+
+    let refused = produce(&mut conn, 0, &client_batch(3, pid, 0));
+    assert_eq!(refused, (READ_ONLY_TOPIC, -1), "MIRRORING refuses writes");
+
+    // `kmirror stop --topics orders` while the node runs: through the control channel.
+    let request = ControlRequest::new(TopicsVerb::Stop, "orders", None);
+    let control = ControlClient::submit(dir.path(), &request).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let RequestStatus::Answered(_) = control.status().unwrap() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the stop was never answered");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+
+    // The same connection, the same producer: accepted from the next request on.
+    let (code, base) = produce(&mut conn, 0, &client_batch(3, pid, 0));
+    assert_eq!(code, 0, "a STOPPED partition accepts writes");
+    let driver = running.stop();
+    let log = driver
+        .log(&PartitionKey::new(ORDERS, 0))
+        .unwrap()
+        .mem_log()
+        .clone();
+    // The batch landed after the MIRROR_PID_RESET marker, at the new leader epoch.
+    let written = log.read(base, base + 3);
+    assert_eq!(written.len(), 1);
+    assert_eq!(written[0].producer_id, pid);
+    assert_eq!(written[0].last_offset, base + 2);
+    let marker = log.read(base - 1, base);
+    assert_eq!(
+        marker[0].control,
+        Some(kmirror_kernel::batch::ControlType::MirrorPidReset)
+    );
+    assert_eq!(log.log_end_offset(), base + 3);
+    driver.close().unwrap();
+
+    // The producer-id block is kept: a restarted node hands out a higher id.
+    let driver = NodeDriver::open(dir.path(), None, super::fixture::options()).unwrap();
+    let running = Running::start(driver);
+    let mut conn = Connection::connect(
+        &running.address,
+        Duration::from_secs(2),
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    let again = conn
+        .send(
+            "InitProducerId",
+            &InitProducerIdRequest::default()
+                .with_transactional_id(None)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+            4,
+        )
+        .unwrap();
+    assert!(
+        again.producer_id.0 > pid,
+        "{} after {pid}",
+        again.producer_id.0
+    );
+    running.stop().close().unwrap();
+}

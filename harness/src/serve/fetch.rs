@@ -1,0 +1,247 @@
+//! Fetch, as a consumer sends it: records from the segment files up to the high watermark
+//! (read-uncommitted) or the last stable offset (read-committed, with the aborted
+//! transactions of the records returned), KIP-320's diverging epoch, and long polls (the
+//! [`Broker`](super::Broker) parks a Fetch with fewer than `min_bytes` for up to `max_wait_ms`).
+//!
+//! Every answer is a full one (session id 0): Kafka's clients then send full Fetches, which
+//! they accept from any broker that declines a session.
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::fetch_request::FetchPartition;
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, PartitionData,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId};
+use kmirror_kernel::batch::ControlType;
+use kmirror_kernel::log::{LogView, PartitionLog};
+use kmirror_kernel::types::{Offset, ProducerId as Pid, TopicId};
+use std::collections::BTreeMap;
+
+use crate::file_log::FileLog;
+
+use super::broker::{leader_epoch, partition_key, ServedNode};
+use super::metadata::{UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION};
+use super::offsets::{check_leader_epoch, KAFKA_STORAGE_ERROR};
+
+/// `OFFSET_OUT_OF_RANGE`.
+pub const OFFSET_OUT_OF_RANGE: i16 = 1;
+
+/// Batches read from a log at a time.
+const READ_BATCHES: usize = 64;
+/// Offsets looked at a time past the records returned, for the markers that say which of
+/// their transactions aborted.
+const MARKER_WINDOW: i64 = 10_000;
+
+/// A Fetch's answer, or that it waits for data.
+#[derive(Debug)]
+pub enum FetchAnswer {
+    /// The response.
+    Ready(FetchResponse),
+    /// Fewer bytes than `min_bytes` and no error: park it until data comes or its wait ends.
+    Wait,
+}
+
+/// Answers `request` (`expired`: its wait is over, answer whatever there is).
+pub fn answer(
+    node: &dyn ServedNode,
+    request: &FetchRequest,
+    version: i16,
+    expired: bool,
+) -> FetchAnswer {
+    let read_committed = request.isolation_level == 1;
+    let mut budget = usize::try_from(request.max_bytes.max(0)).unwrap_or(usize::MAX);
+    let mut total = 0usize;
+    let mut errors = false;
+    let mut response = FetchResponse::default();
+    for t in &request.topics {
+        let name = if version >= 13 {
+            node.meta()
+                .topic_name(TopicId(*t.topic_id.as_bytes()))
+                .map(str::to_owned)
+        } else {
+            Some(t.topic.0.to_string())
+        };
+        let mut out = FetchableTopicResponse::default()
+            .with_topic(t.topic.clone())
+            .with_topic_id(t.topic_id);
+        for p in &t.partitions {
+            let data = match &name {
+                None => {
+                    errors = true;
+                    failed(p.partition, UNKNOWN_TOPIC_ID)
+                }
+                Some(name) => {
+                    let first = total == 0;
+                    let data = partition(node, name, p, read_committed, &mut budget, first);
+                    errors |= data.error_code != 0;
+                    total += data.records.as_ref().map_or(0, Bytes::len);
+                    data
+                }
+            };
+            out.partitions.push(data);
+        }
+        response.responses.push(out);
+    }
+    if !expired && !errors && request.max_wait_ms > 0 && total < min_bytes(request) {
+        return FetchAnswer::Wait;
+    }
+    FetchAnswer::Ready(response)
+}
+
+fn min_bytes(request: &FetchRequest) -> usize {
+    usize::try_from(request.min_bytes.max(1)).unwrap_or(1)
+}
+
+/// A partition's answer carrying only `code`.
+fn failed(partition: i32, code: i16) -> PartitionData {
+    PartitionData::default()
+        .with_partition_index(partition)
+        .with_error_code(code)
+        .with_high_watermark(-1)
+        .with_last_stable_offset(-1)
+        .with_log_start_offset(-1)
+}
+
+/// One partition's answer.
+fn partition(
+    node: &dyn ServedNode,
+    name: &str,
+    p: &FetchPartition,
+    read_committed: bool,
+    budget: &mut usize,
+    first: bool,
+) -> PartitionData {
+    let Some(key) = partition_key(node, name, p.partition) else {
+        return failed(p.partition, UNKNOWN_TOPIC_OR_PARTITION);
+    };
+    let Some(log) = node.log(&key) else {
+        return failed(p.partition, UNKNOWN_TOPIC_OR_PARTITION);
+    };
+    let epoch = leader_epoch(node, name, &key);
+    let current = LeaderIdAndEpoch::default()
+        .with_leader_id(BrokerId(node.meta().broker))
+        .with_leader_epoch(epoch);
+    if let Some(code) = check_leader_epoch(p.current_leader_epoch, epoch) {
+        return failed(p.partition, code).with_current_leader(current);
+    }
+    let mem = log.mem_log();
+    let mut data = PartitionData::default()
+        .with_partition_index(p.partition)
+        .with_high_watermark(mem.high_watermark())
+        .with_last_stable_offset(mem.last_stable_offset())
+        .with_log_start_offset(mem.log_start_offset())
+        .with_preferred_read_replica(BrokerId(-1));
+    if p.fetch_offset < mem.log_start_offset() || p.fetch_offset > mem.log_end_offset() {
+        return data.with_error_code(OFFSET_OUT_OF_RANGE);
+    }
+    if p.last_fetched_epoch >= 0 {
+        let end = mem
+            .epoch_cache()
+            .end_offset_for(p.last_fetched_epoch, mem.log_end_offset());
+        if end.epoch < p.last_fetched_epoch || end.end_offset < p.fetch_offset {
+            return data.with_diverging_epoch(
+                EpochEndOffset::default()
+                    .with_epoch(end.epoch)
+                    .with_end_offset(end.end_offset),
+            );
+        }
+    }
+    let bound = if read_committed {
+        mem.last_stable_offset()
+    } else {
+        mem.high_watermark()
+    };
+    let limit = usize::try_from(p.partition_max_bytes.max(0))
+        .unwrap_or(0)
+        .min(*budget);
+    let records = match read(log, p.fetch_offset, bound, limit, first) {
+        Ok(records) => records,
+        Err(()) => return data.with_error_code(KAFKA_STORAGE_ERROR),
+    };
+    *budget = budget.saturating_sub(records.len());
+    if read_committed {
+        let end = records_end(&records).unwrap_or(p.fetch_offset);
+        data.aborted_transactions = Some(
+            aborted(log, p.fetch_offset, end)
+                .into_iter()
+                .map(|(pid, first)| {
+                    AbortedTransaction::default()
+                        .with_producer_id(ProducerId(pid))
+                        .with_first_offset(first)
+                })
+                .collect(),
+        );
+    }
+    data.records = Some(records);
+    data
+}
+
+/// The batches from `from` below `bound`, whole, at most `limit` bytes (at least one batch
+/// when `at_least_one`: Kafka returns a first batch larger than the limit so a consumer can
+/// make progress).
+fn read(
+    log: &FileLog,
+    mut from: Offset,
+    bound: Offset,
+    limit: usize,
+    at_least_one: bool,
+) -> Result<Bytes, ()> {
+    let mut out = BytesMut::new();
+    while from < bound {
+        let batches = log
+            .try_read_at_most(from, bound, READ_BATCHES)
+            .map_err(|_| ())?;
+        let Some(last) = batches.last() else { break };
+        from = last.header().last_offset + 1;
+        for b in &batches {
+            let size = b.bytes().len();
+            if out.len() + size > limit && !(out.is_empty() && at_least_one) {
+                return Ok(out.freeze());
+            }
+            out.extend_from_slice(b.bytes());
+        }
+    }
+    Ok(out.freeze())
+}
+
+/// The offset after the last batch in `records`.
+fn records_end(records: &Bytes) -> Option<Offset> {
+    let batches = crate::record_batch::RawBatch::parse_many_shared(records).ok()?;
+    batches.last().map(|b| b.header().last_offset + 1)
+}
+
+/// The aborted transactions of the data batches in `[from, end)`: `(producer id, first
+/// offset)`, one per aborted transaction, found by following each producer's batches to its
+/// marker (in the in-memory batch headers, up to the high watermark).
+fn aborted(log: &FileLog, from: Offset, end: Offset) -> Vec<(Pid, Offset)> {
+    let mem = log.mem_log();
+    let hw = mem.high_watermark();
+    let mut open: BTreeMap<Pid, Offset> = BTreeMap::new();
+    let mut out = Vec::new();
+    let mut at = from;
+    while at < hw {
+        let below = at.saturating_add(MARKER_WINDOW).min(hw);
+        for h in mem.read(at, below) {
+            match h.control {
+                Some(ControlType::Abort) => {
+                    if let Some(first) = open.remove(&h.producer_id) {
+                        out.push((h.producer_id, first));
+                    }
+                }
+                Some(_) => {
+                    open.remove(&h.producer_id);
+                }
+                None if h.is_transactional && h.base_offset < end => {
+                    open.entry(h.producer_id).or_insert(h.base_offset.max(from));
+                }
+                None => {}
+            }
+        }
+        if at >= end && open.is_empty() {
+            break;
+        }
+        at = below;
+    }
+    out.sort_by_key(|(_, first)| *first);
+    out
+}

@@ -1,0 +1,57 @@
+//! Which Kafka APIs the node serves, at which versions, and its ApiVersions answer.
+//!
+//! The ranges are those Apache Kafka 4.4's clients (Java, librdkafka, kafka-python) negotiate,
+//! bounded by what the node implements: no topic-id-only OffsetCommit/OffsetFetch (v10), and
+//! Metadata from v1 (v0 means "every topic" by an empty list, which nobody sends any more).
+
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
+
+/// The group coordinator's APIs (none until it is attached).
+const GROUP_API_VERSIONS: &[(ApiKey, i16, i16)] = &[];
+
+/// The APIs the node's own handlers serve: `(api, min version, max version)`.
+const DATA_API_VERSIONS: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::Metadata, 1, 12),
+    (ApiKey::ListOffsets, 1, 10),
+    (ApiKey::Fetch, 4, 17),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
+    (ApiKey::Produce, 3, 11),
+    (ApiKey::InitProducerId, 0, 5),
+];
+
+/// The version range of `key` the node serves, if it serves it.
+pub fn range(key: ApiKey) -> Option<(i16, i16)> {
+    DATA_API_VERSIONS
+        .iter()
+        .chain(GROUP_API_VERSIONS)
+        .find(|(k, _, _)| *k == key)
+        .map(|(_, min, max)| (*min, *max))
+}
+
+/// Whether the node serves `key` at `version`.
+pub fn supported(key: ApiKey, version: i16) -> bool {
+    range(key).is_some_and(|(min, max)| (min..=max).contains(&version))
+}
+
+/// The ApiVersions answer. `version` -1: the client asked at a version this node does not
+/// know; the answer (written in v0) says UNSUPPORTED_VERSION and lists the versions, so the
+/// client retries at one it shares, as with Kafka.
+pub fn api_versions_response(version: i16) -> ApiVersionsResponse {
+    let mut response = ApiVersionsResponse::default();
+    if version < 0 {
+        response.error_code = 35; // UNSUPPORTED_VERSION
+    }
+    response.api_keys = DATA_API_VERSIONS
+        .iter()
+        .chain(GROUP_API_VERSIONS)
+        .map(|(key, min, max)| {
+            ApiVersion::default()
+                .with_api_key(*key as i16)
+                .with_min_version(*min)
+                .with_max_version(*max)
+        })
+        .collect();
+    response
+}

@@ -1,0 +1,242 @@
+package dev.kmirror.oracle;
+
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.TreeMap;
+import java.util.concurrent.Future;
+
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+/**
+ * Kafka's own Java clients against a cluster or a serving kmirror node, for kmirror's serve
+ * tests. Prints one JSON line per result on stdout.
+ *
+ * <p>Usage: {@code ServeClients BOOTSTRAP STEP...} where a step is
+ *
+ * <ul>
+ *   <li>{@code read:TOPIC:ISOLATION} — a consumer with no group assigns every partition of
+ *       TOPIC and reads from the earliest offset to the end offset its isolation level
+ *       ({@code read_committed} or {@code read_uncommitted}) sees; per partition a line with the
+ *       record count, the first and last offsets, and a SHA-256 of every record's offset, key
+ *       and value;
+ *   <li>{@code group:GROUP:TOPIC:N} — a consumer of group GROUP (classic protocol) subscribes to
+ *       TOPIC, reads N records (or everything within 15 s) from the group's committed position
+ *       (earliest without one), commits with {@code commitSync} and leaves; one line with the
+ *       records read per partition ({@code offsets}: the offsets, for duplicate counting) and
+ *       what it committed;
+ *   <li>{@code produce:TOPIC:N:IDEMPOTENT} — a producer ({@code acks=all}, idempotence
+ *       {@code true} or {@code false}) sends N records round-robin to TOPIC's partitions, one
+ *       at a time; one line with the records acknowledged, their offsets per partition, and
+ *       the errors by exception class and message.
+ * </ul>
+ */
+public final class ServeClients {
+    private ServeClients() {}
+
+    public static void main(String[] args) throws Exception {
+        if (args.length < 2) {
+            System.err.println("usage: ServeClients BOOTSTRAP STEP...");
+            System.exit(2);
+        }
+        String bootstrap = args[0];
+        for (int i = 1; i < args.length; i++) {
+            String[] parts = args[i].split(":");
+            switch (parts[0]) {
+                case "read" -> read(bootstrap, parts[1], parts[2]);
+                case "group" -> group(bootstrap, parts[1], parts[2], Integer.parseInt(parts[3]));
+                case "produce" -> produce(bootstrap, parts[1], Integer.parseInt(parts[2]),
+                        Boolean.parseBoolean(parts[3]));
+                default -> {
+                    System.err.println("unknown step " + args[i]);
+                    System.exit(2);
+                }
+            }
+        }
+    }
+
+    private static Properties consumerProps(String bootstrap, String isolation) {
+        Properties props = new Properties();
+        props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG,
+                StringDeserializer.class.getName());
+        props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
+        props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        return props;
+    }
+
+    private static void read(String bootstrap, String topic, String isolation) throws Exception {
+        try (KafkaConsumer<String, String> consumer =
+                new KafkaConsumer<>(consumerProps(bootstrap, isolation))) {
+            List<TopicPartition> tps = new ArrayList<>();
+            for (PartitionInfo p : consumer.partitionsFor(topic, Duration.ofSeconds(30))) {
+                tps.add(new TopicPartition(topic, p.partition()));
+            }
+            consumer.assign(tps);
+            consumer.seekToBeginning(tps);
+            Map<TopicPartition, Long> end = consumer.endOffsets(tps, Duration.ofSeconds(30));
+            Map<Integer, MessageDigest> digests = new TreeMap<>();
+            Map<Integer, long[]> stats = new TreeMap<>();
+            for (TopicPartition tp : tps) {
+                digests.put(tp.partition(), MessageDigest.getInstance("SHA-256"));
+                stats.put(tp.partition(), new long[] {0, -1, -1});
+            }
+            long deadline = System.currentTimeMillis() + 60_000;
+            while (System.currentTimeMillis() < deadline) {
+                boolean done = true;
+                for (TopicPartition tp : tps) {
+                    if (consumer.position(tp) < end.get(tp)) {
+                        done = false;
+                    }
+                }
+                if (done) {
+                    break;
+                }
+                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(500))) {
+                    MessageDigest d = digests.get(r.partition());
+                    d.update((r.offset() + "|" + r.key() + "|" + r.value() + "\n")
+                            .getBytes(StandardCharsets.UTF_8));
+                    long[] s = stats.get(r.partition());
+                    s[0]++;
+                    if (s[1] < 0) {
+                        s[1] = r.offset();
+                    }
+                    s[2] = r.offset();
+                }
+            }
+            for (Map.Entry<Integer, long[]> e : stats.entrySet()) {
+                long[] s = e.getValue();
+                System.out.println("{\"step\":\"read\",\"topic\":\"" + topic + "\",\"partition\":"
+                        + e.getKey() + ",\"records\":" + s[0] + ",\"first\":" + s[1]
+                        + ",\"last\":" + s[2] + ",\"end\":"
+                        + end.get(new TopicPartition(topic, e.getKey())) + ",\"digest\":\""
+                        + hex(digests.get(e.getKey()).digest()) + "\"}");
+            }
+            System.out.flush();
+        }
+    }
+
+    private static void group(String bootstrap, String group, String topic, int n)
+            throws Exception {
+        Properties props = consumerProps(bootstrap, "read_committed");
+        props.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
+        props.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "1");
+        Map<Integer, List<Long>> offsets = new TreeMap<>();
+        Map<TopicPartition, OffsetAndMetadata> next = new HashMap<>();
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(props)) {
+            consumer.subscribe(List.of(topic));
+            int read = 0;
+            long deadline = System.currentTimeMillis() + 15_000;
+            while (read < n && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+                    offsets.computeIfAbsent(r.partition(), k -> new ArrayList<>()).add(r.offset());
+                    next.put(new TopicPartition(topic, r.partition()),
+                            new OffsetAndMetadata(r.offset() + 1));
+                    read++;
+                }
+            }
+            consumer.commitSync(next);
+            StringBuilder out = new StringBuilder("{\"step\":\"group\",\"group\":\"" + group
+                    + "\",\"read\":" + read + ",\"offsets\":{");
+            boolean first = true;
+            for (Map.Entry<Integer, List<Long>> e : offsets.entrySet()) {
+                out.append(first ? "" : ",").append('"').append(e.getKey()).append("\":")
+                        .append(e.getValue());
+                first = false;
+            }
+            out.append("},\"committed\":{");
+            first = true;
+            for (Map.Entry<Integer, OffsetAndMetadata> e : toPartitions(next).entrySet()) {
+                out.append(first ? "" : ",").append('"').append(e.getKey()).append("\":")
+                        .append(e.getValue().offset());
+                first = false;
+            }
+            out.append("}}");
+            System.out.println(out);
+            System.out.flush();
+        }
+    }
+
+    private static Map<Integer, OffsetAndMetadata> toPartitions(
+            Map<TopicPartition, OffsetAndMetadata> m) {
+        Map<Integer, OffsetAndMetadata> out = new TreeMap<>();
+        m.forEach((tp, o) -> out.put(tp.partition(), o));
+        return out;
+    }
+
+    private static void produce(String bootstrap, String topic, int n, boolean idempotent)
+            throws Exception {
+        Properties props = new Properties();
+        props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        props.put(ProducerConfig.ACKS_CONFIG, "all");
+        props.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, Boolean.toString(idempotent));
+        props.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "5000");
+        props.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "4000");
+        props.put(ProducerConfig.LINGER_MS_CONFIG, "0");
+        Map<String, Integer> errors = new TreeMap<>();
+        Map<Integer, List<Long>> acked = new TreeMap<>();
+        int ok = 0;
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(props)) {
+            int partitions = producer.partitionsFor(topic).size();
+            for (int i = 0; i < n; i++) {
+                Future<RecordMetadata> f = producer.send(new ProducerRecord<>(topic,
+                        i % partitions, "new-" + i, "written-to-the-destination-" + i));
+                try {
+                    RecordMetadata md = f.get();
+                    acked.computeIfAbsent(md.partition(), k -> new ArrayList<>()).add(md.offset());
+                    ok++;
+                } catch (java.util.concurrent.ExecutionException e) {
+                    String key = e.getCause().getClass().getSimpleName();
+                    errors.merge(key, 1, Integer::sum);
+                }
+            }
+        }
+        StringBuilder out = new StringBuilder("{\"step\":\"produce\",\"topic\":\"" + topic
+                + "\",\"acked\":" + ok + ",\"offsets\":{");
+        boolean first = true;
+        for (Map.Entry<Integer, List<Long>> e : acked.entrySet()) {
+            out.append(first ? "" : ",").append('"').append(e.getKey()).append("\":")
+                    .append(e.getValue());
+            first = false;
+        }
+        out.append("},\"errors\":{");
+        first = true;
+        for (Map.Entry<String, Integer> e : errors.entrySet()) {
+            out.append(first ? "" : ",").append('"').append(e.getKey()).append("\":")
+                    .append(e.getValue());
+            first = false;
+        }
+        out.append("}}");
+        System.out.println(out);
+        System.out.flush();
+    }
+
+    private static String hex(byte[] bytes) {
+        StringBuilder s = new StringBuilder();
+        for (byte b : bytes) {
+            s.append(String.format("%02x", b));
+        }
+        return s.toString();
+    }
+}
