@@ -30,6 +30,7 @@
 
 pub mod broker;
 pub mod fetch;
+pub mod group;
 pub mod listener;
 pub mod metadata;
 pub mod offsets;
