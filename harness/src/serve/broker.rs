@@ -2,7 +2,9 @@
 //! [`ServedNode`] view of the node's logs and gates, parks the Fetches that wait for data,
 //! and answers them when data comes or their wait ends ([`Broker::poll`]).
 
+use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::mpsc::SyncSender;
 
 use kafka_protocol::messages::{RequestKind, ResponseKind};
 use kmirror_kernel::batch::BatchHeader;
@@ -13,8 +15,10 @@ use kmirror_kernel::types::{LeaderEpoch, PartitionIndex};
 use crate::file_log::FileLog;
 use crate::node::dest::NodeMeta;
 use crate::record_batch::RawBatch;
+use crate::sync::local::MetadataDir;
 
 use super::fetch::{self, FetchAnswer};
+use super::group::{GroupAnswer, GroupClient, GroupCoordinator, GroupRequest, GROUP_API_VERSIONS};
 use super::produce::ProducerIds;
 use super::{metadata, offsets, produce, CallId, ClientCall, ServeError};
 
@@ -77,6 +81,9 @@ pub struct Broker {
     port: i32,
     parked: Vec<Parked>,
     producer_ids: ProducerIds,
+    groups: GroupCoordinator,
+    /// JoinGroup and SyncGroup calls the coordinator holds until their rebalance completes.
+    group_calls: BTreeMap<CallId, SyncSender<ResponseKind>>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -89,17 +96,21 @@ impl std::fmt::Debug for Broker {
 }
 
 impl Broker {
-    /// A broker advertising `advertised` (`host:port`) for the node at `root`.
-    pub fn new(advertised: &str, root: &Path) -> Result<Self, ServeError> {
+    /// Broker `broker_id`, advertising `advertised` (`host:port`), for the node at `root`
+    /// (every group's coordinator, its offsets in `root/metadata/consumer-offsets/`).
+    pub fn new(broker_id: i32, advertised: &str, root: &Path) -> Result<Self, ServeError> {
         let (host, port) = advertised
             .rsplit_once(':')
             .and_then(|(h, p)| Some((h.to_owned(), p.parse::<i32>().ok()?)))
             .ok_or_else(|| ServeError::BadAdvertised(advertised.to_owned()))?;
+        let groups = GroupCoordinator::new(broker_id, host.clone(), port, MetadataDir::of(root))?;
         Ok(Broker {
             host,
             port,
             parked: Vec::new(),
             producer_ids: ProducerIds::open(root)?,
+            groups,
+            group_calls: BTreeMap::new(),
         })
     }
 
@@ -113,9 +124,13 @@ impl Broker {
         self.parked.len()
     }
 
-    /// When the first parked Fetch's wait ends.
+    /// When the first parked Fetch's wait ends or the group coordinator has a timeout due.
     pub fn next_deadline_ms(&self) -> Option<i64> {
-        self.parked.iter().map(|p| p.deadline_ms).min()
+        let fetches = self.parked.iter().map(|p| p.deadline_ms).min();
+        match (fetches, self.groups.next_deadline_ms()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Answers `call` (or parks it, a Fetch waiting for data). A failed disk write is an
@@ -127,6 +142,10 @@ impl Broker {
         node: &mut dyn ServedNode,
     ) -> Result<(), ServeError> {
         let version = call.header.request_api_version;
+        let key = call.header.request_api_key;
+        if GROUP_API_VERSIONS.iter().any(|(k, _, _)| *k as i16 == key) {
+            return self.handle_group(now_ms, call, node);
+        }
         let response = match &call.request {
             RequestKind::Metadata(r) => {
                 ResponseKind::Metadata(metadata::answer(node, &self.host, self.port, r, version))
@@ -166,12 +185,72 @@ impl Broker {
         Ok(())
     }
 
+    /// Hands a group request to the coordinator; sends every answer it makes ready (this
+    /// call's, or parked calls' it completes) and keeps this call if it is parked.
+    fn handle_group(
+        &mut self,
+        now_ms: i64,
+        call: ClientCall,
+        node: &dyn ServedNode,
+    ) -> Result<(), ServeError> {
+        let ClientCall {
+            id,
+            header,
+            request,
+            reply,
+            client_host,
+        } = call;
+        let Ok(request) = GroupRequest::from_kind(request) else {
+            return Ok(());
+        };
+        let client = GroupClient {
+            client_id: header
+                .client_id
+                .as_ref()
+                .map_or_else(String::new, |c| c.to_string()),
+            client_host,
+        };
+        let exists = |topic: &str, p: i32| partition_key(node, topic, p).is_some();
+        let answers = self.groups.handle_from(
+            now_ms,
+            id,
+            header.request_api_version,
+            &client,
+            request,
+            &exists,
+        );
+        self.group_calls.insert(id, reply);
+        self.send_group_answers(answers?);
+        Ok(())
+    }
+
+    fn send_group_answers(&mut self, answers: Vec<GroupAnswer>) {
+        for answer in answers {
+            if let Some(reply) = self.group_calls.remove(&answer.call) {
+                let _ = reply.send(answer.response);
+            }
+        }
+    }
+
     /// Answers the parked Fetches that now have data or whose wait ended. `moved`: the logs
     /// may have changed since the last call (the caller knows what it wrote); otherwise only
     /// the expired Fetches are looked at.
-    pub fn poll(&mut self, now_ms: i64, moved: bool, node: &mut dyn ServedNode) {
+    pub fn poll(
+        &mut self,
+        now_ms: i64,
+        moved: bool,
+        node: &mut dyn ServedNode,
+    ) -> Result<(), ServeError> {
+        if self
+            .groups
+            .next_deadline_ms()
+            .is_some_and(|due| due <= now_ms)
+        {
+            let answers = self.groups.poll(now_ms)?;
+            self.send_group_answers(answers);
+        }
         if self.parked.is_empty() {
-            return;
+            return Ok(());
         }
         let mut still = Vec::new();
         for parked in std::mem::take(&mut self.parked) {
@@ -192,11 +271,7 @@ impl Broker {
             }
         }
         self.parked = still;
-    }
-
-    /// The calls this broker holds (parked Fetches), to be dropped when their connections close.
-    pub fn parked_calls(&self) -> Vec<CallId> {
-        self.parked.iter().map(|p| p.call.id).collect()
+        Ok(())
     }
 }
 

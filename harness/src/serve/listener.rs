@@ -129,6 +129,9 @@ fn accept_loop(socket: &TcpListener, shared: &Arc<Shared>) {
 type Closed = String;
 
 fn serve_connection(mut stream: TcpStream, shared: &Shared) -> Result<(), Closed> {
+    let client_host = stream
+        .peer_addr()
+        .map_or_else(|_| "unknown".to_owned(), |a| format!("/{}", a.ip()));
     stream.set_nodelay(true).map_err(|e| e.to_string())?;
     stream
         .set_read_timeout(Some(shared.options.idle_timeout))
@@ -150,7 +153,15 @@ fn serve_connection(mut stream: TcpStream, shared: &Shared) -> Result<(), Closed
             ResponseKind::ApiVersions(api_versions_response(version))
         } else {
             let call = shared.next_call.fetch_add(1, Ordering::Relaxed);
-            ask_node(shared, call, header.clone(), body, &reply_to, &replies)?
+            ask_node(
+                shared,
+                call,
+                header.clone(),
+                body,
+                &client_host,
+                &reply_to,
+                &replies,
+            )?
         };
         if !silent {
             write_response(
@@ -170,6 +181,7 @@ fn ask_node(
     call: CallId,
     header: RequestHeader,
     request: RequestKind,
+    client_host: &str,
     reply_to: &SyncSender<ResponseKind>,
     replies: &Receiver<ResponseKind>,
 ) -> Result<ResponseKind, Closed> {
@@ -180,6 +192,7 @@ fn ask_node(
             header,
             request,
             reply: reply_to.clone(),
+            client_host: client_host.to_owned(),
         })
         .map_err(|_| "the node is shutting down".to_owned())?;
     replies

@@ -60,6 +60,8 @@ pub struct ClientCall {
     pub request: RequestKind,
     /// Where the answer goes (the connection's thread waits on it).
     pub reply: SyncSender<ResponseKind>,
+    /// The client's address (DescribeGroups reports it).
+    pub client_host: String,
 }
 
 /// How the node serves Kafka clients.
@@ -122,6 +124,9 @@ pub enum ServeError {
         /// The partition.
         partition: kmirror_kernel::node::PartitionKey,
     },
+    /// The group coordinator could not read or write a group's file.
+    #[error(transparent)]
+    Group(#[from] group::GroupError),
     /// The producer-id block file cannot be read or written.
     #[error("{action} {}: {source}", path.display())]
     ProducerIds {

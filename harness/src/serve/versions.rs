@@ -7,8 +7,7 @@
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
 
-/// The group coordinator's APIs (none until it is attached).
-const GROUP_API_VERSIONS: &[(ApiKey, i16, i16)] = &[];
+use super::group::GROUP_API_VERSIONS;
 
 /// The APIs the node's own handlers serve: `(api, min version, max version)`.
 const DATA_API_VERSIONS: &[(ApiKey, i16, i16)] = &[

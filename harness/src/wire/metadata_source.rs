@@ -58,13 +58,15 @@ pub struct KafkaMetadataSource {
 }
 
 impl KafkaMetadataSource {
-    /// The cluster whose broker listens at `bootstrap` (`host:port`), mirrored topic `topic`
+    /// The cluster whose broker listens at `bootstrap` (`host:port`, or a comma-separated
+    /// list as `--source-bootstrap` takes: its first address is asked), mirrored topic `topic`
     /// (what [`MetadataSource::topic`] describes; `log_end_offset` and `topic_config` answer for
     /// any topic, as a node destination's sync asks). Nothing is sent until the first call.
     pub fn new(bootstrap: &str, topic: &str, options: KafkaSourceOptions) -> Self {
+        let first = bootstrap.split(',').map(str::trim).find(|a| !a.is_empty());
         KafkaMetadataSource {
             bootstrap: KafkaClient::new(
-                bootstrap,
+                first.unwrap_or(bootstrap),
                 options.connect_timeout,
                 options.request_timeout,
             ),

@@ -100,7 +100,7 @@ impl NodeDriver {
             .advertised
             .clone()
             .unwrap_or_else(|| address.to_string());
-        let broker = Broker::new(&advertised, self.dest.root())?;
+        let broker = Broker::new(self.dest.meta().broker, &advertised, self.dest.root())?;
         self.clients = Some(Clients {
             listener,
             calls,
@@ -143,7 +143,7 @@ impl NodeDriver {
         }
         let moved = answered > 0 || clients.seen_effects != self.effects;
         clients.seen_effects = self.effects;
-        clients.broker.poll(now_ms, moved, &mut view);
+        clients.broker.poll(now_ms, moved, &mut view)?;
         Ok(answered > 0)
     }
 
