@@ -4,7 +4,7 @@
 //!
 //! Kafka's Java consumer reads every partition of the serving mirror, read-committed and
 //! read-uncommitted, with the same offsets, keys and values as from the source (a digest per
-//! partition); Kafka's idempotent producer is refused while the topic is MIRRORING, and after
+//! partition), and so do kafka-python and librdkafka (confluent-kafka); Kafka's idempotent producer is refused while the topic is MIRRORING, and after
 //! `kmirror stop --topics` (which reaches the running mirror through its control channel) it
 //! writes, its records after the `MIRROR_PID_RESET` marker. A consumer group that read part of
 //! the topic on the source resumes on the destination at the offsets the metadata sync
@@ -108,6 +108,48 @@ impl Serving {
         let _ = Command::new("kill").args(["-TERM", &pid]).status();
         self.child.wait().expect("wait").code()
     }
+}
+
+/// `tests/clients/read_all.py` with `client` (kafka-python or confluent-kafka): its `read`
+/// lines; `None` (a note on stderr) when python3 or the client library is missing outside CI.
+fn python_read(client: &str, bootstrap: &str, topic: &str, isolation: &str) -> Option<Vec<Value>> {
+    let module = client.replace('-', "_");
+    let probe = Command::new("python3")
+        .args([
+            "-c",
+            &format!(
+                "import {}",
+                if module == "kafka_python" {
+                    "kafka"
+                } else {
+                    &module
+                }
+            ),
+        ])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        assert!(
+            !kmirror_testsupport::jvm::in_ci(),
+            "python3 with {client} is needed under CI (`pip install {client}`)"
+        );
+        eprintln!("skipping the {client} reader: python3 with {client} is not installed");
+        return None;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/read_all.py");
+    let mut command = Command::new("python3");
+    command.args([script, client, bootstrap, topic, isolation]);
+    let output = run(command, Duration::from_secs(120));
+    assert!(
+        output.status.success(),
+        "{client} reader failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Some(
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect(),
+    )
 }
 
 /// The committed offsets a `group` line reports, by partition.
@@ -235,6 +277,26 @@ fn oracle_serve_java_clients_read_a_serving_mirror_and_write_after_a_stop() {
             "the mirror's records differ from the source's:\n{mirror:?}\n{source:?}"
         );
         std::thread::sleep(Duration::from_millis(500));
+    }
+    // kafka-python and librdkafka (confluent-kafka) read the same records from the mirror.
+    for client in ["kafka-python", "confluent-kafka"] {
+        for (isolation, expected) in [
+            ("read_committed", &source[..3]),
+            ("read_uncommitted", &source[3..]),
+        ] {
+            let Some(lines) = python_read(client, &serving.address, "orders", isolation) else {
+                continue;
+            };
+            assert_eq!(lines.len(), 3, "{client}: {lines:?}");
+            for (got, want) in lines.iter().zip(expected) {
+                for field in ["partition", "records", "first", "last", "digest"] {
+                    assert_eq!(
+                        got[field], want[field],
+                        "{client} {isolation}: {got} vs {want}"
+                    );
+                }
+            }
+        }
     }
     let committed: i64 = source[..3]
         .iter()

@@ -253,6 +253,14 @@ fn decode_request(mut frame: Bytes) -> Result<(RequestHeader, RequestKind, i16),
     Ok((header, body, version))
 }
 
+/// Why a response was not written.
+enum Written {
+    /// The client closed its connection first.
+    ClientLeft,
+    /// Anything else, said in a line.
+    Failed(Closed),
+}
+
 /// Encodes and writes one response (`version` -1: an ApiVersions answer to a version this node
 /// does not know, written in v0).
 fn write_response(
@@ -261,22 +269,26 @@ fn write_response(
     version: i16,
     correlation_id: i32,
     response: &ResponseKind,
-) -> Result<(), Closed> {
+) -> Result<(), Written> {
     let version = version.max(0);
     let mut body = BytesMut::new();
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
     let header_version = key.response_header_version(version);
+    let failed = |reason: String| Written::Failed(reason);
     header
         .encode(&mut body, header_version)
-        .map_err(|e| format!("encode of a {key:?} response header failed: {e}"))?;
-    response
-        .encode(&mut body, version)
-        .map_err(|e| format!("encode of a {key:?} v{version} response failed: {e}"))?;
+        .map_err(|e| failed(format!("encode of a {key:?} response header failed: {e}")))?;
+    response.encode(&mut body, version).map_err(|e| {
+        failed(format!(
+            "encode of a {key:?} v{version} response failed: {e}"
+        ))
+    })?;
     let mut frame = BytesMut::with_capacity(4 + body.len());
-    let len = i32::try_from(body.len()).map_err(|_| "response too large".to_owned())?;
+    let len = i32::try_from(body.len()).map_err(|_| failed("response too large".to_owned()))?;
     frame.put_i32(len);
     frame.put(body);
-    stream
-        .write_all(frame.chunk())
-        .map_err(|e| format!("write of a {key:?} response failed: {e}"))
+    stream.write_all(frame.chunk()).map_err(|e| match e.kind() {
+        ErrorKind::BrokenPipe | ErrorKind::ConnectionReset => Written::ClientLeft,
+        _ => failed(format!("write of a {key:?} response failed: {e}")),
+    })
 }
