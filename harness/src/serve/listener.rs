@@ -163,14 +163,20 @@ fn serve_connection(mut stream: TcpStream, shared: &Shared) -> Result<(), Closed
                 &replies,
             )?
         };
-        if !silent {
-            write_response(
-                &mut stream,
-                api_key,
-                version,
-                header.correlation_id,
-                &response,
-            )?;
+        if silent {
+            continue;
+        }
+        match write_response(
+            &mut stream,
+            api_key,
+            version,
+            header.correlation_id,
+            &response,
+        ) {
+            Ok(()) => {}
+            // The client left before its answer: not an error of either side.
+            Err(Written::ClientLeft) => return Ok(()),
+            Err(Written::Failed(reason)) => return Err(reason),
         }
     }
 }
