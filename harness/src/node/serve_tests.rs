@@ -328,3 +328,84 @@ fn a_fetch_with_nothing_new_waits_and_is_answered_when_a_producer_writes() {
     );
     running.stop().close().unwrap();
 }
+
+/// A producer whose id, epoch and sequence equal a mirrored producer's first batch is a new
+/// producer after the failover: its batch is written after the `MIRROR_PID_RESET` marker, not
+/// answered as a retry of the mirrored batch (the collision that drops a failed-over
+/// cluster's first writes when the destination keeps the source's producer state).
+#[test]
+fn a_producer_with_a_mirrored_producers_id_is_not_taken_for_it_after_a_failover() {
+    use crate::wire::fake_broker::{FakeCluster, FakePartition, FakeTopic};
+    let mirrored_pid = 7;
+    let batches = (0..3)
+        .map(|b| {
+            RawBatch::synthesize(
+                &BatchHeader {
+                    base_offset: 2 * b,
+                    last_offset: 2 * b + 1,
+                    partition_leader_epoch: 5,
+                    producer_id: mirrored_pid,
+                    producer_epoch: 0,
+                    base_sequence: i32::try_from(2 * b).unwrap(),
+                    is_transactional: false,
+                    control: None,
+                },
+                1_000,
+            )
+            .unwrap()
+        })
+        .collect();
+    let fake = FakeCluster::start(
+        1,
+        vec![FakeTopic {
+            name: "orders".into(),
+            id: ORDERS,
+            partitions: vec![FakePartition {
+                batches,
+                ..FakePartition::with_batches(1, 5, 0)
+            }],
+        }],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let dest = NodeDest::create(dir.path(), NodeMeta::new(Some(fake.address(1)), 4)).unwrap();
+    let mut driver = NodeDriver::from_dest(
+        dest,
+        Some(super::fixture::source(&fake, &["orders"])),
+        super::fixture::options(),
+    )
+    .unwrap();
+    let added = driver
+        .add_topics(&super::fixture::east(), &[("orders".into(), ORDERS, 1)], 0)
+        .unwrap();
+    assert!(added.values().all(Result::is_ok));
+    let mut clock = crate::driver::ManualClock::default();
+    driver
+        .run(&mut clock, NodeUntil::CaughtUp, &mut |_, _| {})
+        .unwrap();
+    driver.set_source(None);
+    driver
+        .request_topics(TopicsVerb::Stop, "orders", None, clock.now_ms)
+        .unwrap();
+    driver
+        .run(&mut clock, NodeUntil::Settled, &mut |_, _| {})
+        .unwrap();
+    let key = PartitionKey::new(ORDERS, 0);
+    let end = driver.log(&key).unwrap().mem_log().log_end_offset();
+    assert_eq!(
+        end, 7,
+        "six mirrored records and the MIRROR_PID_RESET marker"
+    );
+    let running = Running::start(driver);
+    let mut conn = Connection::connect(
+        &running.address,
+        Duration::from_secs(2),
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    assert_eq!(
+        produce(&mut conn, 0, &client_batch(2, mirrored_pid, 0)),
+        (0, end),
+        "written after the marker, not answered with the mirrored batch at offset 0"
+    );
+    running.stop().close().unwrap();
+}
