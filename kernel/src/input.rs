@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::desired::DesiredState;
 use crate::effect::RequestId;
 use crate::records::MirrorPartitionStateValue;
+use crate::state::MirrorState;
 use crate::types::{BrokerId, EpochAndOffset, LeaderEpoch, Offset};
 
 /// Why the coordinator refused a state write (Kafka's error names).
@@ -96,6 +97,20 @@ pub enum Input {
         /// The LME the source recorded when it stopped mirroring from us, with the offset at
         /// which its mirrored copy of that epoch ended; `None` for Kafka's -1 (first-time
         /// mirroring).
+        lme: Option<EpochAndOffset>,
+        /// The source's log start offset.
+        source_log_start_offset: Offset,
+    },
+    /// Completion of `QueryLastMirroredEpoch` from a source that keeps `__mirror_state` (a
+    /// serving kmirror node): the state of its own mirror of this partition from this cluster
+    /// (the reverse mirror; `Unknown` when it has none) beside that mirror's LME. The kernel
+    /// checks the reverse mirror ([`crate::reverse_mirror`]) before it truncates.
+    SourceMirrorStateReceived {
+        /// The request completed.
+        request: RequestId,
+        /// The state of the source's mirror of this partition from this cluster.
+        reverse: MirrorState,
+        /// The LME that mirror recorded when it stopped (`None`: Kafka's -1).
         lme: Option<EpochAndOffset>,
         /// The source's log start offset.
         source_log_start_offset: Offset,

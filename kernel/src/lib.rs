@@ -51,7 +51,8 @@
 //! - Around the state machine: the desired state from `mirror.name` ([`desired`]), the
 //!   controller's requests and produce gate ([`controller`]), which topics a mirror's
 //!   selection takes on each refresh of the source, never a failed-over one ([`discovery`]),
-//!   the LME truncation rule ([`lme`]), the `__mirror_state` records, partitioner and
+//!   the LME truncation rule ([`lme`]) and the reverse-mirror check before it
+//!   ([`reverse_mirror`]), the `__mirror_state` records, partitioner and
 //!   coordinator ([`records`], [`partitioner`], [`coordinator`]); the KIP authors' prototype's
 //!   message formats, encoded as Kafka's message generator does ([`proto_wire`]).
 //!
@@ -227,6 +228,7 @@ pub mod producer_state;
 pub mod proto_wire;
 pub mod records;
 pub mod replication;
+pub mod reverse_mirror;
 pub mod state;
 pub mod state_fencing;
 pub mod sync;

@@ -514,6 +514,7 @@ pub fn request_of(input: &Input) -> Option<kmirror_kernel::effect::RequestId> {
         | Input::StateWritten { request, .. }
         | Input::WriteFenced { request, .. }
         | Input::LastMirroredEpochReceived { request, .. }
+        | Input::SourceMirrorStateReceived { request, .. }
         | Input::FetchCompleted { request, .. }
         | Input::LeaderEpochBumped { request, .. }
         | Input::LastMirroredEpochWritten { request }

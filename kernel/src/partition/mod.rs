@@ -367,6 +367,19 @@ impl PartitionMirror {
                 lme,
                 source_log_start_offset,
             } => self.on_lme(config, request, lme, source_log_start_offset, log, &mut out)?,
+            Input::SourceMirrorStateReceived {
+                request,
+                reverse,
+                lme,
+                source_log_start_offset,
+            } => self.on_source_mirror_state(
+                config,
+                request,
+                reverse,
+                (lme, source_log_start_offset),
+                log,
+                &mut out,
+            )?,
             Input::ReplicaFetched {
                 replica,
                 log_end_offset,

@@ -11,6 +11,7 @@ use crate::desired::DesiredState;
 use crate::effect::{Effect, RequestId};
 use crate::log::LogView;
 use crate::mutant::Mutant;
+use crate::reverse_mirror::check_reverse_mirror;
 use crate::state::MirrorState;
 use crate::types::{BrokerId, EpochAndOffset, MirrorPartition, Offset};
 
@@ -44,6 +45,29 @@ impl PartitionMirror {
         out.extend(effect.map(Effect::Log));
         self.await_replicas(config, truncated_to, out);
         Ok(())
+    }
+
+    /// `SourceMirrorStateReceived`: the LME answer of a source that keeps `__mirror_state`.
+    /// Its own mirror of this partition from this cluster must be absent or STOPPED
+    /// ([`crate::reverse_mirror`]); otherwise the partition goes FAILED (retried by the
+    /// policy) with the reason, and nothing is truncated.
+    pub(super) fn on_source_mirror_state(
+        &mut self,
+        config: &MirrorConfig,
+        request: RequestId,
+        reverse: MirrorState,
+        (lme, source_log_start_offset): (Option<EpochAndOffset>, Offset),
+        log: &impl LogView,
+        out: &mut Vec<Effect>,
+    ) -> Result<(), Ignored> {
+        self.expect(Activity::AwaitingLme(request), request)?;
+        match check_reverse_mirror(reverse) {
+            Ok(()) => self.on_lme(config, request, lme, source_log_start_offset, log, out),
+            Err(refusal) => {
+                self.write_state(config, MirrorState::Failed, Some(refusal.to_string()), out);
+                Ok(())
+            }
+        }
     }
 
     /// Waits for the truncation quorum to reach `truncated_to` (the leader already has).
