@@ -11,12 +11,14 @@
 //!   lines) and [`node_sync_cli`] (the metadata sync inside the mirroring process).
 //! - [`serve_cli`]: `serve`, a node destination on Kafka's wire, and the `--listen` options
 //!   `mirror --topics` shares.
+//! - [`failback_cli`]: `mirror --failback`'s preview, with the source's LME when it serves it.
 //! - [`demo`]: the scripted failover and failback of `kmirror demo`.
 //!
 //! The kernel is `kmirror-kernel`, the model `kmirror-model`, the on-disk and wire side
 //! `kmirror-harness`; this crate only parses arguments, reads the clock and prints.
 
 pub mod demo;
+pub mod failback_cli;
 pub mod log_cli;
 pub mod model_cli;
 pub mod node_cli;

@@ -28,7 +28,6 @@ use std::sync::Arc;
 use kmirror_harness::driver::Clock;
 use kmirror_harness::node::control::SETTLE_MS;
 use kmirror_harness::node::dest::STATUS_FILE;
-use kmirror_harness::node::failback;
 use kmirror_harness::node::follow::{left_line, Follow};
 use kmirror_harness::node::verify::verify_node;
 use kmirror_harness::node::{
@@ -37,14 +36,12 @@ use kmirror_harness::node::{
     TopicChange, TopicResults, TopicsVerb,
 };
 use kmirror_harness::wire::authorization::AclResource;
-use kmirror_harness::wire::client::EARLIEST_TIMESTAMP;
 use kmirror_harness::wire::source_cluster::TopicError;
 use kmirror_harness::wire::topic_selection::SelectionMiss;
 use kmirror_harness::wire::{SecurityConfig, SourceCluster, SourceClusterOptions, TopicSelection};
-use kmirror_kernel::config::{FetchIsolation, MirrorConfig, RetryPolicy, StopStrategy};
+use kmirror_kernel::config::{MirrorConfig, RetryPolicy, StopStrategy};
 use kmirror_kernel::desired::DesiredState;
 use kmirror_kernel::discovery::{discover, Left};
-use kmirror_kernel::node::PartitionKey;
 use kmirror_kernel::types::MirrorName;
 
 use crate::log_cli::{
@@ -420,7 +417,12 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
         println!("no failed-over topic matches --topics {topics:?}: nothing to fail back");
     }
     if !found.failback.is_empty()
-        && !failback_confirmed(&driver, &found.failback, &mut resolver, args.yes)?
+        && !crate::failback_cli::failback_confirmed(
+            &driver,
+            &found.failback,
+            &mut resolver,
+            args.yes,
+        )?
     {
         driver.close().map_err(|e| e.to_string())?;
         return Ok(ExitCode::from(2));
@@ -593,49 +595,6 @@ fn selection_error_line(e: &TopicError) -> String {
     }
 }
 
-/// Prints what a failback of `topics` truncates, partition by partition, and whether it may go
-/// ahead: always when nothing is lost, otherwise only with `yes`.
-fn failback_confirmed(
-    driver: &NodeDriver,
-    topics: &[String],
-    source: &mut SourceCluster,
-    yes: bool,
-) -> Result<bool, String> {
-    let meta = driver.dest().meta();
-    let keys: Vec<PartitionKey> = topics
-        .iter()
-        .filter_map(|name| meta.topics.get(name))
-        .flat_map(|t| (0..t.partitions).map(|p| PartitionKey::new(t.topic_id, p)))
-        .collect();
-    let asked: Vec<(kmirror_kernel::types::TopicId, i32)> =
-        keys.iter().map(|k| (k.topic_id, k.partition)).collect();
-    let answers = source.list_offsets(&asked, EARLIEST_TIMESTAMP, FetchIsolation::ReadUncommitted);
-    let mut starts = BTreeMap::new();
-    for (key, answer) in keys.into_iter().zip(answers) {
-        let start = answer.map_err(|e| {
-            format!("cannot preview the failback: the source's log start is unknown: {e}")
-        })?;
-        starts.insert(key, start);
-    }
-    let previews = failback::previews(driver, topics, &starts);
-    for p in &previews {
-        println!("{}", p.line());
-    }
-    let truncated: i64 = previews.iter().map(|p| p.truncated).sum();
-    let here: i64 = previews.iter().map(|p| p.written_here).sum();
-    if truncated == 0 || yes {
-        return Ok(true);
-    }
-    eprintln!(
-        "kmirror: mirror: the failback of {} truncates {truncated} offsets in {} partitions \
-         ({here} written here since the failover); nothing changed: run again with --yes to go \
-         ahead",
-        count_topics(topics.len()),
-        previews.iter().filter(|p| p.truncated > 0).count()
-    );
-    Ok(false)
-}
-
 /// How long `stop`, `pause` and `resume` wait for a running mirror to claim a request handed
 /// over the control channel before withdrawing it (ms).
 const CLAIM_WAIT_MS: i64 = 10_000;
@@ -755,7 +714,7 @@ fn print_topic_results(verb: TopicsVerb, results: &TopicResults) {
     }
 }
 
-fn count_topics(n: usize) -> String {
+pub(crate) fn count_topics(n: usize) -> String {
     if n == 1 {
         "1 topic".to_owned()
     } else {

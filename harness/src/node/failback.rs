@@ -1,11 +1,13 @@
 //! What a failback will cut: the preview `kmirror mirror --failback` prints before it acts.
 //!
 //! A failback puts a failed-over topic back in a mirror: its partitions go PREPARING, where the
-//! kernel truncates each log by the LME rule ([`lme_truncation`]) before fetching again. Against
-//! a source that records no last mirrored epoch (a stock Kafka cluster answers Kafka's -1), the
-//! rule empties the partition and copies it all again: every record written here since the
-//! failover, and the `MIRROR_PID_RESET` the stop appended, are gone. [`preview`] applies the
-//! same function to each log as it is now, so the operator sees the numbers first.
+//! kernel truncates each log by the LME rule ([`lme_truncation`]) before fetching again. A
+//! serving kmirror source answers the LME its mirror of us recorded when it stopped
+//! ([`crate::node::lme_lookup`]): only the suffix it never had is cut. Against a source that
+//! records no last mirrored epoch (a stock Kafka cluster answers Kafka's -1), the rule empties
+//! the partition and copies it all again: every record written here since the failover, and
+//! the `MIRROR_PID_RESET` the stop appended, are gone. [`preview`] applies the same function to
+//! each log as it is now, so the operator sees the numbers first.
 
 use std::collections::BTreeMap;
 
@@ -77,14 +79,23 @@ pub fn preview(
     }
 }
 
+/// What the source answered of one partition before a failback: the LME its mirror of us
+/// recorded (`None`: Kafka's -1, as a stock Kafka cluster answers) and its log start offset.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SourceAnswer {
+    /// The source's LME.
+    pub lme: Option<EpochAndOffset>,
+    /// The source's log start offset.
+    pub log_start_offset: Offset,
+}
+
 /// The failback of every partition of `topics` (failed-over topics of `driver`'s destination)
-/// against a source that records no LME (Kafka's -1, a stock Kafka cluster), whose log start
-/// offset of each partition is `source_log_starts` (0 when missing): one preview per partition,
-/// in topic and partition order.
+/// given what the source answered of each (no LME and log start 0 when missing): one preview
+/// per partition, in topic and partition order.
 pub fn previews(
     driver: &NodeDriver,
     topics: &[String],
-    source_log_starts: &BTreeMap<PartitionKey, Offset>,
+    source: &BTreeMap<PartitionKey, SourceAnswer>,
 ) -> Vec<FailbackPreview> {
     let meta = driver.dest().meta();
     let mut out = Vec::new();
@@ -105,8 +116,15 @@ pub fn previews(
                 .clone()
                 .and_then(|m| driver.persisted_record(&key.in_mirror(m)))
                 .map(|v| v.leader_epoch);
-            let start = source_log_starts.get(&key).copied().unwrap_or(0);
-            out.push(preview(name, p, log, None, start, stop_epoch));
+            let answer = source.get(&key).copied().unwrap_or_default();
+            out.push(preview(
+                name,
+                p,
+                log,
+                answer.lme,
+                answer.log_start_offset,
+                stop_epoch,
+            ));
         }
     }
     out

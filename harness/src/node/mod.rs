@@ -12,6 +12,7 @@
 //!   rules.
 //! - [`fetch_ahead`]: the driver reads the next round's fetches while it writes this one's.
 //! - [`failback`]: what an explicit failback will truncate, said before it acts.
+//! - [`lme_lookup`]: asking a serving kmirror source for its mirror of us and its LME.
 //! - [`follow`]: what a running mirror looks at again on every refresh of the source's
 //!   metadata (new topics, new partitions, deleted topics) and its periodic checkpoints.
 //! - [`metadata_sync`]: [`NodeSync`], topic configs, group offsets and ACLs synced inside the
@@ -32,6 +33,7 @@ pub mod error;
 pub mod failback;
 pub mod fetch_ahead;
 pub mod follow;
+pub mod lme_lookup;
 pub mod metadata_sync;
 pub mod state_log;
 pub mod status;
@@ -39,6 +41,8 @@ pub mod verify;
 
 #[cfg(test)]
 mod crash_tests;
+#[cfg(test)]
+mod failback_tests;
 #[cfg(test)]
 mod fixture;
 #[cfg(test)]

@@ -27,7 +27,7 @@ use crate::wire::client::{FetchParams, KafkaClient, READ_UNCOMMITTED};
 use crate::wire::Connection;
 
 /// The wall clock (the served node answers real sockets).
-struct WallClock(Instant);
+pub(super) struct WallClock(pub(super) Instant);
 
 impl Clock for WallClock {
     fn now_ms(&mut self) -> i64 {
@@ -42,14 +42,14 @@ impl Clock for WallClock {
 }
 
 /// A node running on its own thread, serving clients, until [`Running::stop`].
-struct Running {
-    address: String,
+pub(super) struct Running {
+    pub(super) address: String,
     flag: Arc<AtomicBool>,
     thread: JoinHandle<NodeDriver>,
 }
 
 impl Running {
-    fn start(mut driver: NodeDriver) -> Running {
+    pub(super) fn start(mut driver: NodeDriver) -> Running {
         let address = driver
             .serve_clients(&ServeOptions::new("127.0.0.1:0"))
             .unwrap()
@@ -75,7 +75,7 @@ impl Running {
         }
     }
 
-    fn stop(self) -> NodeDriver {
+    pub(super) fn stop(self) -> NodeDriver {
         self.flag.store(true, Ordering::Relaxed);
         self.thread.join().unwrap()
     }
@@ -97,7 +97,7 @@ fn client(address: &str) -> KafkaClient {
 }
 
 /// A batch as a client writes it: offsets from 0, no leader epoch, `records` records.
-fn client_batch(records: i64, producer_id: i64, base_sequence: i32) -> RawBatch {
+pub(super) fn client_batch(records: i64, producer_id: i64, base_sequence: i32) -> RawBatch {
     let header = BatchHeader {
         base_offset: 0,
         last_offset: records - 1,
@@ -113,7 +113,7 @@ fn client_batch(records: i64, producer_id: i64, base_sequence: i32) -> RawBatch 
 
 /// Produces `batch` to `orders-<partition>` on `conn`: the partition's error code and base
 /// offset.
-fn produce(conn: &mut Connection, partition: i32, batch: &RawBatch) -> (i16, i64) {
+pub(super) fn produce(conn: &mut Connection, partition: i32, batch: &RawBatch) -> (i16, i64) {
     let request = ProduceRequest::default()
         .with_acks(-1)
         .with_timeout_ms(5_000)

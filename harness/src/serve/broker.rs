@@ -8,9 +8,10 @@ use std::sync::mpsc::SyncSender;
 
 use kafka_protocol::messages::{RequestKind, ResponseKind};
 use kmirror_kernel::batch::BatchHeader;
+use kmirror_kernel::coordinator::Coordinator;
 use kmirror_kernel::log::LogView;
 use kmirror_kernel::node::PartitionKey;
-use kmirror_kernel::types::{LeaderEpoch, PartitionIndex};
+use kmirror_kernel::types::{LeaderEpoch, MirrorPartition, PartitionIndex};
 
 use crate::file_log::FileLog;
 use crate::node::dest::NodeMeta;
@@ -30,6 +31,9 @@ pub trait ServedNode {
     fn root(&self) -> &Path;
     /// The log of `key`.
     fn log(&self, key: &PartitionKey) -> Option<&FileLog>;
+    /// The `__mirror_state` coordinator holding `key`'s records (its partition of
+    /// `__mirror_state`), if the node has it open.
+    fn state_coordinator(&self, key: &MirrorPartition) -> Option<&Coordinator>;
     /// Whether clients may write to `key` (the kernel's produce gate).
     fn writable(&self, key: &PartitionKey) -> bool;
     /// Appends a client's batch to `key` as its leader at `leader_epoch`; the high watermark

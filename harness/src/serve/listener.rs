@@ -7,7 +7,8 @@
 //! [`ServeOptions::max_request_bytes`] or one that does not decode closes the connection with
 //! one log line; so does a client idle for [`ServeOptions::idle_timeout`], and a connection
 //! beyond [`ServeOptions::max_connections`] is closed at once. ApiVersions is answered on the
-//! connection's thread (it needs nothing of the node), every other request by the node.
+//! connection's thread (it needs nothing of the node), every other request by the node. The
+//! KIP's `ReadMirrorStates`, which kafka-protocol does not know, is framed by [`super::lme`].
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -21,8 +22,9 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
+use super::lme::{self, MirrorStatesCall, READ_MIRROR_STATES_KEY};
 use super::versions::{api_versions_response, supported};
-use super::{CallId, ClientCall, ServeError, ServeOptions};
+use super::{CallId, ClientCall, NodeCall, ServeError, ServeOptions};
 
 /// A running listener. Dropping it stops accepting (connections end as their clients leave).
 #[derive(Debug)]
@@ -33,10 +35,7 @@ pub struct Listener {
 
 impl Listener {
     /// Binds `options.listen` and starts accepting; every decoded request is sent on `calls`.
-    pub fn start(
-        options: &ServeOptions,
-        calls: Sender<ClientCall>,
-    ) -> Result<Listener, ServeError> {
+    pub fn start(options: &ServeOptions, calls: Sender<NodeCall>) -> Result<Listener, ServeError> {
         let socket = TcpListener::bind(&options.listen).map_err(|source| ServeError::Bind {
             address: options.listen.clone(),
             source,
@@ -84,7 +83,7 @@ impl Drop for Listener {
 /// What every connection thread shares.
 struct Shared {
     options: ServeOptions,
-    calls: Sender<ClientCall>,
+    calls: Sender<NodeCall>,
     open: AtomicUsize,
     next_call: AtomicU64,
     stop: Arc<AtomicBool>,
@@ -144,6 +143,15 @@ fn serve_connection(mut stream: TcpStream, shared: &Shared) -> Result<(), Closed
         let Some(frame) = read_frame(&mut stream, shared.options.max_request_bytes)? else {
             return Ok(());
         };
+        if frame.get(..2) == Some(&READ_MIRROR_STATES_KEY.to_be_bytes()[..]) {
+            let call = shared.next_call.fetch_add(1, Ordering::Relaxed);
+            match ask_mirror_states(shared, call, frame)
+                .and_then(|answer| stream.write_all(&answer).map_err(|e| e.to_string()))
+            {
+                Ok(()) => continue,
+                Err(reason) => return Err(reason),
+            }
+        }
         let (header, body, version) = decode_request(frame)?;
         let api_key = ApiKey::try_from(header.request_api_key)
             .map_err(|()| format!("unknown API key {}", header.request_api_key))?;
@@ -193,17 +201,37 @@ fn ask_node(
 ) -> Result<ResponseKind, Closed> {
     shared
         .calls
-        .send(ClientCall {
+        .send(NodeCall::Client(Box::new(ClientCall {
             id: call,
             header,
             request,
             reply: reply_to.clone(),
             client_host: client_host.to_owned(),
-        })
+        })))
         .map_err(|_| "the node is shutting down".to_owned())?;
     replies
         .recv()
         .map_err(|_| "the node dropped the request (shutting down)".to_owned())
+}
+
+/// Decodes a `ReadMirrorStates` frame, has the node answer it, and returns the response frame.
+fn ask_mirror_states(shared: &Shared, call: CallId, frame: Bytes) -> Result<Vec<u8>, Closed> {
+    let (header, request) = lme::decode_request(frame)?;
+    let (reply, answer) = mpsc::sync_channel(1);
+    let correlation_id = header.correlation_id;
+    shared
+        .calls
+        .send(NodeCall::MirrorStates(MirrorStatesCall {
+            id: call,
+            header,
+            request,
+            reply,
+        }))
+        .map_err(|_| "the node is shutting down".to_owned())?;
+    let response = answer
+        .recv()
+        .map_err(|_| "the node dropped the request (shutting down)".to_owned())?;
+    lme::encode_response(correlation_id, &response)
 }
 
 /// Reads one size-prefixed frame; `None` when the client closed the connection between frames.

@@ -22,11 +22,16 @@ pub const UNKNOWN_TOPIC_ID: i16 = 100;
 
 /// The cluster id the node reports: its broker id and directory name make it stable.
 pub fn cluster_id(node: &dyn ServedNode) -> String {
-    let dir = node
-        .root()
+    node_cluster_id(node.root(), node.meta().broker)
+}
+
+/// The cluster id of the node at `root` with broker id `broker`, served or not (a mirror of
+/// it is named so by default, and a node asks its source for "its mirror of me" by it).
+pub fn node_cluster_id(root: &std::path::Path, broker: i32) -> String {
+    let dir = root
         .file_name()
         .map_or_else(|| "node".to_owned(), |n| n.to_string_lossy().into_owned());
-    format!("kmirror-{dir}-{}", node.meta().broker)
+    format!("kmirror-{dir}-{broker}")
 }
 
 /// Answers a Metadata request.

@@ -24,7 +24,8 @@
 //! - **Bounded.** Frame size, connection count and idle time are limited
 //!   ([`ServeOptions`]); a bad frame closes its connection with one log line.
 //!
-//! What is served, at which versions: [`versions`]. Not yet: transactions (InitProducerId
+//! What is served, at which versions: [`versions`]; beside Kafka's APIs, the LME lookup a
+//! failing-back mirror asks ([`lme`]). Not yet: transactions (InitProducerId
 //! with a transactional id is refused), incremental fetch sessions (every Fetch is answered
 //! in full, session id 0, which Kafka's clients accept), TLS and SASL on the listener.
 
@@ -32,6 +33,7 @@ pub mod broker;
 pub mod fetch;
 pub mod group;
 pub mod listener;
+pub mod lme;
 pub mod metadata;
 pub mod offsets;
 pub mod produce;
@@ -62,6 +64,16 @@ pub struct ClientCall {
     pub reply: SyncSender<ResponseKind>,
     /// The client's address (DescribeGroups reports it).
     pub client_host: String,
+}
+
+/// A request for the node's thread: a Kafka API kafka-protocol decodes, or the KIP's
+/// `ReadMirrorStates` ([`lme`]).
+#[derive(Debug)]
+pub enum NodeCall {
+    /// A Kafka client's request.
+    Client(Box<ClientCall>),
+    /// A mirror's last-mirrored-epoch lookup.
+    MirrorStates(lme::MirrorStatesCall),
 }
 
 /// How the node serves Kafka clients.

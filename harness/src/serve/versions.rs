@@ -3,11 +3,13 @@
 //! The ranges are those Apache Kafka 4.4's clients (Java, librdkafka, kafka-python) negotiate,
 //! bounded by what the node implements: no topic-id-only OffsetCommit/OffsetFetch (v10), and
 //! Metadata from v1 (v0 means "every topic" by an empty list, which nobody sends any more).
+//! Beside them, the KIP's `ReadMirrorStates` v0 (the LME lookup, [`super::lme`]).
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
 
 use super::group::GROUP_API_VERSIONS;
+use super::lme::{READ_MIRROR_STATES_KEY, READ_MIRROR_STATES_VERSION};
 
 /// The APIs the node's own handlers serve: `(api, min version, max version)`.
 const DATA_API_VERSIONS: &[(ApiKey, i16, i16)] = &[
@@ -52,5 +54,12 @@ pub fn api_versions_response(version: i16) -> ApiVersionsResponse {
                 .with_max_version(*max)
         })
         .collect();
+    // The KIP's LME lookup, which kafka-protocol's ApiKey does not know.
+    response.api_keys.push(
+        ApiVersion::default()
+            .with_api_key(READ_MIRROR_STATES_KEY)
+            .with_min_version(READ_MIRROR_STATES_VERSION)
+            .with_max_version(READ_MIRROR_STATES_VERSION),
+    );
     response
 }

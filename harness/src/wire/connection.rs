@@ -141,6 +141,39 @@ impl Connection {
         self.versions.get(&(api_key as i16)).copied()
     }
 
+    /// Whether the broker listed API `api_key` at `version` in its ApiVersions answer (also
+    /// for APIs kafka-protocol does not know, as the KIP's).
+    pub fn serves(&self, api_key: i16, version: i16) -> bool {
+        self.versions
+            .get(&api_key)
+            .is_some_and(|r| (r.min..=r.max).contains(&version))
+    }
+
+    /// Sends the frame `encode` builds (size prefix included) for the correlation id it is
+    /// given, and returns that id with the response frame (no size prefix), undecoded: for
+    /// APIs kafka-protocol does not know.
+    pub fn send_raw(
+        &mut self,
+        api: &'static str,
+        version: i16,
+        encode: impl FnOnce(i32) -> Result<Vec<u8>, String>,
+    ) -> Result<(i32, Bytes), WireError> {
+        let correlation_id = self.next_correlation_id;
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1).max(1);
+        let frame = encode(correlation_id).map_err(|reason| WireError::Encode {
+            address: self.address.clone(),
+            api,
+            version,
+            reason,
+        })?;
+        self.stream
+            .write_all(&frame)
+            .and_then(|()| self.stream.flush())
+            .map_err(|source| self.io_error(api, source))?;
+        let response = self.read_frame(api, version)?;
+        Ok((correlation_id, response))
+    }
+
     /// The highest version of `R` both sides speak, at least `min` (the oldest version with the
     /// fields kmirror relies on).
     pub fn version_for<R: Request>(&self, api: &'static str, min: i16) -> Result<i16, WireError> {

@@ -10,13 +10,15 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::Duration;
 
 use kmirror_kernel::batch::BatchHeader;
+use kmirror_kernel::coordinator::Coordinator;
 use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::node::PartitionKey;
-use kmirror_kernel::types::LeaderEpoch;
+use kmirror_kernel::partitioner::mirror_state_partition;
+use kmirror_kernel::types::{LeaderEpoch, MirrorPartition};
 
 use crate::file_log::FileLog;
 use crate::record_batch::RawBatch;
-use crate::serve::{Broker, ClientCall, Listener, ServeError, ServeOptions, ServedNode};
+use crate::serve::{lme, Broker, Listener, NodeCall, ServeError, ServeOptions, ServedNode};
 
 use super::super::dest::{NodeDest, NodeMeta};
 use super::super::state_log::StatePartition;
@@ -29,10 +31,10 @@ const CALLS_PER_STEP: usize = 64;
 /// The listener, its calls, and the broker answering them.
 pub(super) struct Clients {
     listener: Listener,
-    calls: Receiver<ClientCall>,
+    calls: Receiver<NodeCall>,
     broker: Broker,
     /// A call received while the driver waited, answered at its next step.
-    waiting: Option<ClientCall>,
+    waiting: Option<NodeCall>,
     /// The driver's effect count when the parked Fetches were last looked at: the logs change
     /// only through effects and client writes.
     seen_effects: u64,
@@ -58,6 +60,11 @@ impl ServedNode for View<'_> {
 
     fn log(&self, key: &PartitionKey) -> Option<&FileLog> {
         self.logs.get(key)
+    }
+
+    fn state_coordinator(&self, key: &MirrorPartition) -> Option<&Coordinator> {
+        let k = mirror_state_partition(key, self.dest.meta().mirror_state_partitions).ok()?;
+        self.states.get(&k).map(StatePartition::coordinator)
     }
 
     fn writable(&self, key: &PartitionKey) -> bool {
@@ -138,7 +145,12 @@ impl NodeDriver {
                     Err(_) => break,
                 },
             };
-            clients.broker.handle(now_ms, call, &mut view)?;
+            match call {
+                NodeCall::Client(call) => clients.broker.handle(now_ms, *call, &mut view)?,
+                NodeCall::MirrorStates(call) => {
+                    let _ = call.reply.send(lme::answer(&view, &call.request));
+                }
+            }
             answered += 1;
         }
         let moved = answered > 0 || clients.seen_effects != self.effects;

@@ -129,6 +129,7 @@ impl NodeDriver {
             source,
             queue: VecDeque::new(),
             pending_lme: BTreeMap::new(),
+            said_no_lme_lookup: false,
             timers: BTreeMap::new(),
             heard: SourceView::default(),
             fetched_ahead: FetchedAhead::default(),

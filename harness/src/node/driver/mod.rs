@@ -199,6 +199,8 @@ pub struct NodeDriver {
     source: Option<SourceCluster>,
     queue: VecDeque<Queued>,
     pending_lme: BTreeMap<PartitionKey, RequestId>,
+    /// Whether the run already said that the source does not serve the LME lookup.
+    said_no_lme_lookup: bool,
     timers: BTreeMap<PartitionKey, (u32, i64)>,
     /// What the driver last heard from the source of each partition.
     heard: SourceView,

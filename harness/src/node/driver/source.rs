@@ -4,9 +4,11 @@
 //! - **Source leaders** are input ([`NodeInput::SourceTopic`]): fed at start and after every
 //!   round in which the source cluster's metadata names other leaders
 //!   ([`NodeDriver::sync_source_leaders`]); answers read ahead from the old leaders are dropped.
-//! - **LME queries**: a stock Kafka source keeps no `__mirror_state`, so every pending
-//!   `QueryLastMirroredEpoch` is answered "no LME" with the source's log start offset, all of
-//!   them in one ListOffsets (earliest) per broker ([`NodeDriver::answer_lme_queries`]).
+//! - **LME queries** ([`NodeDriver::answer_lme_queries`]): the source's log start offsets, in
+//!   one ListOffsets (earliest) per broker, and its mirror of us with its LME, in one
+//!   `ReadMirrorStates` per broker ([`crate::node::lme_lookup`]). A stock Kafka source does not
+//!   serve that lookup (it keeps no `__mirror_state`): every query is answered "no LME", said
+//!   once per run in an event line.
 //! - **Following** ([`NodeDriver::follow`], [`crate::node::follow`]): the source's metadata is
 //!   refreshed on its interval and each new one is searched for new, grown and deleted topics.
 //! - **The offsets of the partitions not fetching** (paused, failed, preparing) are asked on
@@ -25,10 +27,12 @@ use kmirror_kernel::types::{PartitionIndex, TopicId};
 
 use crate::node::follow::{discover_topics, is_gone, left_line, Follow};
 use crate::node::NodeError;
+use crate::serve::metadata::node_cluster_id;
 use crate::wire::client::{EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use crate::wire::source_cluster::SourceCluster;
 
 use super::{NodeDriver, Queued, TopicChange};
+use crate::node::lme_lookup::{read_reverse_mirrors, ReverseAnswer};
 
 /// A running mirror's selection and what it has seen of the source ([`crate::node::follow`]).
 #[derive(Debug)]
@@ -90,8 +94,9 @@ impl NodeDriver {
         }
     }
 
-    /// Answers every pending LME query still awaited with the source's log start offset (one
-    /// ListOffsets per broker), or the error that prevented it; the answers are queued.
+    /// Answers every pending LME query still awaited with the source's log start offset and,
+    /// from a source that serves the lookup, its mirror of us and that mirror's LME (else no
+    /// LME), or the error that prevented it; the answers are queued.
     pub(super) fn answer_lme_queries(&mut self) {
         let pending: Vec<(PartitionKey, RequestId)> = std::mem::take(&mut self.pending_lme)
             .into_iter()
@@ -108,22 +113,45 @@ impl NodeDriver {
             .iter()
             .map(|(k, _)| (k.topic_id, k.partition))
             .collect();
-        let answers =
+        let starts =
             source.list_offsets(&asked, EARLIEST_TIMESTAMP, FetchIsolation::ReadUncommitted);
-        for ((key, request), answer) in pending.into_iter().zip(answers) {
-            // A stock Kafka broker keeps no KIP-1279 __mirror_state: no LME (Kafka's -1).
-            let input = match answer {
-                Ok(start) => Input::LastMirroredEpochReceived {
-                    request,
-                    lme: None,
-                    source_log_start_offset: start,
-                },
-                Err(e) => {
-                    let error = e.to_string();
-                    self.heard.last_errors.insert(key, error.clone());
-                    Input::RequestFailed { request, error }
+        let us = node_cluster_id(self.dest.root(), self.dest.meta().broker);
+        let reverse = read_reverse_mirrors(source, &us, &asked);
+        let bootstrap = source.bootstrap();
+        for ((key, request), (start, reverse)) in
+            pending.into_iter().zip(starts.into_iter().zip(reverse))
+        {
+            let failed = |error: String| Input::RequestFailed { request, error };
+            let input = match (start, reverse) {
+                (Err(e), _) => failed(e.to_string()),
+                (Ok(_), ReverseAnswer::Failed(error)) => failed(error),
+                // A stock Kafka broker keeps no KIP-1279 __mirror_state: no LME (Kafka's -1).
+                (Ok(start), ReverseAnswer::Unsupported) => {
+                    if !std::mem::replace(&mut self.said_no_lme_lookup, true) {
+                        self.events.push(format!(
+                            "the source {bootstrap} does not serve the LME lookup \
+                             (ReadMirrorStates): no last mirrored epoch, so a failback from \
+                             it truncates whole partitions and copies them again"
+                        ));
+                    }
+                    Input::LastMirroredEpochReceived {
+                        request,
+                        lme: None,
+                        source_log_start_offset: start,
+                    }
+                }
+                (Ok(start), ReverseAnswer::Found { reverse, lme }) => {
+                    Input::SourceMirrorStateReceived {
+                        request,
+                        reverse,
+                        lme,
+                        source_log_start_offset: start,
+                    }
                 }
             };
+            if let Input::RequestFailed { error, .. } = &input {
+                self.heard.last_errors.insert(key, error.clone());
+            }
             self.queue
                 .push_back(Queued::plain(NodeInput::Partition { key, input }));
         }

@@ -1,0 +1,213 @@
+//! The last-mirrored-epoch lookup on the wire: a serving node answers the prototype's
+//! `ReadMirrorStates` (API key 100, version 0, flexible) from its `__mirror_state` coordinator
+//! records, so that a node failing back from it learns where their logs part.
+//!
+//! The request names a mirror and topics by name; the answer gives, per partition, the
+//! persisted state of that mirror's copy (the prototype's state codes, UNKNOWN -1 when there is
+//! no record), its leader and state epochs, and the LME record (`LastMirrorEpoch`,
+//! `LastMirrorOffset`; -1 when there is none). A node asks its source with the mirror name its
+//! own cluster id gives (kmirror names a mirror after its source's cluster id unless told
+//! otherwise), i.e. "your mirror of me": see `docs/failback.md`.
+//!
+//! kafka-protocol does not know the KIP's APIs, so the frame is handled here with the kernel's
+//! codecs ([`kmirror_kernel::proto_wire`]): request header v2, response header v1 (a flexible
+//! API's).
+
+use std::sync::mpsc::SyncSender;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable};
+use kmirror_kernel::coordinator::Coordinator;
+use kmirror_kernel::proto_wire::state_rpcs::{
+    ReadMirrorStatesPartitionResult, ReadMirrorStatesRequest, ReadMirrorStatesResponse,
+    ReadMirrorStatesTopicResult,
+};
+use kmirror_kernel::proto_wire::WireMessage;
+use kmirror_kernel::state::MirrorState;
+use kmirror_kernel::types::{MirrorName, MirrorPartition};
+
+use super::broker::ServedNode;
+use super::metadata::UNKNOWN_TOPIC_OR_PARTITION;
+use super::CallId;
+
+/// `ReadMirrorStates`' API key (the prototype's).
+pub const READ_MIRROR_STATES_KEY: i16 = 100;
+/// The only version of `ReadMirrorStates`.
+pub const READ_MIRROR_STATES_VERSION: i16 = 0;
+/// Request header version of a flexible API.
+const REQUEST_HEADER_VERSION: i16 = 2;
+/// Response header version of a flexible API.
+const RESPONSE_HEADER_VERSION: i16 = 1;
+/// `INVALID_REQUEST`.
+const INVALID_REQUEST: i16 = 42;
+
+/// One `ReadMirrorStates` on its way to the node's thread.
+#[derive(Debug)]
+pub struct MirrorStatesCall {
+    /// Unique per request.
+    pub id: CallId,
+    /// The request header (its correlation id goes back in the answer).
+    pub header: RequestHeader,
+    /// The request body.
+    pub request: ReadMirrorStatesRequest,
+    /// Where the answer goes (the connection's thread waits on it).
+    pub reply: SyncSender<ReadMirrorStatesResponse>,
+}
+
+/// Decodes a `ReadMirrorStates` frame (the API key already read from it): header and body.
+pub fn decode_request(
+    mut frame: Bytes,
+) -> Result<(RequestHeader, ReadMirrorStatesRequest), String> {
+    let version = frame
+        .get(2..4)
+        .map(|v| i16::from_be_bytes([v[0], v[1]]))
+        .ok_or("a ReadMirrorStates request has no header")?;
+    if version != READ_MIRROR_STATES_VERSION {
+        return Err(format!(
+            "ReadMirrorStates v{version} is not served (only v0); the client sent it anyway"
+        ));
+    }
+    let header = RequestHeader::decode(&mut frame, REQUEST_HEADER_VERSION)
+        .map_err(|e| format!("bad ReadMirrorStates header: {e}"))?;
+    let body = ReadMirrorStatesRequest::decode(frame.chunk(), READ_MIRROR_STATES_VERSION)
+        .map_err(|e| format!("bad ReadMirrorStates request: {e}"))?;
+    Ok((header, body))
+}
+
+/// A `ReadMirrorStates` request frame (size prefix included) with `correlation_id`.
+pub fn encode_request(
+    correlation_id: i32,
+    client_id: &str,
+    request: &ReadMirrorStatesRequest,
+) -> Result<Vec<u8>, String> {
+    let header = RequestHeader::default()
+        .with_request_api_key(READ_MIRROR_STATES_KEY)
+        .with_request_api_version(READ_MIRROR_STATES_VERSION)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(kafka_protocol::protocol::StrBytes::from_string(
+            client_id.to_owned(),
+        )));
+    let body = request
+        .encode(READ_MIRROR_STATES_VERSION)
+        .map_err(|e| e.to_string())?;
+    let mut head = BytesMut::new();
+    header
+        .encode(&mut head, REQUEST_HEADER_VERSION)
+        .map_err(|e| e.to_string())?;
+    frame(&head, &body)
+}
+
+/// A `ReadMirrorStates` response frame (size prefix included) answering `correlation_id`.
+pub fn encode_response(
+    correlation_id: i32,
+    response: &ReadMirrorStatesResponse,
+) -> Result<Vec<u8>, String> {
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    let body = response
+        .encode(READ_MIRROR_STATES_VERSION)
+        .map_err(|e| e.to_string())?;
+    let mut head = BytesMut::new();
+    header
+        .encode(&mut head, RESPONSE_HEADER_VERSION)
+        .map_err(|e| e.to_string())?;
+    frame(&head, &body)
+}
+
+/// Decodes a response frame's contents (no size prefix): its correlation id and body.
+pub fn decode_response(mut frame: Bytes) -> Result<(i32, ReadMirrorStatesResponse), String> {
+    let header = ResponseHeader::decode(&mut frame, RESPONSE_HEADER_VERSION)
+        .map_err(|e| format!("bad ReadMirrorStates response header: {e}"))?;
+    let body = ReadMirrorStatesResponse::decode(frame.chunk(), READ_MIRROR_STATES_VERSION)
+        .map_err(|e| format!("bad ReadMirrorStates response: {e}"))?;
+    Ok((header.correlation_id, body))
+}
+
+/// `header` then `body`, behind their size.
+fn frame(header: &[u8], body: &[u8]) -> Result<Vec<u8>, String> {
+    let len = i32::try_from(header.len() + body.len()).map_err(|_| "frame too large".to_owned())?;
+    let mut out = Vec::with_capacity(header.len() + body.len() + 4);
+    out.put_i32(len);
+    out.extend_from_slice(header);
+    out.extend_from_slice(body);
+    Ok(out)
+}
+
+/// Answers `request` from the node's `__mirror_state` records.
+pub fn answer(
+    node: &dyn ServedNode,
+    request: &ReadMirrorStatesRequest,
+) -> ReadMirrorStatesResponse {
+    let mut response = ReadMirrorStatesResponse::default();
+    let mirror = match MirrorName::new(request.mirror_name.as_str()) {
+        Ok(m) => m,
+        Err(e) => {
+            response.error_code = INVALID_REQUEST;
+            response.error_message = Some(format!("mirror name {:?}: {e}", request.mirror_name));
+            return response;
+        }
+    };
+    for topic in &request.topics {
+        let known = node.meta().topics.get(&topic.topic_name);
+        let partitions = topic
+            .partitions
+            .iter()
+            .map(|p| {
+                let index = p.partition_index;
+                match known.filter(|t| (0..t.partitions).contains(&index)) {
+                    Some(t) => partition(
+                        node,
+                        &MirrorPartition {
+                            mirror: mirror.clone(),
+                            topic_id: t.topic_id,
+                            partition: index,
+                        },
+                    ),
+                    None => ReadMirrorStatesPartitionResult {
+                        partition_index: index,
+                        error_code: UNKNOWN_TOPIC_OR_PARTITION,
+                        error_message: Some(format!(
+                            "this node has no partition {index} of topic {:?}",
+                            topic.topic_name
+                        )),
+                        ..Default::default()
+                    },
+                }
+            })
+            .collect();
+        response.topics.push(ReadMirrorStatesTopicResult {
+            topic_name: topic.topic_name.clone(),
+            partitions,
+        });
+    }
+    response
+}
+
+/// One partition's persisted state and LME record in mirror `key.mirror`.
+fn partition(node: &dyn ServedNode, key: &MirrorPartition) -> ReadMirrorStatesPartitionResult {
+    let coordinator: Option<&Coordinator> = node.state_coordinator(key);
+    let state = coordinator.and_then(|c| c.read_state(key));
+    let lme = coordinator.and_then(|c| c.read_last_mirrored_epoch(key));
+    let mut result = ReadMirrorStatesPartitionResult {
+        partition_index: key.partition,
+        state: state
+            .map_or(MirrorState::Unknown, |v| v.state)
+            .prototype_code(),
+        ..Default::default()
+    };
+    if let Some(v) = state {
+        result.leader_epoch = v.leader_epoch;
+        result.state_epoch = v.state_epoch;
+        result.error_message = v.error_message.clone();
+        result.retry_attempt = i16::try_from(v.retry_attempt).unwrap_or(-1);
+        result.previous_state = v
+            .previous_state
+            .unwrap_or(MirrorState::Unknown)
+            .prototype_code();
+    }
+    if let Some(epoch) = lme.and_then(|v| v.last_mirrored_epoch) {
+        result.last_mirror_epoch = epoch;
+        result.last_mirror_offset = lme.map_or(-1, |v| v.last_mirrored_offset);
+    }
+    result
+}
