@@ -1,0 +1,105 @@
+//! What the oracle tests of a serving node share: running the `kmirror` binary, the oracle's
+//! Java programs, and a `kmirror mirror --listen` that follows its source while it serves.
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use kmirror_testsupport::jvm::Oracle;
+use kmirror_testsupport::oracle_support::run;
+use serde_json::Value;
+
+/// Runs `kmirror ARGS` to completion; its stdout (a failure fails the test).
+pub fn kmirror_ok(args: &[&str]) -> String {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_kmirror"));
+    command.args(args);
+    let output = run(command, Duration::from_secs(180));
+    assert!(
+        output.status.success(),
+        "kmirror {args:?} failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A Java program of the oracle: its JSON lines.
+pub fn java(oracle: &Oracle, class: &str, bootstrap: &str, steps: &[&str]) -> Vec<Value> {
+    let mut command = oracle.command(class);
+    command.arg(bootstrap).args(steps);
+    let output = run(command, Duration::from_secs(180));
+    assert!(
+        output.status.success(),
+        "{class} {steps:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+/// A `kmirror mirror` that follows the source and serves clients; its listen address.
+pub struct Serving {
+    child: Child,
+    /// Where it serves clients.
+    pub address: String,
+}
+
+impl Serving {
+    pub fn start(bootstrap: &str, dest: &str, topics: &str) -> Serving {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_kmirror"))
+            .args([
+                "mirror",
+                "--source-bootstrap",
+                bootstrap,
+                "--topics",
+                topics,
+                "--dest",
+                dest,
+                "--listen",
+                "127.0.0.1:0",
+                "--poll-ms",
+                "50",
+                "--sync-interval-ms",
+                "500",
+                "--quiet",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("kmirror mirror starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let (send, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                eprintln!("mirror: {line}");
+                if send.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let address = loop {
+            let line = lines
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .expect("the mirror says where it serves clients");
+            if let Some(rest) = line.strip_prefix("serving Kafka clients on ") {
+                break rest.split_whitespace().next().expect("address").to_owned();
+            }
+        };
+        std::thread::spawn(move || for _ in lines {});
+        Serving { child, address }
+    }
+
+    /// SIGTERM, then the exit status (a clean close is 0).
+    pub fn stop(mut self) -> Option<i32> {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        self.child.wait().expect("wait").code()
+    }
+}
