@@ -88,14 +88,7 @@ pub fn encode_request(
         .with_client_id(Some(kafka_protocol::protocol::StrBytes::from_string(
             client_id.to_owned(),
         )));
-    let body = request
-        .encode(READ_MIRROR_STATES_VERSION)
-        .map_err(|e| e.to_string())?;
-    let mut head = BytesMut::new();
-    header
-        .encode(&mut head, REQUEST_HEADER_VERSION)
-        .map_err(|e| e.to_string())?;
-    frame(&head, &body)
+    frame(&header, REQUEST_HEADER_VERSION, request)
 }
 
 /// A `ReadMirrorStates` response frame (size prefix included) answering `correlation_id`.
@@ -104,14 +97,7 @@ pub fn encode_response(
     response: &ReadMirrorStatesResponse,
 ) -> Result<Vec<u8>, String> {
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
-    let body = response
-        .encode(READ_MIRROR_STATES_VERSION)
-        .map_err(|e| e.to_string())?;
-    let mut head = BytesMut::new();
-    header
-        .encode(&mut head, RESPONSE_HEADER_VERSION)
-        .map_err(|e| e.to_string())?;
-    frame(&head, &body)
+    frame(&header, RESPONSE_HEADER_VERSION, response)
 }
 
 /// Decodes a response frame's contents (no size prefix): its correlation id and body.
@@ -123,13 +109,24 @@ pub fn decode_response(mut frame: Bytes) -> Result<(i32, ReadMirrorStatesRespons
     Ok((header.correlation_id, body))
 }
 
-/// `header` then `body`, behind their size.
-fn frame(header: &[u8], body: &[u8]) -> Result<Vec<u8>, String> {
-    let len = i32::try_from(header.len() + body.len()).map_err(|_| "frame too large".to_owned())?;
-    let mut out = Vec::with_capacity(header.len() + body.len() + 4);
+/// `header` (at `header_version`) then `body` (at version 0), behind their size.
+fn frame(
+    header: &impl Encodable,
+    header_version: i16,
+    body: &impl WireMessage,
+) -> Result<Vec<u8>, String> {
+    let body = body
+        .encode(READ_MIRROR_STATES_VERSION)
+        .map_err(|e| e.to_string())?;
+    let mut head = BytesMut::new();
+    header
+        .encode(&mut head, header_version)
+        .map_err(|e| e.to_string())?;
+    let len = i32::try_from(head.len() + body.len()).map_err(|_| "frame too large".to_owned())?;
+    let mut out = Vec::with_capacity(head.len() + body.len() + 4);
     out.put_i32(len);
-    out.extend_from_slice(header);
-    out.extend_from_slice(body);
+    out.extend_from_slice(&head);
+    out.extend_from_slice(&body);
     Ok(out)
 }
 
@@ -210,4 +207,52 @@ fn partition(node: &dyn ServedNode, key: &MirrorPartition) -> ReadMirrorStatesPa
         result.last_mirror_offset = lme.map_or(-1, |v| v.last_mirrored_offset);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kmirror_kernel::proto_wire::state_rpcs::{
+        ReadMirrorStatesPartition, ReadMirrorStatesTopic,
+    };
+
+    fn request() -> ReadMirrorStatesRequest {
+        ReadMirrorStatesRequest {
+            mirror_name: "kmirror-a-0".into(),
+            topics: vec![ReadMirrorStatesTopic {
+                topic_name: "orders".into(),
+                partitions: vec![ReadMirrorStatesPartition { partition_index: 2 }],
+            }],
+        }
+    }
+
+    #[test]
+    fn a_request_frame_decodes_to_its_header_and_body() {
+        let frame = encode_request(7, "kmirror", &request()).unwrap();
+        let size = i32::from_be_bytes(frame[..4].try_into().unwrap());
+        assert_eq!(usize::try_from(size).unwrap(), frame.len() - 4);
+        let (header, body) = decode_request(Bytes::from(frame[4..].to_vec())).unwrap();
+        assert_eq!(header.request_api_key, READ_MIRROR_STATES_KEY);
+        assert_eq!(header.correlation_id, 7);
+        assert_eq!(body, request());
+    }
+
+    #[test]
+    fn a_version_other_than_0_is_refused_not_misread() {
+        let mut frame = encode_request(7, "kmirror", &request()).unwrap();
+        frame[7] = 1; // the API version's low byte, after the size and the API key
+        let refused = decode_request(Bytes::from(frame[4..].to_vec())).unwrap_err();
+        assert!(refused.contains("v1 is not served"), "{refused}");
+    }
+
+    #[test]
+    fn a_response_frame_decodes_to_its_correlation_id_and_body() {
+        let response = ReadMirrorStatesResponse {
+            error_code: INVALID_REQUEST,
+            ..Default::default()
+        };
+        let frame = encode_response(9, &response).unwrap();
+        let (id, decoded) = decode_response(Bytes::from(frame[4..].to_vec())).unwrap();
+        assert_eq!((id, decoded), (9, response));
+    }
 }
