@@ -3,8 +3,9 @@
 //! records, so that a node failing back from it learns where their logs part.
 //!
 //! The request names a mirror and topics by name; the answer gives, per partition, the
-//! persisted state of that mirror's copy (the prototype's state codes, UNKNOWN -1 when there is
-//! no record), its leader and state epochs, and the LME record (`LastMirrorEpoch`,
+//! persisted state of that mirror's copy (the prototype's state codes; UNKNOWN -1 when there is
+//! no record and the topic is not in that mirror, PREPARING when it is but nothing is persisted
+//! yet), its leader and state epochs, and the LME record (`LastMirrorEpoch`,
 //! `LastMirrorOffset`; -1 when there is none). A node asks its source with the mirror name its
 //! own cluster id gives (kmirror names a mirror after its source's cluster id unless told
 //! otherwise), i.e. "your mirror of me": see `docs/failback.md`.
@@ -19,6 +20,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
 use kmirror_kernel::coordinator::Coordinator;
+use kmirror_kernel::desired::DesiredState;
 use kmirror_kernel::proto_wire::state_rpcs::{
     ReadMirrorStatesPartitionResult, ReadMirrorStatesRequest, ReadMirrorStatesResponse,
     ReadMirrorStatesTopicResult,
@@ -146,6 +148,14 @@ pub fn answer(
     };
     for topic in &request.topics {
         let known = node.meta().topics.get(&topic.topic_name);
+        // A topic put in the asked mirror whose partitions persisted nothing yet is mirrored
+        // all the same: PREPARING, not UNKNOWN, so that the asker sees the loop.
+        let put_in_mirror = known.is_some_and(|t| {
+            matches!(
+                t.desired(&topic.topic_name),
+                Ok(DesiredState::Mirror(m) | DesiredState::Pause(m)) if m == mirror
+            )
+        });
         let partitions = topic
             .partitions
             .iter()
@@ -159,6 +169,7 @@ pub fn answer(
                             topic_id: t.topic_id,
                             partition: index,
                         },
+                        put_in_mirror,
                     ),
                     None => ReadMirrorStatesPartitionResult {
                         partition_index: index,
@@ -180,15 +191,27 @@ pub fn answer(
     response
 }
 
-/// One partition's persisted state and LME record in mirror `key.mirror`.
-fn partition(node: &dyn ServedNode, key: &MirrorPartition) -> ReadMirrorStatesPartitionResult {
+/// One partition's persisted state and LME record in mirror `key.mirror` (`put_in_mirror`: the
+/// topic is in that mirror, so no record yet reads as PREPARING).
+fn partition(
+    node: &dyn ServedNode,
+    key: &MirrorPartition,
+    put_in_mirror: bool,
+) -> ReadMirrorStatesPartitionResult {
     let coordinator: Option<&Coordinator> = node.state_coordinator(key);
     let state = coordinator.and_then(|c| c.read_state(key));
     let lme = coordinator.and_then(|c| c.read_last_mirrored_epoch(key));
     let mut result = ReadMirrorStatesPartitionResult {
         partition_index: key.partition,
         state: state
-            .map_or(MirrorState::Unknown, |v| v.state)
+            .map_or(
+                if put_in_mirror {
+                    MirrorState::Preparing
+                } else {
+                    MirrorState::Unknown
+                },
+                |v| v.state,
+            )
             .prototype_code(),
         ..Default::default()
     };
@@ -224,6 +247,80 @@ mod tests {
                 partitions: vec![ReadMirrorStatesPartition { partition_index: 2 }],
             }],
         }
+    }
+
+    /// A node with `orders` (3 partitions) under `mirror.name` `mirror_name` and no
+    /// `__mirror_state` record.
+    struct Stub(crate::node::dest::NodeMeta);
+
+    impl ServedNode for Stub {
+        fn meta(&self) -> &crate::node::dest::NodeMeta {
+            &self.0
+        }
+        fn root(&self) -> &std::path::Path {
+            std::path::Path::new("/nowhere/b")
+        }
+        fn log(&self, _: &kmirror_kernel::node::PartitionKey) -> Option<&crate::file_log::FileLog> {
+            None
+        }
+        fn state_coordinator(&self, _: &MirrorPartition) -> Option<&Coordinator> {
+            None
+        }
+        fn writable(&self, _: &kmirror_kernel::node::PartitionKey) -> bool {
+            false
+        }
+        fn append(
+            &mut self,
+            key: &kmirror_kernel::node::PartitionKey,
+            _: kmirror_kernel::types::LeaderEpoch,
+            _: &crate::record_batch::RawBatch,
+        ) -> Result<kmirror_kernel::batch::BatchHeader, super::super::ServeError> {
+            Err(super::super::ServeError::NoLog { partition: *key })
+        }
+    }
+
+    fn stub(mirror_name: Option<&str>) -> Stub {
+        let mut meta = crate::node::dest::NodeMeta::new(None, 4);
+        meta.topics.insert(
+            "orders".into(),
+            crate::node::dest::NodeTopic {
+                topic_id: kmirror_kernel::types::TopicId::from_u64(7),
+                partitions: 3,
+                mirror_name: mirror_name.map(str::to_owned),
+            },
+        );
+        Stub(meta)
+    }
+
+    fn state_answered(node: &Stub) -> (i16, i8) {
+        let response = answer(node, &request());
+        let p = &response.topics[0].partitions[0];
+        (p.error_code, p.state)
+    }
+
+    #[test]
+    fn a_topic_in_the_asked_mirror_with_nothing_persisted_reads_as_preparing_not_absent() {
+        let preparing = MirrorState::Preparing.prototype_code();
+        let unknown = MirrorState::Unknown.prototype_code();
+        assert_eq!(state_answered(&stub(Some("kmirror-a-0"))), (0, preparing));
+        assert_eq!(
+            state_answered(&stub(Some("kmirror-a-0.paused"))),
+            (0, preparing)
+        );
+        // Failed over from that mirror, in another one, or in none: no reverse mirror.
+        assert_eq!(
+            state_answered(&stub(Some("kmirror-a-0.removed"))),
+            (0, unknown)
+        );
+        assert_eq!(state_answered(&stub(Some("kmirror-c-0"))), (0, unknown));
+        assert_eq!(state_answered(&stub(None)), (0, unknown));
+        let mut missing = request();
+        missing.topics[0].partitions[0].partition_index = 3;
+        let response = answer(&stub(None), &missing);
+        assert_eq!(
+            response.topics[0].partitions[0].error_code,
+            UNKNOWN_TOPIC_OR_PARTITION
+        );
     }
 
     #[test]
