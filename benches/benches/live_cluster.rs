@@ -44,9 +44,8 @@
 //! `SKIPPED` banner and measures nothing. Every broker and JVM is killed when it ends.
 
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, ExitCode, Stdio};
+use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
@@ -63,6 +62,10 @@ use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::MirrorName;
 use kmirror_testsupport::jvm::Oracle;
 use kmirror_testsupport::kafka_broker::KafkaCluster;
+
+#[path = "support/perf_test.rs"]
+mod perf_test;
+use perf_test::{java, PerfTest};
 
 /// Topics and partitions per topic of the many-topic data set.
 const TOPICS: usize = 10;
@@ -87,19 +90,6 @@ const PHASES: usize = 5;
 
 fn topic_name(t: usize) -> String {
     format!("perf.t{t:02}")
-}
-
-/// `java` with the oracle's classpath, a bounded heap and Kafka's client logs at WARN.
-fn java(oracle: &Oracle, main_class: &str) -> Command {
-    let mut command = Command::new("java");
-    command
-        .arg("-Xms256m")
-        .arg("-Xmx1g")
-        .arg("-Dorg.slf4j.simpleLogger.defaultLogLevel=warn")
-        .arg("-cp")
-        .arg(oracle.classpath())
-        .arg(main_class);
-    command
 }
 
 /// Creates the topics and fills them with Kafka's producer (`LiveCluster`).
@@ -267,82 +257,6 @@ fn check_dest(cluster: &KafkaCluster, dest: &Path, topics: &[(String, i32)], rec
     bytes
 }
 
-/// The tool's CSV line: (records read, its nMsg.sec, its fetch.nMsg.sec).
-fn tool_figures(csv: &str) -> (u64, f64, f64) {
-    let fields: Vec<&str> = csv.split(',').map(str::trim).collect();
-    assert!(fields.len() >= 10, "the tool's CSV line, got {csv:?}");
-    let number = |i: usize| -> f64 {
-        fields[i]
-            .parse()
-            .unwrap_or_else(|_| panic!("field {i} of {csv:?}"))
-    };
-    (fields[4].parse().expect("records"), number(5), number(9))
-}
-
-/// `ConsumerPerfBench.java`: Kafka's consumer perf test run again and again in one JVM.
-struct PerfTest {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    bootstrap: String,
-    runs: u64,
-    /// The tool's own (nMsg.sec, fetch.nMsg.sec) of every run, per label.
-    figures: Vec<(&'static str, f64, f64)>,
-}
-
-impl PerfTest {
-    fn start(oracle: &Oracle, bootstrap: &str) -> PerfTest {
-        let mut child = java(oracle, "dev.kmirror.oracle.ConsumerPerfBench")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("java starts");
-        let stdin = child.stdin.take().expect("piped stdin");
-        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
-        PerfTest {
-            child,
-            stdin,
-            stdout,
-            bootstrap: bootstrap.to_owned(),
-            runs: 0,
-            figures: Vec::new(),
-        }
-    }
-
-    /// One run reading `records` records of `selection` (`--include R` or `--topic T`) with
-    /// a fresh group; returns its time and checks it read them all.
-    fn run(&mut self, label: &'static str, selection: [&str; 2], records: u64) -> Duration {
-        self.runs += 1;
-        let line = format!(
-            "--bootstrap-server {} {} {} --num-records {records} --group kmirror-bench-{}-{} \
-             --command-property isolation.level=read_committed --hide-header --timeout 60000",
-            self.bootstrap,
-            selection[0],
-            selection[1],
-            std::process::id(),
-            self.runs
-        );
-        writeln!(self.stdin, "{line}").expect("the JVM reads");
-        self.stdin.flush().expect("the JVM reads");
-        let mut answer = String::new();
-        self.stdout.read_line(&mut answer).expect("the JVM answers");
-        let (nanos, csv) = answer
-            .trim()
-            .split_once('\t')
-            .unwrap_or_else(|| panic!("ConsumerPerfBench died or answered {answer:?}"));
-        let (read, rate, fetch_rate) = tool_figures(csv);
-        assert_eq!(read, records, "the tool read every record: {csv}");
-        self.figures.push((label, rate, fetch_rate));
-        Duration::from_nanos(nanos.parse().expect("nanos"))
-    }
-}
-
-impl Drop for PerfTest {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
