@@ -257,7 +257,6 @@ fn check_dest(cluster: &KafkaCluster, dest: &Path, topics: &[(String, i32)], rec
     bytes
 }
 
-
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values.get(values.len() / 2).copied().unwrap_or(f64::NAN)

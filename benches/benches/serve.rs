@@ -79,7 +79,11 @@ impl Served {
         driver.interrupt_on(stop.clone());
         let thread = std::thread::spawn(move || {
             driver
-                .run(&mut SystemClock, NodeUntil::Forever { poll_ms: 200 }, &mut |_, _| {})
+                .run(
+                    &mut SystemClock,
+                    NodeUntil::Forever { poll_ms: 200 },
+                    &mut |_, _| {},
+                )
                 .expect("serves");
             driver.close().expect("closed");
         });
@@ -130,7 +134,15 @@ fn setup(oracle: &Oracle, bootstrap: &str, dest: &Path) {
         "--until-caught-up",
         "--quiet",
     ]);
-    kmirror(&["kmirror", "stop", "--dest", dest, "--topics", "serve.produce", "--quiet"]);
+    kmirror(&[
+        "kmirror",
+        "stop",
+        "--dest",
+        dest,
+        "--topics",
+        "serve.produce",
+        "--quiet",
+    ]);
 }
 
 fn serve(c: &mut Criterion) {
@@ -152,7 +164,10 @@ fn serve(c: &mut Criterion) {
     let bootstrap = cluster.bootstrap();
     let dest = work.path().join("west");
     setup(&oracle, &bootstrap, &dest);
-    println!("serve: broker filled and mirrored after {:.1?}", started.elapsed());
+    println!(
+        "serve: broker filled and mirrored after {:.1?}",
+        started.elapsed()
+    );
     let served = Served::start(&dest);
     let mut tools = [
         ("kafka_broker", PerfTest::start(&oracle, &bootstrap)),

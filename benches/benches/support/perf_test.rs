@@ -107,4 +107,3 @@ impl Drop for PerfTest {
         let _ = self.child.wait();
     }
 }
-

@@ -162,6 +162,32 @@ fn a_serving_node_answers_a_consumer_with_the_mirrored_bytes() {
         assert_eq!(fetched.high_watermark, end);
         assert_eq!(fetched.records.to_vec(), expected, "orders-{p} bytes");
     }
+    // A Fetch for no partition (a consumer closing its fetch session) is answered at once,
+    // not held for its max wait.
+    let mut conn = Connection::connect(
+        &running.address,
+        Duration::from_secs(2),
+        Duration::from_secs(30),
+    )
+    .unwrap();
+    let asked = Instant::now();
+    let empty = conn
+        .send(
+            "Fetch",
+            &kafka_protocol::messages::FetchRequest::default()
+                .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+                .with_max_wait_ms(20_000)
+                .with_min_bytes(1)
+                .with_max_bytes(1 << 20),
+            12,
+        )
+        .unwrap();
+    assert_eq!(empty.error_code, 0);
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        asked.elapsed()
+    );
     // A fetch beyond the log end is OFFSET_OUT_OF_RANGE, as from Kafka.
     let beyond = c
         .fetch(&FetchParams {
