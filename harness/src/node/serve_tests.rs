@@ -435,3 +435,47 @@ fn a_producer_with_a_mirrored_producers_id_is_not_taken_for_it_after_a_failover(
     );
     running.stop().close().unwrap();
 }
+
+/// Writes one raw frame (a 4-byte size, then `body`) and reads the answer's frame, if any.
+fn raw_exchange(address: &str, size: i32, body: &[u8]) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(address)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    s.write_all(&size.to_be_bytes())?;
+    s.write_all(body)?;
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len)?;
+    let mut answer = vec![0u8; usize::try_from(i32::from_be_bytes(len)).unwrap_or(0)];
+    s.read_exact(&mut answer)?;
+    Ok(answer)
+}
+
+#[test]
+fn bad_frames_close_the_connection_and_an_unknown_api_versions_version_gets_the_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_fake, driver) = mirrored(dir.path());
+    let running = Running::start(driver);
+
+    // ApiVersions v99: answered in v0 with UNSUPPORTED_VERSION (35) and the list, as Kafka
+    // does, so the client can retry at a version both know.
+    let mut request = Vec::new();
+    request.extend_from_slice(&18i16.to_be_bytes()); // ApiVersions
+    request.extend_from_slice(&99i16.to_be_bytes());
+    request.extend_from_slice(&7i32.to_be_bytes()); // correlation id
+    request.extend_from_slice(&(-1i16).to_be_bytes()); // null client id
+    let answer = raw_exchange(&running.address, request.len() as i32, &request).unwrap();
+    assert_eq!(&answer[0..4], &7i32.to_be_bytes(), "the correlation id");
+    assert_eq!(&answer[4..6], &35i16.to_be_bytes(), "UNSUPPORTED_VERSION");
+    assert!(answer.len() > 6 + 4 + 6 * 5, "the versions are listed");
+
+    // A frame larger than --max-request-bytes (100 MiB) and a negative size: closed, no
+    // answer, and the node goes on serving.
+    assert!(raw_exchange(&running.address, 200 << 20, b"").is_err());
+    assert!(raw_exchange(&running.address, -5, b"").is_err());
+    // An unknown API key: closed.
+    let unknown = [0x7f, 0x00, 0, 0, 0, 0, 0, 1, 0xff, 0xff];
+    assert!(raw_exchange(&running.address, unknown.len() as i32, &unknown).is_err());
+    let meta = client(&running.address).metadata("orders").unwrap();
+    assert_eq!(meta.partitions.len(), 3, "still serving");
+    running.stop().close().unwrap();
+}
