@@ -49,11 +49,12 @@ struct Running {
 }
 
 impl Running {
-    fn start(mut driver: NodeDriver) -> Running {
-        let address = driver
-            .serve_clients(&ServeOptions::new("127.0.0.1:0"))
-            .unwrap()
-            .to_string();
+    fn start(driver: NodeDriver) -> Running {
+        Running::start_with(driver, &ServeOptions::new("127.0.0.1:0"))
+    }
+
+    fn start_with(mut driver: NodeDriver, options: &ServeOptions) -> Running {
+        let address = driver.serve_clients(options).unwrap().to_string();
         driver.serve_control().unwrap();
         let flag = Arc::new(AtomicBool::new(false));
         driver.interrupt_on(flag.clone());
@@ -478,4 +479,63 @@ fn bad_frames_close_the_connection_and_an_unknown_api_versions_version_gets_the_
     let meta = client(&running.address).metadata("orders").unwrap();
     assert_eq!(meta.partitions.len(), 3, "still serving");
     running.stop().close().unwrap();
+}
+
+#[test]
+fn a_tls_listener_serves_a_client_that_trusts_its_certificate_and_refuses_plaintext() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_fake, driver) = mirrored(dir.path());
+    // A CA and a certificate for localhost, the key beside it in one PEM keystore.
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .signed_by(&key, &ca_cert, &ca_key)
+        .unwrap();
+    let keys = tempfile::tempdir().unwrap();
+    let keystore = keys.path().join("keystore.pem");
+    std::fs::write(&keystore, format!("{}{}", cert.pem(), key.serialize_pem())).unwrap();
+    let listener_config = keys.path().join("listener.properties");
+    std::fs::write(
+        &listener_config,
+        format!(
+            "security.protocol=SSL\nssl.keystore.type=PEM\nssl.keystore.location={}\n",
+            keystore.display()
+        ),
+    )
+    .unwrap();
+    let mut options = ServeOptions::new("127.0.0.1:0");
+    options.tls = crate::serve::tls::from_file(&listener_config).unwrap();
+    assert!(options.tls.is_some());
+    let running = Running::start_with(driver, &options);
+    let port = running.address.rsplit(':').next().unwrap().to_owned();
+
+    let ca_file = keys.path().join("ca.pem");
+    std::fs::write(&ca_file, ca_cert.pem()).unwrap();
+    let security = crate::wire::SecurityConfig::parse(
+        &format!(
+            "security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={}\n",
+            ca_file.display()
+        ),
+        "client.properties",
+    )
+    .unwrap();
+    let meta = client(&format!("localhost:{port}"))
+        .with_security(Arc::new(security))
+        .metadata("orders")
+        .unwrap();
+    assert_eq!(meta.partitions.len(), 3, "served over TLS");
+    assert!(
+        client(&running.address).metadata("orders").is_err(),
+        "a PLAINTEXT client is not served by a TLS listener"
+    );
+    running.stop().close().unwrap();
+
+    // A listener config asking for what is not served is refused, saying so.
+    std::fs::write(&listener_config, "security.protocol=SASL_SSL\n").unwrap();
+    let e = crate::serve::tls::from_file(&listener_config).unwrap_err();
+    assert!(e.to_string().contains("SASL is not served yet"), "{e}");
 }

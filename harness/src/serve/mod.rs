@@ -26,7 +26,8 @@
 //!
 //! What is served, at which versions: [`versions`]. Not yet: transactions (InitProducerId
 //! with a transactional id is refused), incremental fetch sessions (every Fetch is answered
-//! in full, session id 0, which Kafka's clients accept), TLS and SASL on the listener.
+//! in full, session id 0, which Kafka's clients accept), SASL on the listener. TLS is served
+//! with a PEM keystore ([`tls`]).
 
 pub mod broker;
 pub mod fetch;
@@ -35,6 +36,7 @@ pub mod listener;
 pub mod metadata;
 pub mod offsets;
 pub mod produce;
+pub mod tls;
 pub mod versions;
 
 use std::path::PathBuf;
@@ -65,7 +67,7 @@ pub struct ClientCall {
 }
 
 /// How the node serves Kafka clients.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct ServeOptions {
     /// The address to listen on (`host:port`; port 0 picks one).
     pub listen: String,
@@ -77,6 +79,8 @@ pub struct ServeOptions {
     pub max_request_bytes: usize,
     /// A connection with no request for this long is closed.
     pub idle_timeout: Duration,
+    /// TLS on the listener ([`tls::from_file`]); `None`: PLAINTEXT.
+    pub tls: Option<std::sync::Arc<rustls::ServerConfig>>,
 }
 
 impl ServeOptions {
@@ -90,6 +94,7 @@ impl ServeOptions {
             max_connections: 1_000,
             max_request_bytes: 100 << 20,
             idle_timeout: Duration::from_secs(600),
+            tls: None,
         }
     }
 }
