@@ -39,8 +39,8 @@ pub struct ListenArgs {
         requires = "listen"
     )]
     pub idle_timeout_ms: u64,
-    /// TLS on the listener: a properties file with security.protocol=SSL and a PEM keystore
-    /// (ssl.keystore.type=PEM, ssl.keystore.location=FILE holding the chain and the key).
+    /// TLS and SASL/PLAIN on the listener: Kafka's server.properties keys (security.protocol,
+    /// a PEM keystore, sasl.jaas.config with user_NAME="PASSWORD"); see docs/serve.md.
     #[arg(long, value_name = "FILE", requires = "listen")]
     pub listener_config: Option<PathBuf>,
 }
@@ -57,7 +57,8 @@ impl ListenArgs {
         o.max_request_bytes = self.max_request_bytes.max(1024);
         o.idle_timeout = Duration::from_millis(self.idle_timeout_ms.max(1));
         if let Some(path) = &self.listener_config {
-            o.tls = kmirror_harness::serve::tls::from_file(path).map_err(|e| e.to_string())?;
+            o.security =
+                kmirror_harness::serve::security::from_file(path).map_err(|e| e.to_string())?;
         }
         Ok(Some(o))
     }
@@ -74,11 +75,7 @@ impl ListenArgs {
                 .advertised
                 .as_deref()
                 .unwrap_or(&address.to_string()),
-            if options.tls.is_some() {
-                "SSL"
-            } else {
-                "PLAINTEXT"
-            }
+            options.security.protocol()
         );
         Ok(())
     }

@@ -508,8 +508,8 @@ fn a_tls_listener_serves_a_client_that_trusts_its_certificate_and_refuses_plaint
     )
     .unwrap();
     let mut options = ServeOptions::new("127.0.0.1:0");
-    options.tls = crate::serve::tls::from_file(&listener_config).unwrap();
-    assert!(options.tls.is_some());
+    options.security = crate::serve::security::from_file(&listener_config).unwrap();
+    assert_eq!(options.security.protocol(), "SSL");
     let running = Running::start_with(driver, &options);
     let port = running.address.rsplit(':').next().unwrap().to_owned();
 
@@ -535,7 +535,58 @@ fn a_tls_listener_serves_a_client_that_trusts_its_certificate_and_refuses_plaint
     running.stop().close().unwrap();
 
     // A listener config asking for what is not served is refused, saying so.
-    std::fs::write(&listener_config, "security.protocol=SASL_SSL\n").unwrap();
-    let e = crate::serve::tls::from_file(&listener_config).unwrap_err();
-    assert!(e.to_string().contains("SASL is not served yet"), "{e}");
+    std::fs::write(
+        &listener_config,
+        "security.protocol=SASL_PLAINTEXT\nsasl.enabled.mechanisms=SCRAM-SHA-512\n",
+    )
+    .unwrap();
+    let e = crate::serve::security::from_file(&listener_config).unwrap_err();
+    assert!(e.to_string().contains("only PLAIN is served"), "{e}");
+}
+
+#[test]
+fn a_sasl_plain_listener_serves_its_users_and_closes_on_anyone_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_fake, driver) = mirrored(dir.path());
+    let conf = tempfile::tempdir().unwrap();
+    let listener_config = conf.path().join("listener.properties");
+    std::fs::write(
+        &listener_config,
+        "security.protocol=SASL_PLAINTEXT\nsasl.enabled.mechanisms=PLAIN\n\
+         sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \
+         user_alice=\"alice-secret\" user_bob=\"bob-secret\";\n",
+    )
+    .unwrap();
+    let mut options = ServeOptions::new("127.0.0.1:0");
+    options.security = crate::serve::security::from_file(&listener_config).unwrap();
+    assert_eq!(options.security.protocol(), "SASL_PLAINTEXT");
+    let running = Running::start_with(driver, &options);
+    let login = |user: &str, password: &str| {
+        let config = format!(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n\
+             sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \
+             username=\"{user}\" password=\"{password}\";\n"
+        );
+        let security = crate::wire::SecurityConfig::parse(&config, "client.properties").unwrap();
+        client(&running.address)
+            .with_security(Arc::new(security))
+            .metadata("orders")
+    };
+    assert_eq!(login("alice", "alice-secret").unwrap().partitions.len(), 3);
+    assert_eq!(
+        login("bob", "bob-secret").unwrap().partitions.len(),
+        3,
+        "a second user"
+    );
+    let refused = login("alice", "wrong").unwrap_err().to_string();
+    assert!(
+        refused.contains("58") || refused.contains("uthentication"),
+        "{refused}"
+    );
+    assert!(login("mallory", "alice-secret").is_err());
+    assert!(
+        client(&running.address).metadata("orders").is_err(),
+        "no request is served before a login"
+    );
+    running.stop().close().unwrap();
 }

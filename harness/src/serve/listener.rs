@@ -21,6 +21,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
+use super::sasl::Sasl;
 use super::versions::{api_versions_response, supported};
 use super::{CallId, ClientCall, ServeError, ServeOptions};
 
@@ -139,7 +140,7 @@ fn serve_connection(stream: TcpStream, shared: &Shared) -> Result<(), Closed> {
     stream
         .set_write_timeout(Some(shared.options.idle_timeout))
         .map_err(|e| e.to_string())?;
-    match &shared.options.tls {
+    match &shared.options.security.tls {
         None => serve_frames(stream, &client_host, shared),
         Some(config) => {
             let tls = rustls::ServerConnection::new(config.clone())
@@ -156,6 +157,8 @@ fn serve_frames(
     shared: &Shared,
 ) -> Result<(), Closed> {
     let (reply_to, replies) = mpsc::sync_channel(1);
+    let users = shared.options.security.plain_users.as_deref();
+    let mut sasl = Sasl::new(users.is_some());
     loop {
         let Some(frame) = read_frame(&mut stream, shared.options.max_request_bytes)? else {
             return Ok(());
@@ -167,6 +170,13 @@ fn serve_frames(
         let silent = matches!(&body, RequestKind::Produce(p) if p.acks == 0);
         let response = if api_key == ApiKey::ApiVersions {
             ResponseKind::ApiVersions(api_versions_response(version))
+        } else if let Some(answer) = sasl.answer(&body, users) {
+            answer
+        } else if !sasl.authenticated() {
+            return Err(format!(
+                "{api_key:?} before SASL authentication (the listener is {}); closed",
+                shared.options.security.protocol()
+            ));
         } else {
             let call = shared.next_call.fetch_add(1, Ordering::Relaxed);
             ask_node(
@@ -182,6 +192,7 @@ fn serve_frames(
         if silent {
             continue;
         }
+        let failed_login = sasl.failed();
         match write_response(
             &mut stream,
             api_key,
@@ -193,6 +204,9 @@ fn serve_frames(
             // The client left before its answer: not an error of either side.
             Err(Written::ClientLeft) => return Ok(()),
             Err(Written::Failed(reason)) => return Err(reason),
+        }
+        if failed_login {
+            return Err("SASL authentication failed; closed".to_owned());
         }
     }
 }

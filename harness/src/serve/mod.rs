@@ -26,8 +26,8 @@
 //!
 //! What is served, at which versions: [`versions`]. Not yet: transactions (InitProducerId
 //! with a transactional id is refused), incremental fetch sessions (every Fetch is answered
-//! in full, session id 0, which Kafka's clients accept), SASL on the listener. TLS is served
-//! with a PEM keystore ([`tls`]).
+//! in full, session id 0, which Kafka's clients accept), SASL mechanisms other than PLAIN, ACLs.
+//! TLS (a PEM keystore) and SASL/PLAIN: [`security`].
 
 pub mod broker;
 pub mod fetch;
@@ -36,7 +36,8 @@ pub mod listener;
 pub mod metadata;
 pub mod offsets;
 pub mod produce;
-pub mod tls;
+pub mod sasl;
+pub mod security;
 pub mod versions;
 
 use std::path::PathBuf;
@@ -79,8 +80,8 @@ pub struct ServeOptions {
     pub max_request_bytes: usize,
     /// A connection with no request for this long is closed.
     pub idle_timeout: Duration,
-    /// TLS on the listener ([`tls::from_file`]); `None`: PLAINTEXT.
-    pub tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    /// TLS and SASL on the listener ([`security::from_file`]); the default: PLAINTEXT.
+    pub security: security::ListenerSecurity,
 }
 
 impl ServeOptions {
@@ -94,7 +95,7 @@ impl ServeOptions {
             max_connections: 1_000,
             max_request_bytes: 100 << 20,
             idle_timeout: Duration::from_secs(600),
-            tls: None,
+            security: security::ListenerSecurity::default(),
         }
     }
 }

@@ -18,6 +18,8 @@ const DATA_API_VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::Produce, 3, 11),
     (ApiKey::InitProducerId, 0, 5),
+    (ApiKey::SaslHandshake, 1, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
 ];
 
 /// The version range of `key` the node serves, if it serves it.
