@@ -14,6 +14,13 @@
 //!   records of 100 bytes to `serve.produce` (idempotent, `acks=all`, Kafka's default
 //!   batching, no throughput cap) to the broker (baseline) and to the serving node.
 //!
+//! - `serve/mirror/{alone,consumer_on_broker,consumer_on_kmirror}`: an in-process mirror of
+//!   `serve.mirror` (6 partitions, 200,000 records of 100 bytes each) into a fresh destination
+//!   that serves clients, timed from AddTopicsToMirror until caught up: alone (the baseline),
+//!   while `kafka-consumer-perf-test` reads the broker's copy at full speed (what the client's
+//!   own CPU costs on these two cores), and while it reads the mirror being written through the
+//!   node's listener (what serving costs on top).
+//!
 //! Both tools run in one warm JVM (`ConsumerPerfBench.java`), so no run pays a JVM start. The
 //! ratios of the criterion medians are printed at the end. Without `java` and `mvn` the bench
 //! prints a `SKIPPED` banner and measures nothing.
@@ -45,6 +52,8 @@ const RECORDS_PER_PARTITION: u64 = 50_000;
 const VALUE_BYTES: usize = 100;
 /// Records each producer run writes.
 const PRODUCED: u64 = 100_000;
+/// Records per partition of `serve.mirror`.
+const MIRRORED_PER_PARTITION: u64 = 200_000;
 
 /// The argument parser of the `kmirror` binary's log commands.
 #[derive(Parser)]
@@ -109,6 +118,8 @@ fn setup(oracle: &Oracle, bootstrap: &str, dest: &Path) {
         format!("create:serve.data:{PARTITIONS}:1"),
         format!("create:serve.produce:{PARTITIONS}:1"),
         format!("fill:serve.data:{RECORDS_PER_PARTITION}:{VALUE_BYTES}"),
+        format!("create:serve.mirror:{PARTITIONS}:1"),
+        format!("fill:serve.mirror:{MIRRORED_PER_PARTITION}:{VALUE_BYTES}"),
     ];
     let output = java(oracle, "dev.kmirror.oracle.LiveCluster")
         .arg(bootstrap)
@@ -128,7 +139,7 @@ fn setup(oracle: &Oracle, bootstrap: &str, dest: &Path) {
         "--source-bootstrap",
         bootstrap,
         "--topics",
-        "serve.*",
+        "serve.data,serve.produce",
         "--dest",
         dest,
         "--until-caught-up",
@@ -221,9 +232,132 @@ fn serve(c: &mut Criterion) {
         });
     }
     group.finish();
+
+    let mut group = c.benchmark_group("serve/mirror");
+    group.sampling_mode(SamplingMode::Flat);
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(30));
+    group.throughput(Throughput::Elements(PARTITIONS * MIRRORED_PER_PARTITION));
+    let mut run = 0;
+    for (name, reader) in [
+        ("alone", Reader::Nobody),
+        ("consumer_on_broker", Reader::Broker),
+        ("consumer_on_kmirror", Reader::Kmirror),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                (0..iters)
+                    .map(|_| {
+                        run += 1;
+                        mirror_once(&bootstrap, work.path(), reader, &mut tools[0].1, run)
+                    })
+                    .sum()
+            })
+        });
+    }
+    group.finish();
     drop(tools);
     drop(served);
     drop(cluster);
+}
+
+/// Who reads while the mirror copies `serve.mirror`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reader {
+    Nobody,
+    Broker,
+    Kmirror,
+}
+
+/// One mirror of `serve.mirror` into a fresh destination under `work` that serves clients,
+/// with `reader` reading at full speed meanwhile; the time from AddTopicsToMirror until caught
+/// up.
+fn mirror_once(
+    bootstrap: &str,
+    work: &Path,
+    reader: Reader,
+    tool: &mut PerfTest,
+    run: u64,
+) -> Duration {
+    use kmirror_harness::driver::Clock;
+    use kmirror_harness::node::{NodeDest, NodeIdle, NodeMeta};
+    use kmirror_harness::wire::{SourceCluster, SourceClusterOptions, TopicSelection};
+    use kmirror_kernel::node::DEFAULT_MIRROR_STATE_PARTITIONS;
+    use kmirror_kernel::types::MirrorName;
+
+    let dest = work.join(format!("mirror-{run}"));
+    let selection = TopicSelection::parse("serve.mirror").expect("a selection");
+    let mut source = SourceCluster::new(bootstrap, selection, SourceClusterOptions::default());
+    let metadata = source.metadata().expect("metadata").clone();
+    let mirror = MirrorName::new(metadata.cluster_id.expect("a cluster id").as_str())
+        .expect("a mirror name");
+    let meta = NodeMeta::new(Some(bootstrap.to_owned()), DEFAULT_MIRROR_STATE_PARTITIONS);
+    let node_dest = NodeDest::create(&dest, meta).expect("created");
+    let mut driver =
+        NodeDriver::from_dest(node_dest, None, NodeDriverOptions::default()).expect("a driver");
+    let address = driver
+        .serve_clients(&ServeOptions::new("127.0.0.1:0"))
+        .expect("listening")
+        .to_string();
+    let wanted: Vec<_> = metadata
+        .topics
+        .values()
+        .map(|t| (t.name.clone(), t.topic_id, t.partitions.len() as i32))
+        .collect();
+    let records = PARTITIONS * MIRRORED_PER_PARTITION;
+    let reading = |at: &str| {
+        format!(
+            "--bootstrap-server {at} --topic serve.mirror --num-records {records} --group \
+             kmirror-serve-mirror-{}-{run} --hide-header --timeout 60000",
+            std::process::id()
+        )
+    };
+    match reader {
+        Reader::Nobody => {}
+        Reader::Broker => tool.send(&reading(bootstrap)),
+        Reader::Kmirror => tool.send(&reading(&address)),
+    }
+    let mut clock = SystemClock;
+    let start = Instant::now();
+    let added = driver
+        .add_topics(&mirror, &wanted, clock.now_ms())
+        .expect("added");
+    assert!(added.values().all(Result::is_ok), "{added:?}");
+    driver.set_source(Some(source));
+    let end = driver
+        .run(&mut clock, NodeUntil::CaughtUp, &mut |_, _| {})
+        .expect("runs");
+    let elapsed = start.elapsed();
+    assert_eq!(end, NodeIdle::CaughtUp);
+    if reader == Reader::Kmirror {
+        // The consumer reads the rest from the caught-up node, then leaves.
+        let (_, csv) = std::thread::scope(|scope| {
+            let stop = Arc::new(AtomicBool::new(false));
+            driver.interrupt_on(stop.clone());
+            let serving = scope.spawn(|| {
+                driver
+                    .run(
+                        &mut SystemClock,
+                        NodeUntil::Forever { poll_ms: 50 },
+                        &mut |_, _| {},
+                    )
+                    .expect("serves")
+            });
+            let answer = tool.receive();
+            stop.store(true, Ordering::Relaxed);
+            serving.join().expect("the node thread");
+            answer
+        });
+        assert!(
+            csv.contains(&records.to_string()),
+            "the consumer read the mirror: {csv}"
+        );
+    } else if reader == Reader::Broker {
+        tool.receive();
+    }
+    driver.close().expect("closed");
+    std::fs::remove_dir_all(&dest).expect("removed");
+    elapsed
 }
 
 criterion_group!(benches, serve);

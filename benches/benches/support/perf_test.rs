@@ -86,8 +86,18 @@ impl PerfTest {
     /// Sends one line to the JVM (a tool run, see `ConsumerPerfBench.java`): the run's time and
     /// the tool's last output line.
     pub fn ask(&mut self, line: &str) -> (Duration, String) {
+        self.send(line);
+        self.receive()
+    }
+
+    /// Starts a tool run (see [`PerfTest::ask`]) without waiting for it.
+    pub fn send(&mut self, line: &str) {
         writeln!(self.stdin, "{line}").expect("the JVM reads");
         self.stdin.flush().expect("the JVM reads");
+    }
+
+    /// Waits for the run [`PerfTest::send`] started: its time and the tool's last line.
+    pub fn receive(&mut self) -> (Duration, String) {
         let mut answer = String::new();
         self.stdout.read_line(&mut answer).expect("the JVM answers");
         let (nanos, last) = answer
