@@ -128,6 +128,51 @@ fn produce(conn: &mut Connection, partition: i32, batch: &RawBatch) -> (i16, i64
     (p.error_code, p.base_offset)
 }
 
+/// The error codes of DeleteRecords (orders-0), CreatePartitions and DeleteTopics of orders.
+fn admin_codes(conn: &mut Connection) -> [i16; 3] {
+    use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+    use kafka_protocol::messages::delete_records_request::{
+        DeleteRecordsPartition, DeleteRecordsTopic,
+    };
+    use kafka_protocol::messages::{
+        CreatePartitionsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
+    };
+    let orders = || TopicName(StrBytes::from_static_str("orders"));
+    let records = conn
+        .send(
+            "DeleteRecords",
+            &DeleteRecordsRequest::default().with_topics(vec![DeleteRecordsTopic::default()
+                .with_name(orders())
+                .with_partitions(vec![DeleteRecordsPartition::default()
+                    .with_partition_index(0)
+                    .with_offset(1)])]),
+            2,
+        )
+        .unwrap();
+    let partitions = conn
+        .send(
+            "CreatePartitions",
+            &CreatePartitionsRequest::default().with_topics(vec![CreatePartitionsTopic::default()
+                .with_name(orders())
+                .with_count(6)
+                .with_assignments(None)]),
+            3,
+        )
+        .unwrap();
+    let topics = conn
+        .send(
+            "DeleteTopics",
+            &DeleteTopicsRequest::default().with_topic_names(vec![orders()]),
+            5,
+        )
+        .unwrap();
+    [
+        records.topics[0].partitions[0].error_code,
+        partitions.results[0].error_code,
+        topics.responses[0].error_code,
+    ]
+}
+
 #[test]
 fn a_serving_node_answers_a_consumer_with_the_mirrored_bytes() {
     let dir = tempfile::tempdir().unwrap();
@@ -237,6 +282,11 @@ fn a_producer_is_refused_while_mirroring_and_accepted_after_a_stop_on_the_same_c
 
     let refused = produce(&mut conn, 0, &client_batch(3, pid, 0));
     assert_eq!(refused, (READ_ONLY_TOPIC, -1), "MIRRORING refuses writes");
+    assert_eq!(
+        admin_codes(&mut conn),
+        [READ_ONLY_TOPIC; 3],
+        "a mirror's records, partitions and topic are the source's"
+    );
 
     // `kmirror stop --topics orders` while the node runs: through the control channel.
     let request = ControlRequest::new(TopicsVerb::Stop, "orders", None);
@@ -253,6 +303,11 @@ fn a_producer_is_refused_while_mirroring_and_accepted_after_a_stop_on_the_same_c
     // The same connection, the same producer: accepted from the next request on.
     let (code, base) = produce(&mut conn, 0, &client_batch(3, pid, 0));
     assert_eq!(code, 0, "a STOPPED partition accepts writes");
+    assert_eq!(
+        admin_codes(&mut conn),
+        [crate::serve::admin::POLICY_VIOLATION; 3],
+        "not a mirror any more: refused only as what this node does not do yet"
+    );
     let driver = running.stop();
     let log = driver
         .log(&PartitionKey::new(ORDERS, 0))

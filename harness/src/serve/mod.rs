@@ -29,6 +29,7 @@
 //! in full, session id 0, which Kafka's clients accept), SASL mechanisms other than PLAIN, ACLs.
 //! TLS (a PEM keystore) and SASL/PLAIN: [`security`].
 
+pub mod admin;
 pub mod broker;
 pub mod fetch;
 pub mod group;
