@@ -14,8 +14,9 @@ use super::super::client::{
 };
 use super::super::{codes, WireError};
 use super::answer::{isolation_level, map_fetch_answer, FetchAnswer};
+use super::connection::{BrokerConnection, FetchLane, LaneAssignment};
 use super::partition_error::{list_offset_answer, PartitionAt};
-use super::{BrokerConnection, PartitionFetchError, SourceCluster, SourceClusterOptions};
+use super::{BrokerStats, PartitionFetchError, SourceCluster, SourceClusterOptions};
 use crate::record_batch::RawBatch;
 use crate::source::SourcePosition;
 
@@ -74,10 +75,12 @@ pub struct PartitionFetchResult {
     pub outcome: Result<PartitionFetched, PartitionFetchError>,
 }
 
-/// The partitions of one broker's share of a round.
+/// The partitions of one fetch lane of a broker in a round, and the lane, taken out of its
+/// [`BrokerConnection`] while the lane's thread uses it.
 struct BrokerJob {
     broker: i32,
-    connection: BrokerConnection,
+    lane_index: usize,
+    lane: FetchLane,
     items: Vec<JobItem>,
 }
 
@@ -91,16 +94,25 @@ struct JobItem {
 /// One partition's outcome.
 type Outcome = Result<PartitionFetched, PartitionFetchError>;
 
+/// What one lane's share of a round gives back: the lane, the requests it sent and the answers.
 struct JobOutput {
     broker: i32,
-    connection: BrokerConnection,
+    lane_index: usize,
+    lane: FetchLane,
+    stats: BrokerStats,
     results: Vec<(usize, Outcome)>,
     refresh: bool,
 }
 
+/// A broker's connection during a round: its lanes out with their threads, back in their slots.
+struct RoundConnection {
+    connection: BrokerConnection,
+    lanes: Vec<Option<FetchLane>>,
+}
+
 impl SourceCluster {
-    /// Fetches every partition of `requests`: one Fetch per leader broker (per isolation
-    /// level), the brokers in parallel; one result per request, in the order asked. See the
+    /// Fetches every partition of `requests`: one Fetch per leader broker and fetch lane (per
+    /// isolation level), the brokers and lanes in parallel; one result per request, in the order asked. See the
     /// [module documentation](super).
     pub fn fetch(&mut self, requests: &[PartitionFetchRequest]) -> Vec<PartitionFetchResult> {
         let mut results: Vec<Option<PartitionFetchResult>> =
@@ -119,8 +131,8 @@ impl SourceCluster {
 
     /// As [`SourceCluster::fetch`], but hands the results to `on_answered` as they come, on the
     /// calling thread: once the Fetches are sent, those known without asking (possibly none),
-    /// then each broker's as soon as its Fetch is read, while the other brokers' are still
-    /// being read (each broker's Fetch runs on a thread of its own, even when there is one).
+    /// then each lane's as soon as its Fetch is read, while the other lanes' and brokers' are
+    /// still being read (each lane's Fetch runs on a thread of its own, even when there is one).
     /// Each result comes with its index in `requests`; every request gets exactly one.
     pub fn fetch_each(
         &mut self,
@@ -186,18 +198,50 @@ impl SourceCluster {
             }
         }
 
-        let jobs: Vec<BrokerJob> = jobs
-            .into_iter()
-            .map(|(broker, items)| BrokerJob {
+        let mut connections: BTreeMap<i32, RoundConnection> = BTreeMap::new();
+        let mut lane_jobs: Vec<BrokerJob> = Vec::new();
+        let assignment = self
+            .metadata
+            .as_ref()
+            .map(LaneAssignment::of)
+            .unwrap_or_default();
+        for (broker, items) in jobs {
+            let mut connection = self.take_connection(broker, &addresses[&broker]);
+            let lanes = self.fetches_in_flight(assignment.led_by(broker).max(items.len()));
+            if connection.lanes.len() != lanes {
+                connection.set_lanes(lanes, &self.options, &self.security);
+            }
+            let mut shares: Vec<Vec<JobItem>> = (0..lanes).map(|_| Vec::new()).collect();
+            for item in items {
+                shares[assignment.lane(item.request.topic_id, item.request.partition, lanes)]
+                    .push(item);
+            }
+            let mut slots: Vec<Option<FetchLane>> = connection.lanes.drain(..).map(Some).collect();
+            for (lane_index, items) in shares.into_iter().enumerate() {
+                if items.is_empty() {
+                    continue;
+                }
+                if let Some(lane) = slots[lane_index].take() {
+                    lane_jobs.push(BrokerJob {
+                        broker,
+                        lane_index,
+                        lane,
+                        items,
+                    });
+                }
+            }
+            connections.insert(
                 broker,
-                connection: self.take_connection(broker, &addresses[&broker]),
-                items,
-            })
-            .collect();
+                RoundConnection {
+                    connection,
+                    lanes: slots,
+                },
+            );
+        }
         let options = self.options;
         let (done, outputs) = std::sync::mpsc::channel();
         std::thread::scope(|scope| {
-            let handles: Vec<_> = jobs
+            let handles: Vec<_> = lane_jobs
                 .into_iter()
                 .map(|job| {
                     let done = done.clone();
@@ -214,7 +258,10 @@ impl SourceCluster {
             for output in outputs {
                 refresh |= output.refresh;
                 let broker = output.broker;
-                self.brokers.insert(broker, output.connection);
+                if let Some(round) = connections.get_mut(&broker) {
+                    round.connection.stats += output.stats;
+                    round.lanes[output.lane_index] = Some(output.lane);
+                }
                 let results = output
                     .results
                     .into_iter()
@@ -226,6 +273,24 @@ impl SourceCluster {
                 let _ = handle.join();
             }
         });
+        for (broker, round) in connections {
+            let mut connection = round.connection;
+            let address = addresses[&broker].clone();
+            // A lane whose thread died is replaced by a new, unconnected one.
+            let count = round.lanes.len();
+            connection.lanes = round.lanes.into_iter().flatten().collect();
+            if connection.lanes.is_empty() {
+                connection = BrokerConnection::new(
+                    &address,
+                    &self.options,
+                    &self.security,
+                    connection.stats,
+                );
+            }
+            connection.set_lanes(count, &self.options, &self.security);
+            self.note_round_trip(connection.round_trip());
+            self.brokers.insert(broker, connection);
+        }
         if refresh {
             self.stale = true;
         }
@@ -261,13 +326,14 @@ fn unfinished(request: &PartitionFetchRequest) -> PartitionFetchResult {
     }
 }
 
-/// One broker's share of a round: its Fetch (one per isolation level), then ListOffsets for
-/// the partitions out of range.
+/// One lane's share of a round: its Fetch (one per isolation level), then ListOffsets for the
+/// partitions out of range.
 fn run_job(mut job: BrokerJob, options: &SourceClusterOptions) -> JobOutput {
     let broker = job.broker;
     let mut results = Vec::with_capacity(job.items.len());
     let mut refresh = false;
-    let connection = &mut job.connection;
+    let mut stats = BrokerStats::default();
+    let connection = &mut job.lane;
     let address = connection.client.address().to_owned();
     let mut out_of_range: Vec<&JobItem> = Vec::new();
     for level in [READ_COMMITTED, READ_UNCOMMITTED] {
@@ -298,24 +364,23 @@ fn run_job(mut job: BrokerJob, options: &SourceClusterOptions) -> JobOutput {
                 })
                 .collect(),
         };
-        connection.stats.fetch_requests += 1;
-        connection.stats.partitions_fetched += len as u64;
+        stats.fetch_requests += 1;
+        stats.partitions_fetched += len as u64;
         let answer = if options.fetch_sessions {
             let session = &mut connection.sessions[usize::from(level == READ_COMMITTED)];
             let (incremental, sent) = (session.incremental_requests, session.partitions_sent);
             let answer = connection.client.fetch_many_in_session(session, &params);
-            connection.stats.incremental_fetch_requests +=
-                session.incremental_requests - incremental;
-            connection.stats.partitions_sent += session.partitions_sent - sent;
+            stats.incremental_fetch_requests += session.incremental_requests - incremental;
+            stats.partitions_sent += session.partitions_sent - sent;
             answer
         } else {
-            connection.stats.partitions_sent += len as u64;
+            stats.partitions_sent += len as u64;
             connection.client.fetch_many(&params)
         };
         let answers = match answer {
             Ok(answers) => answers,
             Err(e) => {
-                connection.stats.failed_requests += 1;
+                stats.failed_requests += 1;
                 refresh = true;
                 for item in items {
                     let at = PartitionAt::of(item, broker, &address);
@@ -376,12 +441,12 @@ fn run_job(mut job: BrokerJob, options: &SourceClusterOptions) -> JobOutput {
             .collect();
         let mut answers = Vec::new();
         for timestamp in [EARLIEST_TIMESTAMP, LATEST_TIMESTAMP] {
-            connection.stats.list_offsets_requests += 1;
+            stats.list_offsets_requests += 1;
             let answer = connection
                 .client
                 .list_offsets(&asked, timestamp, READ_UNCOMMITTED);
             if answer.is_err() {
-                connection.stats.failed_requests += 1;
+                stats.failed_requests += 1;
                 refresh = true;
             }
             answers.push(answer);
@@ -412,7 +477,9 @@ fn run_job(mut job: BrokerJob, options: &SourceClusterOptions) -> JobOutput {
     }
     JobOutput {
         broker,
-        connection: job.connection,
+        lane_index: job.lane_index,
+        lane: job.lane,
+        stats,
         results,
         refresh,
     }

@@ -208,12 +208,12 @@ impl SourceCluster {
     pub fn topic_exists(&mut self, name: &str) -> TopicExistence {
         let names = [name.to_owned()];
         let mut ids: Vec<i32> = self.brokers.keys().copied().collect();
-        ids.sort_by_key(|id| (!self.brokers[id].client.is_connected(), *id));
+        ids.sort_by_key(|id| (!self.brokers[id].client().is_connected(), *id));
         let mut answer = None;
         for id in ids {
             if let Some(connection) = self.brokers.get_mut(&id) {
                 connection.stats.metadata_requests += 1;
-                if let Ok(snapshot) = connection.client.metadata_topics(Some(&names)) {
+                if let Ok(snapshot) = connection.client_mut().metadata_topics(Some(&names)) {
                     answer = Some(snapshot);
                     break;
                 }
@@ -299,16 +299,18 @@ impl SourceCluster {
         let mut tried: Vec<String> = Vec::new();
         let mut last: Option<WireError> = None;
         let mut ids: Vec<i32> = self.brokers.keys().copied().collect();
-        ids.sort_by_key(|id| (!self.brokers[id].client.is_connected(), *id));
+        ids.sort_by_key(|id| (!self.brokers[id].client().is_connected(), *id));
         let mut answer: Option<(MetadataSnapshot, String)> = None;
         for id in ids {
             let Some(connection) = self.brokers.get_mut(&id) else {
                 continue;
             };
             connection.stats.metadata_requests += 1;
-            let address = connection.client.address().to_owned();
-            match connection.client.metadata_topics(names.as_deref()) {
+            let address = connection.client().address().to_owned();
+            match connection.client_mut().metadata_topics(names.as_deref()) {
                 Ok(snapshot) => {
+                    let measured = connection.client().round_trip();
+                    self.round_trip = min_round_trip(self.round_trip, measured);
                     answer = Some((snapshot, address));
                     break;
                 }
@@ -327,6 +329,7 @@ impl SourceCluster {
                 self.bootstrap_metadata_requests += 1;
                 match client.metadata_topics(names.as_deref()) {
                     Ok(snapshot) => {
+                        self.round_trip = min_round_trip(self.round_trip, client.round_trip());
                         answer = Some((snapshot, client.address().to_owned()));
                         // Later refreshes go to the brokers themselves.
                         client.disconnect();
@@ -356,7 +359,7 @@ impl SourceCluster {
         // stay.
         for (id, connection) in &mut self.brokers {
             if !metadata.brokers.contains_key(id) {
-                connection.client.disconnect();
+                connection.disconnect();
             }
         }
         self.metadata = Some(metadata);
@@ -491,5 +494,16 @@ impl SourceCluster {
                 address: metadata.answered_by.clone(),
             }),
         }
+    }
+}
+
+/// The shorter of the round trip `known` and the one just `measured`.
+pub(super) fn min_round_trip(
+    known: Option<Duration>,
+    measured: Option<Duration>,
+) -> Option<Duration> {
+    match (known, measured) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }

@@ -1,6 +1,7 @@
 //! [`SourceCluster`]: every partition of the selected topics of a live Kafka cluster, fetched
-//! the way Kafka's replica fetchers do: ONE Fetch per source broker per round, covering all the
-//! partitions that broker leads.
+//! the way Kafka's replica fetchers do: one Fetch per source broker per round, covering all the
+//! partitions that broker leads; over a long round trip, several Fetches per broker in flight at
+//! once, each with its share of them (fetch lanes, see `connection.rs`).
 //!
 //! - **Metadata** ([`SourceMetadata`]): for every selected topic ([`TopicSelection`]: names and
 //!   globs) its name, id and partitions, each partition's leader and leader epoch, and the
@@ -11,14 +12,15 @@
 //!   partition's leadership error or a broker's failure. A selected name the cluster does not
 //!   have, or a glob matching nothing, is an error of that entry alone
 //!   ([`SourceMetadata::errors`]).
-//! - **Connections**: one [`KafkaClient`] per source broker, keyed by broker id, connected on
-//!   first use, closed after a connection error and reopened on the next request (to the
-//!   broker's current address).
+//! - **Connections**: per source broker, keyed by broker id, one [`KafkaClient`] per Fetch in
+//!   flight (the first also carries every other request), connected on first use, closed after
+//!   a connection error and reopened on the next request (to the broker's current address).
 //! - **The coalesced fetch** ([`SourceCluster::fetch`]): the per-partition requests are grouped
-//!   by their leader in the metadata; each broker gets one Fetch (one per isolation level asked:
-//!   Kafka's Fetch has one) with all its partitions, the brokers in parallel (one thread each,
-//!   like Kafka's fetcher threads; [`SourceCluster::fetch_each`] hands each broker's answers
-//!   over as soon as they are read), the partitions' order rotated every round so that a full
+//!   by their leader in the metadata, then by fetch lane ([`fetch_lanes`] of them per broker:
+//!   one unless the round trip is long); each lane gets one Fetch (one per isolation level
+//!   asked: Kafka's Fetch has one) with all its partitions, the lanes and brokers in parallel
+//!   (one thread each, like Kafka's fetcher threads; [`SourceCluster::fetch_each`] hands each
+//!   lane's answers over as soon as they are read), the partitions' order rotated every round so that a full
 //!   response does not always starve the same ones. Each partition's answer is mapped exactly as
 //!   [`KafkaSource`](super::KafkaSource) maps its single partition (same function): records
 //!   as raw batches (a partial trailing batch dropped, batches ending below the fetch offset
@@ -33,7 +35,7 @@
 //!   partitions it leads; the other partitions of the same round are answered.
 //!
 //! [`SourceCluster::request_stats`] counts the requests sent to each broker (to see the
-//! coalescing: one Fetch per broker per round, whatever the number of partitions).
+//! coalescing: one Fetch per broker and lane per round, whatever the number of partitions).
 //!
 //! The module's files, one concept each: `metadata.rs` (the metadata cache: what the source
 //! has and who leads it), `fetch.rs` (the coalesced fetch engine), `answer.rs` (one partition's
@@ -41,18 +43,21 @@
 //! `offsets.rs` (ListOffsets) and `read_access.rs` (the check before mirroring).
 
 use std::collections::{BTreeMap, HashMap};
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::client::KafkaClient;
-use super::fetch_session::FetchSession;
 use super::security::SecurityConfig;
 use super::topic_selection::TopicSelection;
 use super::WireError;
 use kmirror_kernel::types::{PartitionIndex, TopicId};
 
 mod answer;
+mod connection;
 mod fetch;
+#[cfg(test)]
+mod lane_tests;
 mod metadata;
 mod offsets;
 mod partition_error;
@@ -62,6 +67,8 @@ mod tests;
 
 #[cfg(test)]
 pub(crate) use answer::split_batches;
+use connection::BrokerConnection;
+pub use connection::{fetch_lanes, AUTO_LINK_BYTES_PER_SEC, MAX_AUTO_FETCHES_IN_FLIGHT};
 pub use fetch::{
     CurrentLeaderEpoch, PartitionFetchRequest, PartitionFetchResult, PartitionFetched,
 };
@@ -91,8 +98,14 @@ pub struct SourceClusterOptions {
     pub metadata_refresh_backoff: Duration,
     /// Whether the coalesced Fetch of each broker runs in a fetch session (KIP-227): after
     /// the first, full request only the partitions that changed are sent, and only those with
-    /// news are answered ([`FetchSession`]).
+    /// news are answered ([`FetchSession`](super::fetch_session::FetchSession)); each fetch
+    /// lane has its own.
     pub fetch_sessions: bool,
+    /// How many Fetches each broker has in flight at once, each on its own connection with a
+    /// share of the broker's partitions (see `connection.rs`); `None` (the default): as many
+    /// as the bandwidth-delay product needs, from the round trip the connections measure
+    /// ([`fetch_lanes`]).
+    pub fetches_in_flight: Option<NonZeroUsize>,
 }
 
 impl Default for SourceClusterOptions {
@@ -101,7 +114,8 @@ impl Default for SourceClusterOptions {
     /// `mirror.fetch.max.bytes`, Kafka's replica fetcher defaults: a mirror fetches as a
     /// follower does; smaller answers also let the node driver write one while it reads the
     /// next, see BENCHMARKS.md, `node_mirroring`), metadata at most 5 minutes old and
-    /// refreshed at most every 100 ms, fetch sessions on.
+    /// refreshed at most every 100 ms, fetch sessions on, Fetches in flight from the measured
+    /// round trip.
     fn default() -> Self {
         SourceClusterOptions {
             connect_timeout: Duration::from_secs(3),
@@ -112,6 +126,7 @@ impl Default for SourceClusterOptions {
             metadata_max_age: Duration::from_secs(300),
             metadata_refresh_backoff: Duration::from_millis(100),
             fetch_sessions: true,
+            fetches_in_flight: None,
         }
     }
 }
@@ -136,13 +151,16 @@ pub struct BrokerStats {
     pub partitions_sent: u64,
 }
 
-#[derive(Debug)]
-struct BrokerConnection {
-    client: KafkaClient,
-    stats: BrokerStats,
-    rotation: usize,
-    /// The fetch sessions, by isolation level (read-uncommitted, read-committed).
-    sessions: [FetchSession; 2],
+impl std::ops::AddAssign for BrokerStats {
+    fn add_assign(&mut self, other: BrokerStats) {
+        self.fetch_requests += other.fetch_requests;
+        self.partitions_fetched += other.partitions_fetched;
+        self.list_offsets_requests += other.list_offsets_requests;
+        self.metadata_requests += other.metadata_requests;
+        self.failed_requests += other.failed_requests;
+        self.incremental_fetch_requests += other.incremental_fetch_requests;
+        self.partitions_sent += other.partitions_sent;
+    }
 }
 
 /// Many partitions of a live Kafka cluster. See the [module documentation](self).
@@ -161,6 +179,8 @@ pub struct SourceCluster {
     brokers: HashMap<i32, BrokerConnection>,
     /// Successful metadata refreshes so far.
     metadata_generation: u64,
+    /// The shortest round trip any connection's handshake measured.
+    round_trip: Option<Duration>,
 }
 
 impl SourceCluster {
@@ -186,6 +206,7 @@ impl SourceCluster {
             last_metadata_error: None,
             brokers: HashMap::new(),
             metadata_generation: 0,
+            round_trip: None,
         }
     }
 
@@ -239,6 +260,28 @@ impl SourceCluster {
         self.brokers.iter().map(|(id, c)| (*id, c.stats)).collect()
     }
 
+    /// The shortest round trip to the source the connections' handshakes measured so far
+    /// (`None` before the first connection).
+    pub fn measured_round_trip(&self) -> Option<Duration> {
+        self.round_trip
+    }
+
+    /// Takes in a round trip a connection measured.
+    fn note_round_trip(&mut self, measured: Option<Duration>) {
+        self.round_trip = metadata::min_round_trip(self.round_trip, measured);
+    }
+
+    /// How many Fetches in flight a broker leading `partitions` of a round gets
+    /// ([`fetch_lanes`]).
+    pub fn fetches_in_flight(&self, partitions: usize) -> usize {
+        fetch_lanes(
+            self.options.fetches_in_flight,
+            self.round_trip,
+            self.options.fetch_max_bytes,
+            partitions,
+        )
+    }
+
     /// Metadata requests sent to the bootstrap addresses (not yet known by broker id).
     pub fn bootstrap_metadata_requests(&self) -> u64 {
         self.bootstrap_metadata_requests
@@ -247,18 +290,13 @@ impl SourceCluster {
     /// The connection of broker `id` at `address` (a new one if it moved).
     fn take_connection(&mut self, id: i32, address: &str) -> BrokerConnection {
         match self.brokers.remove(&id) {
-            Some(c) if c.client.address() == address => c,
-            old => BrokerConnection {
-                client: KafkaClient::new(
-                    address,
-                    self.options.connect_timeout,
-                    self.options.request_timeout,
-                )
-                .with_security(self.security.clone()),
-                stats: old.map(|c| c.stats).unwrap_or_default(),
-                rotation: 0,
-                sessions: Default::default(),
-            },
+            Some(c) if c.client().address() == address => c,
+            old => BrokerConnection::new(
+                address,
+                &self.options,
+                &self.security,
+                old.map(|c| c.stats).unwrap_or_default(),
+            ),
         }
     }
 
@@ -277,7 +315,7 @@ impl SourceCluster {
                     },
                 })?;
         let connection = self.take_connection(id, &address);
-        Ok(&mut self.brokers.entry(id).or_insert(connection).client)
+        Ok(self.brokers.entry(id).or_insert(connection).client_mut())
     }
 
     /// The client of the leader of `topic_id` / `partition` (for requests this layer does not
@@ -297,6 +335,6 @@ impl SourceCluster {
         })?;
         let connection = self.take_connection(leader.broker, &leader.address);
         let connection = self.brokers.entry(leader.broker).or_insert(connection);
-        Ok((&mut connection.client, leader.topic, leader.broker))
+        Ok((connection.client_mut(), leader.topic, leader.broker))
     }
 }

@@ -47,7 +47,7 @@ impl SourceCluster {
             connection.stats.list_offsets_requests += 1;
             let answer =
                 connection
-                    .client
+                    .client_mut()
                     .list_offsets(&asked, timestamp, isolation_level(isolation));
             if answer.is_err() {
                 connection.stats.failed_requests += 1;

@@ -45,8 +45,8 @@ impl SourceCluster {
             connection.stats.fetch_requests += 1;
             connection.stats.partitions_fetched += partitions.len() as u64;
             connection.stats.partitions_sent += partitions.len() as u64;
-            let answer = connection.client.fetch_many(&params);
-            let principal = connection.client.security().principal();
+            let answer = connection.client_mut().fetch_many(&params);
+            let principal = connection.client().security().principal();
             self.brokers.insert(broker, connection);
             let answers = match answer {
                 Err(e) if e.is_security() => return Err(e),
