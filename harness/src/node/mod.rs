@@ -42,6 +42,8 @@ mod crash_tests;
 #[cfg(test)]
 mod fixture;
 #[cfg(test)]
+mod link_tests;
+#[cfg(test)]
 mod sync_crash_tests;
 #[cfg(test)]
 mod sync_tests;
