@@ -146,8 +146,8 @@ pub struct NodeStats {
     /// Fetch rounds: the kernel's coalesced fetches asked together, each answered from the
     /// source (one Fetch per source broker) or from the last round's fetch-ahead.
     pub rounds: u64,
-    /// Calls to the source cluster's fetch, each at most one Fetch per source broker (and
-    /// isolation level): a round's own, and its fetch-ahead.
+    /// Calls to the source cluster's fetch, each at most one Fetch per source broker and fetch
+    /// lane (and isolation level): a round's own, and its fetch-ahead.
     pub source_fetches: u64,
     /// Partition answers fed back.
     pub partition_fetches: u64,

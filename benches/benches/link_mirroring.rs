@@ -1,0 +1,310 @@
+//! Mirroring across a link with a round trip: bytes per second the [`NodeDriver`] mirrors from a
+//! fake Kafka source (`support/fake_source.rs`) of 60 partitions (10 topics x 6) behind a
+//! simulated link (`kmirror_testsupport::link`: a loopback proxy delaying each direction by half
+//! the round trip, no bandwidth cap), at round trips of 0, 10 and 50 ms, against the limit of
+//! one Fetch in flight per broker: `fetch_max_bytes` (10 MiB) per round trip.
+//!
+//! Every broker advertises its link's address, so the client stays behind the link for every
+//! request. Each partition holds 256 batches of 500 records (11,858 bytes each; 3.0 MB a
+//! partition, 182 MB in all), every partition's leader broker 1 unless `LINK_MIRRORING_BROKERS`
+//! says more (the limit is per broker, so one broker shows it at its worst). Each sample builds
+//! a fresh destination untimed (on `/dev/shm` when there is one, so that the disk does not hide
+//! the link) and brings its partitions to MIRRORING against the empty source; then the source
+//! gets its data and the timed part runs: fetch rounds until every partition has everything
+//! (the close is not timed: it is the disk's, not the link's). The source's client stays warm
+//! across samples, as in a running process (its connections, and the round trip they measured).
+//!
+//! Variants, per round trip:
+//! - `one_fetch_<rtt>ms`: one Fetch in flight per broker (`fetches_in_flight` 1): today's
+//!   fetcher, bounded by `fetch_max_bytes` per round trip.
+//! - `in_flight_<rtt>ms`: the default number in flight, derived from the measured round trip
+//!   (one at 0 ms, two at 10 ms, six at 50 ms).
+//!
+//! ```sh
+//! cargo bench -p kmirror-benches --bench link_mirroring
+//! LINK_MIRRORING_BROKERS=3 cargo bench -p kmirror-benches --bench link_mirroring -- 50ms
+//! ```
+//!
+//! Figures: BENCHMARKS.md, `link_mirroring`.
+
+// `FakeSource::start` (no link) is the other benches'.
+#[allow(dead_code)]
+#[path = "support/fake_source.rs"]
+mod fake_source;
+
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use criterion::{criterion_group, Criterion, SamplingMode, Throughput};
+use fake_source::{FakePartition, FakeSource, FakeTopic};
+use kmirror_harness::file_log::FlushPolicy;
+use kmirror_harness::node::{NodeDest, NodeDriver, NodeDriverOptions, NodeMeta};
+use kmirror_harness::record_batch::RawBatch;
+use kmirror_harness::wire::{SourceCluster, SourceClusterOptions, TopicSelection};
+use kmirror_kernel::batch::BatchHeader;
+use kmirror_kernel::state::MirrorState;
+use kmirror_kernel::types::{MirrorName, TopicId};
+use kmirror_testsupport::link::{Link, LinkOptions};
+
+const TOPICS: u64 = 10;
+const PER_TOPIC: i32 = 6;
+const PARTITIONS: usize = TOPICS as usize * PER_TOPIC as usize;
+/// Batches per partition and records per batch.
+const BATCHES: i64 = 256;
+const RECORDS: i64 = 500;
+/// The round trips of the links, in milliseconds.
+const ROUND_TRIPS_MS: [u64; 3] = [0, 10, 50];
+
+/// How to reproduce, printed by `--help` before criterion's own help.
+const HELP: &str = "link_mirroring: a 60-partition mirror over links of 0, 10 and 50 ms of round \
+trip, one Fetch in flight per broker against the default number (from the measured round trip).
+  cargo bench -p kmirror-benches --bench link_mirroring            # everything (about 4 minutes)
+  cargo bench -p kmirror-benches --bench link_mirroring -- 50ms    # one round trip
+  LINK_MIRRORING_BROKERS=3 ...                                     # leaders over 3 brokers (default 1)
+Figures and the machine: BENCHMARKS.md, section link_mirroring.
+";
+
+fn topic_name(t: u64) -> String {
+    format!("l{t:02}")
+}
+
+fn topic_id(t: u64) -> TopicId {
+    TopicId::from_u64(0x6c6b_0000 + t)
+}
+
+/// Source brokers: `LINK_MIRRORING_BROKERS`, 1 by default.
+fn brokers() -> i32 {
+    match std::env::var("LINK_MIRRORING_BROKERS") {
+        Err(_) => 1,
+        Ok(v) => v
+            .parse()
+            .ok()
+            .filter(|n| (1..=16).contains(n))
+            .unwrap_or_else(|| panic!("LINK_MIRRORING_BROKERS={v:?}: expected 1 to 16")),
+    }
+}
+
+/// The source: every partition the same batches (epoch 0, one buffer shared), leaders spread
+/// over `brokers`.
+fn source_topics(brokers: i32) -> Vec<FakeTopic> {
+    let mut one = Vec::new();
+    let mut ends = Vec::new();
+    for b in 0..BATCHES {
+        let header = BatchHeader::plain(b * RECORDS, (b + 1) * RECORDS - 1, 0);
+        let batch = RawBatch::synthesize(&header, 1_700_000_000_000).expect("batch");
+        one.extend_from_slice(batch.bytes());
+        ends.push((header.last_offset, one.len()));
+    }
+    let bytes = Bytes::from(one);
+    (0..TOPICS)
+        .map(|t| FakeTopic {
+            name: topic_name(t),
+            id: topic_id(t),
+            partitions: (0..PER_TOPIC)
+                .map(|p| FakePartition {
+                    leader: 1 + (t as i32 * PER_TOPIC + p) % brokers,
+                    bytes: bytes.clone(),
+                    batches: ends.clone(),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// The fake source behind one link per broker, each delaying a direction by half `rtt`.
+struct LinkedSource {
+    fake: FakeSource,
+    _links: Vec<Link>,
+}
+
+impl LinkedSource {
+    fn start(brokers: i32, rtt: Duration) -> LinkedSource {
+        let mut links = Vec::new();
+        let fake = FakeSource::start_advertising(brokers, source_topics(brokers), |_, address| {
+            let link = Link::start(
+                address,
+                LinkOptions {
+                    one_way_delay: rtt / 2,
+                    bandwidth_bytes_per_sec: None,
+                },
+            )
+            .expect("link");
+            let advertised = link.address().to_string();
+            links.push(link);
+            advertised
+        });
+        LinkedSource {
+            fake,
+            _links: links,
+        }
+    }
+
+    /// A client of the source with `fetches_in_flight` (`None`: from the round trip).
+    fn client(&self, fetches_in_flight: Option<NonZeroUsize>) -> SourceCluster {
+        let names: Vec<String> = (0..TOPICS).map(topic_name).collect();
+        let selection = TopicSelection::names(&names).expect("valid names");
+        SourceCluster::new(
+            &self.fake.bootstrap(),
+            selection,
+            SourceClusterOptions {
+                fetch_max_wait_ms: 0,
+                fetches_in_flight,
+                ..SourceClusterOptions::default()
+            },
+        )
+    }
+}
+
+/// Where the destinations go: `/dev/shm` when there is one (memory: the link, not the disk,
+/// is measured), the temporary directory otherwise.
+fn work_dir() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(dir) = tempfile::tempdir_in(shm) {
+            return dir;
+        }
+    }
+    tempfile::tempdir().expect("a temp dir")
+}
+
+/// A node destination at `root` with every partition MIRRORING against the empty source.
+fn mirroring_dest(fake: &FakeSource, source: SourceCluster, root: &Path) -> NodeDriver {
+    fake.set_filled(false);
+    let mut dest =
+        NodeDest::create(root, NodeMeta::new(Some(fake.bootstrap()), 8)).expect("created");
+    for t in 0..TOPICS {
+        dest.add_topic(&topic_name(t), topic_id(t), PER_TOPIC, None)
+            .expect("topic");
+    }
+    let mut meta = dest.meta().clone();
+    for partition in meta.partitions.values_mut() {
+        partition.leader_epoch = 1;
+    }
+    dest.set_meta(meta).expect("epochs");
+    let options = NodeDriverOptions {
+        flush: FlushPolicy::Kafka,
+        ..NodeDriverOptions::default()
+    };
+    let mut driver = NodeDriver::from_dest(dest, Some(source), options).expect("driver");
+    let mirror = MirrorName::new("fake-source").expect("valid");
+    let topics: Vec<(String, TopicId, i32)> = (0..TOPICS)
+        .map(|t| (topic_name(t), topic_id(t), PER_TOPIC))
+        .collect();
+    let results = driver.add_topics(&mirror, &topics, 0).expect("added");
+    assert!(results.values().all(Result::is_ok), "{results:?}");
+    let mut now = 0;
+    while !driver.all_caught_up() {
+        now += 1;
+        driver.run_once(now).expect("runs");
+    }
+    assert_eq!(driver.node().partitions().count(), PARTITIONS);
+    assert!(driver
+        .node()
+        .partitions()
+        .all(|(_, p)| p.state() == MirrorState::Mirroring));
+    driver
+}
+
+/// One sample: a fresh destination brought to MIRRORING (untimed), the backlog mirrored
+/// (timed), the driver closed and the destination deleted (untimed). Returns the time and
+/// the client, to keep warm.
+fn sample(
+    fake: &FakeSource,
+    source: SourceCluster,
+    root: &Path,
+    total: u64,
+) -> (Duration, SourceCluster) {
+    let mut driver = mirroring_dest(fake, source, root);
+    fake.set_filled(true);
+    let start = Instant::now();
+    let before = driver.stats().bytes;
+    let mut now = 1_000_000;
+    loop {
+        now += 1;
+        driver.run_once(now).expect("runs");
+        if driver.stats().bytes - before >= total && driver.all_caught_up() {
+            break;
+        }
+    }
+    let elapsed = start.elapsed();
+    let source = driver.set_source(None).expect("the source");
+    driver.close().expect("closed");
+    std::fs::remove_dir_all(root).expect("dest removed");
+    fake.set_filled(false);
+    (elapsed, source)
+}
+
+fn link_mirroring(c: &mut Criterion) {
+    let brokers = brokers();
+    let total = {
+        let one: u64 = source_topics(1)[0].partitions[0].bytes.len() as u64;
+        one * PARTITIONS as u64
+    };
+    let fetch_max = SourceClusterOptions::default().fetch_max_bytes;
+    let work = work_dir();
+    let root: PathBuf = work.path().join("dest");
+    let mut group = c.benchmark_group("link_mirroring");
+    group.throughput(Throughput::Bytes(total));
+    group.sample_size(10);
+    group.sampling_mode(SamplingMode::Flat);
+    group.measurement_time(Duration::from_secs(10));
+    for rtt_ms in ROUND_TRIPS_MS {
+        let rtt = Duration::from_millis(rtt_ms);
+        let linked = LinkedSource::start(brokers, rtt);
+        for (name, in_flight) in [
+            (format!("one_fetch_{rtt_ms}ms"), NonZeroUsize::new(1)),
+            (format!("in_flight_{rtt_ms}ms"), None),
+        ] {
+            let mut warm = Some(linked.client(in_flight));
+            // The client's first mirror, untimed: its connections opened and its round trip
+            // measured, as in a running process.
+            if let Some(source) = warm.take() {
+                let (_, source) = sample(&linked.fake, source, &root, total);
+                let lanes = source.fetches_in_flight(PARTITIONS);
+                let limit = if rtt_ms == 0 {
+                    "none".to_owned()
+                } else {
+                    let bytes = f64::from(fetch_max) * f64::from(brokers) / rtt.as_secs_f64();
+                    format!("{:.0} MiB/s", bytes / f64::from(1 << 20))
+                };
+                println!(
+                    "link_mirroring {name}: {brokers} broker(s), {lanes} Fetch(es) in flight per \
+                     broker, round trip measured {:?}; the one-Fetch limit {limit}",
+                    source.measured_round_trip()
+                );
+                warm = Some(source);
+            }
+            group.bench_function(&name, |b| {
+                b.iter_custom(|iters| {
+                    let mut sum = Duration::ZERO;
+                    for _ in 0..iters {
+                        let source = warm.take().unwrap_or_else(|| linked.client(in_flight));
+                        let (elapsed, source) = sample(&linked.fake, source, &root, total);
+                        sum += elapsed;
+                        warm = Some(source);
+                    }
+                    sum
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, link_mirroring);
+
+fn main() {
+    if std::env::args().any(|a| a == "--help" || a == "-h") {
+        print!("{HELP}");
+    }
+    // Only under `cargo bench` (`--bench`): a test build runs nothing.
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    benches();
+    criterion::Criterion::default()
+        .configure_from_args()
+        .final_summary();
+}
