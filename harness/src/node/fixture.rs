@@ -74,8 +74,18 @@ pub fn options() -> NodeDriverOptions {
 
 /// A node destination at `root` with both topics added to the mirror (not started).
 pub fn added(fake: &FakeCluster, root: &Path) -> NodeDriver {
+    added_from(fake, root, source(fake, BOTH), options())
+}
+
+/// [`added`], reading both topics through `source`, the driver with `options`.
+pub fn added_from(
+    fake: &FakeCluster,
+    root: &Path,
+    source: SourceCluster,
+    options: NodeDriverOptions,
+) -> NodeDriver {
     let dest = NodeDest::create(root, NodeMeta::new(Some(fake.address(1)), 4)).unwrap();
-    let mut driver = NodeDriver::from_dest(dest, Some(source(fake, BOTH)), options()).unwrap();
+    let mut driver = NodeDriver::from_dest(dest, Some(source), options).unwrap();
     let results = driver
         .add_topics(
             &east(),

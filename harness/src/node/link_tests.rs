@@ -20,7 +20,7 @@ use kmirror_kernel::node::PartitionKey;
 use kmirror_kernel::state::MirrorState;
 
 use super::control::TopicsVerb;
-use super::fixture::{east, fake, ORDERS, PAY_EU};
+use super::fixture::{added_from, fake, BOTH, ORDERS};
 use super::*;
 use crate::driver::ManualClock;
 use crate::record_batch::RawBatch;
@@ -33,10 +33,9 @@ use crate::wire::{SourceCluster, SourceClusterOptions, TopicSelection};
 /// the source's metadata asked again before every round (so a leader change is seen at the
 /// next round).
 fn mirroring(fake: &FakeCluster, root: &std::path::Path) -> NodeDriver {
-    let dest = NodeDest::create(root, NodeMeta::new(Some(fake.address(1)), 4)).unwrap();
     let source = SourceCluster::new(
         &fake.address(1),
-        TopicSelection::names(&["orders", "pay.eu"]).unwrap(),
+        TopicSelection::names(BOTH).unwrap(),
         SourceClusterOptions {
             connect_timeout: Duration::from_secs(2),
             request_timeout: Duration::from_secs(5),
@@ -52,178 +51,182 @@ fn mirroring(fake: &FakeCluster, root: &std::path::Path) -> NodeDriver {
         fetch_ahead: true,
         ..NodeDriverOptions::default()
     };
-    let mut driver = NodeDriver::from_dest(dest, Some(source), options).unwrap();
-    let results = driver
-        .add_topics(
-            &east(),
-            &[("orders".into(), ORDERS, 3), ("pay.eu".into(), PAY_EU, 2)],
-            0,
-        )
-        .unwrap();
-    assert!(results.values().all(Result::is_ok), "{results:?}");
-    driver
+    added_from(fake, root, source, options)
 }
 
-fn leo(driver: &NodeDriver, partition: i32) -> i64 {
-    driver
-        .log(&PartitionKey::new(ORDERS, partition))
-        .unwrap()
-        .log_end_offset()
+/// The fake behind 5 ms links, mirrored into a destination until answers are in flight for
+/// orders-2 ([`MidWay::start`]).
+struct MidWay {
+    fake: FakeCluster,
+    _links: Vec<kmirror_testsupport::link::Link>,
+    _dir: tempfile::TempDir,
+    driver: NodeDriver,
+    clock: ManualClock,
+    /// orders-2's log end offset when answers were in flight.
+    at: i64,
 }
 
-/// Steps until a step read the next round ahead (a round and its fetch-ahead: two calls to the
-/// source) while orders-2 (6 batches) has mirrored some but not all of its batches: answers
-/// are then in flight for it. Returns orders-2's log end offset.
-fn step_until_read_ahead(driver: &mut NodeDriver, clock: &mut ManualClock) -> i64 {
-    for _ in 0..2_000 {
-        let before = driver.stats().source_fetches;
-        clock.now_ms += 10;
-        driver.run_once(clock.now_ms).unwrap();
-        let read_ahead = driver.stats().source_fetches >= before + 2;
-        let at = leo(driver, 2);
-        if read_ahead && (2..=6).contains(&at) {
-            return at;
+impl MidWay {
+    /// Steps until a step read the next round ahead (a round and its fetch-ahead: two calls
+    /// to the source) while orders-2 (6 batches) has mirrored some but not all of them:
+    /// answers are then in flight for it.
+    fn start() -> MidWay {
+        let fake = fake();
+        let links = behind_links(&fake, Duration::from_millis(5));
+        let dir = tempfile::tempdir().unwrap();
+        let driver = mirroring(&fake, &dir.path().join("west"));
+        let mut mid = MidWay {
+            fake,
+            _links: links,
+            _dir: dir,
+            driver,
+            clock: ManualClock::default(),
+            at: 0,
+        };
+        for _ in 0..2_000 {
+            let before = mid.driver.stats().source_fetches;
+            mid.step(1);
+            let read_ahead = mid.driver.stats().source_fetches >= before + 2;
+            mid.at = mid.leo(2);
+            if read_ahead && (2..=6).contains(&mid.at) {
+                return mid;
+            }
+        }
+        panic!("orders-2 was never read ahead mid-way");
+    }
+
+    /// Steps `n` times, 10 ms apart.
+    fn step(&mut self, n: usize) {
+        for _ in 0..n {
+            self.clock.now_ms += 10;
+            self.driver.run_once(self.clock.now_ms).unwrap();
         }
     }
-    panic!("orders-2 was never read ahead mid-way");
-}
 
-/// Steps `n` times, 10 ms apart.
-fn step(driver: &mut NodeDriver, clock: &mut ManualClock, n: usize) {
-    for _ in 0..n {
-        clock.now_ms += 10;
-        driver.run_once(clock.now_ms).unwrap();
+    /// Steps until every partition is caught up and orders-2 has its 12 offsets; false if that
+    /// does not happen within 2,000 steps.
+    fn catch_up(&mut self) -> bool {
+        for _ in 0..2_000 {
+            self.step(1);
+            if self.driver.all_caught_up() && self.leo(2) == 12 {
+                return true;
+            }
+        }
+        false
+    }
+
+    fn leo(&self, partition: i32) -> i64 {
+        self.driver
+            .log(&PartitionKey::new(ORDERS, partition))
+            .unwrap()
+            .log_end_offset()
+    }
+
+    /// The source's batches of orders-`partition`, and the destination's.
+    fn batches(&self, partition: i32) -> (Vec<RawBatch>, Vec<RawBatch>) {
+        let source = self.fake.state().topics[0].partitions[partition as usize]
+            .batches
+            .clone();
+        let log = self
+            .driver
+            .log(&PartitionKey::new(ORDERS, partition))
+            .unwrap();
+        let dest = log.try_read(0, log.log_end_offset()).unwrap();
+        (source, dest)
+    }
+
+    /// Sends `verb` for the topic orders.
+    fn request(&mut self, verb: TopicsVerb) {
+        let results = self
+            .driver
+            .request_topics(verb, "orders", None, self.clock.now_ms)
+            .unwrap();
+        assert!(results["orders"].is_ok(), "{results:?}");
     }
 }
 
-/// The source's batches of orders-`partition`, and the destination's.
-fn batches(
-    fake: &FakeCluster,
-    driver: &NodeDriver,
-    partition: i32,
-) -> (Vec<RawBatch>, Vec<RawBatch>) {
-    let source = fake.state().topics[0].partitions[partition as usize]
-        .batches
-        .clone();
-    let log = driver.log(&PartitionKey::new(ORDERS, partition)).unwrap();
-    let dest = log.try_read(0, log.log_end_offset()).unwrap();
-    (source, dest)
+fn epochs(batches: &[RawBatch]) -> Vec<i32> {
+    batches
+        .iter()
+        .map(|b| b.header().partition_leader_epoch)
+        .collect()
 }
 
 #[test]
 fn answers_read_ahead_from_an_old_leader_are_never_fed_after_the_leader_change() {
-    let fake = fake();
-    let _links = behind_links(&fake, Duration::from_millis(5));
-    let dir = tempfile::tempdir().unwrap();
-    let mut driver = mirroring(&fake, &dir.path().join("west"));
-    let mut clock = ManualClock::default();
-    let at = step_until_read_ahead(&mut driver, &mut clock);
+    let mut mid = MidWay::start();
+    let at = mid.at;
     // An unclean election: orders-2 moves from broker 1 to broker 2 at epoch 6, which lacks
     // the records from `at` on and wrote others there (larger, so that the bytes differ). The
     // batch at `at` read ahead from broker 1 is epoch 5's. The fake does not apply KIP-320's
     // check: an old batch fed now would stay, differing from the source.
     {
-        let mut state = fake.state();
+        let mut state = mid.fake.state();
         let p = &mut state.topics[0].partitions[2];
         p.leader = 2;
         p.epoch = 6;
-        let kept = usize::try_from(at / 2).unwrap();
-        p.batches.truncate(kept);
+        p.batches.truncate(usize::try_from(at / 2).unwrap());
         for b in (at / 2)..6 {
             let header = BatchHeader::plain(2 * b, 2 * b + 1, 6);
             p.batches
                 .push(RawBatch::synthesize(&header, 3_000).unwrap());
         }
     }
-    let mut caught_up = false;
-    for _ in 0..2_000 {
-        clock.now_ms += 10;
-        driver.run_once(clock.now_ms).unwrap();
-        if driver.all_caught_up() && leo(&driver, 2) == 12 {
-            caught_up = true;
-            break;
-        }
-    }
-    assert!(caught_up, "{}", driver.status().render(0));
-    let (source, dest) = batches(&fake, &driver, 2);
-    assert_eq!(
-        dest, source,
-        "orders-2 is the new leader's log, byte for byte"
+    assert!(mid.catch_up(), "{}", mid.driver.status().render(0));
+    let (source, dest) = mid.batches(2);
+    assert!(
+        dest == source,
+        "orders-2 is not the new leader's log: epochs {:?} at the destination, {:?} at the \
+         source (read ahead from {at})",
+        epochs(&dest),
+        epochs(&source)
     );
-    assert!(dest[usize::try_from(at / 2).unwrap()..]
+    assert!(epochs(&dest)[usize::try_from(at / 2).unwrap()..]
         .iter()
-        .all(|b| b.header().partition_leader_epoch == 6));
+        .all(|e| *e == 6));
     // The other partitions are unaffected.
     for p in 0..2 {
-        let (source, dest) = batches(&fake, &driver, p);
-        assert_eq!(dest, source);
+        let (source, dest) = mid.batches(p);
+        assert_eq!(dest, source, "orders-{p}");
     }
 }
 
 #[test]
 fn answers_in_flight_at_a_pause_are_never_appended() {
-    let fake = fake();
-    let _links = behind_links(&fake, Duration::from_millis(5));
-    let dir = tempfile::tempdir().unwrap();
-    let mut driver = mirroring(&fake, &dir.path().join("west"));
-    let mut clock = ManualClock::default();
-    step_until_read_ahead(&mut driver, &mut clock);
-    let results = driver
-        .request_topics(TopicsVerb::Pause, "orders", None, clock.now_ms)
-        .unwrap();
-    assert!(results["orders"].is_ok(), "{results:?}");
-    let paused: Vec<i64> = (0..3).map(|p| leo(&driver, p)).collect();
-    step(&mut driver, &mut clock, 300);
+    let mut mid = MidWay::start();
+    mid.request(TopicsVerb::Pause);
+    let paused: Vec<i64> = (0..3).map(|p| mid.leo(p)).collect();
+    mid.step(300);
     for p in 0..3 {
         let key = PartitionKey::new(ORDERS, p);
-        assert_eq!(driver.persisted_state(&key), MirrorState::Paused);
-        assert_eq!(
-            leo(&driver, p),
-            paused[p as usize],
-            "orders-{p} after the pause"
-        );
+        assert_eq!(mid.driver.persisted_state(&key), MirrorState::Paused);
+        assert_eq!(mid.leo(p), paused[p as usize], "orders-{p} after the pause");
     }
     assert!(
         paused.iter().zip([8, 10, 12]).any(|(at, end)| *at < end),
         "something was left to mirror: {paused:?}"
     );
     // Resumed, it mirrors on from where it paused: the same bytes as the source.
-    driver
-        .request_topics(TopicsVerb::Resume, "orders", None, clock.now_ms)
-        .unwrap();
-    for _ in 0..2_000 {
-        clock.now_ms += 10;
-        driver.run_once(clock.now_ms).unwrap();
-        if driver.all_caught_up() && leo(&driver, 2) == 12 {
-            break;
-        }
-    }
+    mid.request(TopicsVerb::Resume);
+    assert!(mid.catch_up(), "{}", mid.driver.status().render(0));
     for p in 0..3 {
-        let (source, dest) = batches(&fake, &driver, p);
+        let (source, dest) = mid.batches(p);
         assert_eq!(dest, source, "orders-{p}");
     }
 }
 
 #[test]
 fn answers_in_flight_at_a_stop_are_never_appended() {
-    let fake = fake();
-    let _links = behind_links(&fake, Duration::from_millis(5));
-    let dir = tempfile::tempdir().unwrap();
-    let mut driver = mirroring(&fake, &dir.path().join("west"));
-    let mut clock = ManualClock::default();
-    step_until_read_ahead(&mut driver, &mut clock);
+    let mut mid = MidWay::start();
     // The stop appends its own control records: the mirrored prefix is what was there before.
-    let stopped: Vec<i64> = (0..3).map(|p| leo(&driver, p)).collect();
-    let results = driver
-        .request_topics(TopicsVerb::Stop, "orders", None, clock.now_ms)
-        .unwrap();
-    assert!(results["orders"].is_ok(), "{results:?}");
-    step(&mut driver, &mut clock, 300);
+    let stopped: Vec<i64> = (0..3).map(|p| mid.leo(p)).collect();
+    mid.request(TopicsVerb::Stop);
+    mid.step(300);
     for p in 0..3 {
         let key = PartitionKey::new(ORDERS, p);
-        assert_eq!(driver.persisted_state(&key), MirrorState::Stopped);
+        assert_eq!(mid.driver.persisted_state(&key), MirrorState::Stopped);
         // The mirrored prefix, then only the stop's own control records.
-        let (source, dest) = batches(&fake, &driver, p);
+        let (source, dest) = mid.batches(p);
         let mirrored: Vec<&RawBatch> = dest
             .iter()
             .filter(|b| b.header().last_offset < stopped[p as usize])
