@@ -31,6 +31,8 @@
 #[allow(dead_code)]
 #[path = "support/fake_source.rs"]
 mod fake_source;
+#[path = "support/node_setup.rs"]
+mod node_setup;
 
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
@@ -40,12 +42,11 @@ use bytes::Bytes;
 use criterion::{criterion_group, Criterion, SamplingMode, Throughput};
 use fake_source::{FakePartition, FakeSource, FakeTopic};
 use kmirror_harness::file_log::FlushPolicy;
-use kmirror_harness::node::{NodeDest, NodeDriver, NodeDriverOptions, NodeMeta};
+use kmirror_harness::node::{NodeDriver, NodeDriverOptions};
 use kmirror_harness::record_batch::RawBatch;
 use kmirror_harness::wire::{SourceCluster, SourceClusterOptions, TopicSelection};
 use kmirror_kernel::batch::BatchHeader;
-use kmirror_kernel::state::MirrorState;
-use kmirror_kernel::types::{MirrorName, TopicId};
+use kmirror_kernel::types::TopicId;
 use kmirror_testsupport::link::{Link, LinkOptions};
 
 const TOPICS: u64 = 10;
@@ -172,39 +173,14 @@ fn work_dir() -> tempfile::TempDir {
 /// A node destination at `root` with every partition MIRRORING against the empty source.
 fn mirroring_dest(fake: &FakeSource, source: SourceCluster, root: &Path) -> NodeDriver {
     fake.set_filled(false);
-    let mut dest =
-        NodeDest::create(root, NodeMeta::new(Some(fake.bootstrap()), 8)).expect("created");
-    for t in 0..TOPICS {
-        dest.add_topic(&topic_name(t), topic_id(t), PER_TOPIC, None)
-            .expect("topic");
-    }
-    let mut meta = dest.meta().clone();
-    for partition in meta.partitions.values_mut() {
-        partition.leader_epoch = 1;
-    }
-    dest.set_meta(meta).expect("epochs");
     let options = NodeDriverOptions {
         flush: FlushPolicy::Kafka,
         ..NodeDriverOptions::default()
     };
-    let mut driver = NodeDriver::from_dest(dest, Some(source), options).expect("driver");
-    let mirror = MirrorName::new("fake-source").expect("valid");
     let topics: Vec<(String, TopicId, i32)> = (0..TOPICS)
         .map(|t| (topic_name(t), topic_id(t), PER_TOPIC))
         .collect();
-    let results = driver.add_topics(&mirror, &topics, 0).expect("added");
-    assert!(results.values().all(Result::is_ok), "{results:?}");
-    let mut now = 0;
-    while !driver.all_caught_up() {
-        now += 1;
-        driver.run_once(now).expect("runs");
-    }
-    assert_eq!(driver.node().partitions().count(), PARTITIONS);
-    assert!(driver
-        .node()
-        .partitions()
-        .all(|(_, p)| p.state() == MirrorState::Mirroring));
-    driver
+    node_setup::mirroring_dest(root, &fake.bootstrap(), &topics, source, options)
 }
 
 /// One sample: a fresh destination brought to MIRRORING (untimed), the backlog mirrored
