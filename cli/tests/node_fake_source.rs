@@ -341,7 +341,7 @@ fn fetches_in_flight_share_each_brokers_partitions_among_that_many_fetches() {
     // asks all three in one Fetch either way.
     let one = fake();
     let dest = tmp.path().join("one");
-    let out = mirror(&one, dest.to_str().unwrap(), &[]);
+    let out = mirror(&one, dest.to_str().unwrap(), &["--fetches-in-flight", "1"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let sizes = fetch_sizes(&one, 1);
     assert!(sizes.iter().filter(|n| **n == 3).count() > 1, "{sizes:?}");

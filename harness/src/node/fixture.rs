@@ -46,12 +46,14 @@ pub fn fake() -> FakeCluster {
     )
 }
 
-/// A source cluster reading `topics` of `fake`.
+/// A source cluster reading `topics` of `fake`, one Fetch in flight per broker (the tests
+/// count them; several in flight: `link_tests.rs`).
 pub fn source(fake: &FakeCluster, topics: &[&str]) -> SourceCluster {
     let options = SourceClusterOptions {
         connect_timeout: Duration::from_secs(1),
         request_timeout: Duration::from_secs(2),
         fetch_max_wait_ms: 0,
+        fetches_in_flight: std::num::NonZeroUsize::new(1),
         ..SourceClusterOptions::default()
     };
     SourceCluster::new(

@@ -36,11 +36,14 @@ fn split_batches_slices_the_response_and_drops_a_partial_trailing_batch() {
     );
 }
 
+/// One Fetch in flight per broker, whatever the round trip a loaded machine measures: these
+/// tests count the Fetches (several in flight: `lane_tests.rs`).
 fn options() -> SourceClusterOptions {
     SourceClusterOptions {
         connect_timeout: Duration::from_secs(1),
         request_timeout: Duration::from_secs(2),
         metadata_refresh_backoff: Duration::ZERO,
+        fetches_in_flight: std::num::NonZeroUsize::new(1),
         ..SourceClusterOptions::default()
     }
 }
