@@ -48,7 +48,12 @@ pub(super) struct FetchLane {
 }
 
 impl FetchLane {
-    fn new(address: &str, options: &SourceClusterOptions, security: &Arc<SecurityConfig>) -> Self {
+    /// A lane to `address`, not connected yet.
+    pub(super) fn new(
+        address: &str,
+        options: &SourceClusterOptions,
+        security: &Arc<SecurityConfig>,
+    ) -> Self {
         FetchLane {
             client: KafkaClient::new(address, options.connect_timeout, options.request_timeout)
                 .with_security(security.clone()),

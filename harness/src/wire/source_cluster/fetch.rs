@@ -107,13 +107,14 @@ struct JobOutput {
 /// A broker's connection during a round: its lanes out with their threads, back in their slots.
 struct RoundConnection {
     connection: BrokerConnection,
+    address: String,
     lanes: Vec<Option<FetchLane>>,
 }
 
 impl SourceCluster {
     /// Fetches every partition of `requests`: one Fetch per leader broker and fetch lane (per
-    /// isolation level), the brokers and lanes in parallel; one result per request, in the order asked. See the
-    /// [module documentation](super).
+    /// isolation level), the brokers and lanes in parallel; one result per request, in the
+    /// order asked. See the [module documentation](super).
     pub fn fetch(&mut self, requests: &[PartitionFetchRequest]) -> Vec<PartitionFetchResult> {
         let mut results: Vec<Option<PartitionFetchResult>> =
             (0..requests.len()).map(|_| None).collect();
@@ -198,6 +199,64 @@ impl SourceCluster {
             }
         }
 
+        let (mut connections, lane_jobs) = self.lane_jobs(jobs, &addresses);
+        let options = self.options;
+        let (done, outputs) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = lane_jobs
+                .into_iter()
+                .map(|job| {
+                    let done = done.clone();
+                    let options = &options;
+                    scope.spawn(move || {
+                        let _ = done.send(run_job(job, options));
+                    })
+                })
+                .collect();
+            drop(done);
+            // The Fetches are under way: the caller may work on what it already has.
+            deliver(&mut answered, early);
+            // Until every thread has sent its output or died (a panicked one sends none).
+            for output in outputs {
+                refresh |= output.refresh;
+                let broker = output.broker;
+                if let Some(round) = connections.get_mut(&broker) {
+                    round.connection.stats += output.stats;
+                    round.lanes[output.lane_index] = Some(output.lane);
+                }
+                let results = output
+                    .results
+                    .into_iter()
+                    .map(|(index, outcome)| (index, Some(broker), outcome))
+                    .collect();
+                deliver(&mut answered, results);
+            }
+            for handle in handles {
+                let _ = handle.join();
+            }
+        });
+        self.put_back(connections);
+        if refresh {
+            self.stale = true;
+        }
+        let missing: Vec<(usize, Option<i32>, Outcome)> = answered
+            .iter()
+            .enumerate()
+            .filter(|(_, done)| !**done)
+            .map(|(index, _)| (index, None, unfinished(&requests[index]).outcome))
+            .collect();
+        if !missing.is_empty() {
+            deliver(&mut answered, missing);
+        }
+    }
+
+    /// Each broker's share of a round split into its lanes' jobs (each lane taken out of its
+    /// connection for its thread), and the connections waiting for their lanes.
+    fn lane_jobs(
+        &mut self,
+        jobs: BTreeMap<i32, Vec<JobItem>>,
+        addresses: &BTreeMap<i32, String>,
+    ) -> (BTreeMap<i32, RoundConnection>, Vec<BrokerJob>) {
         let mut connections: BTreeMap<i32, RoundConnection> = BTreeMap::new();
         let mut lane_jobs: Vec<BrokerJob> = Vec::new();
         let assignment = self
@@ -234,74 +293,28 @@ impl SourceCluster {
                 broker,
                 RoundConnection {
                     connection,
+                    address: addresses[&broker].clone(),
                     lanes: slots,
                 },
             );
         }
-        let options = self.options;
-        let (done, outputs) = std::sync::mpsc::channel();
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = lane_jobs
+        (connections, lane_jobs)
+    }
+
+    /// Puts the round's connections back, each lane in its slot (one whose thread died replaced
+    /// by a new, unconnected one), and takes in the round trips they measured.
+    fn put_back(&mut self, connections: BTreeMap<i32, RoundConnection>) {
+        for (broker, round) in connections {
+            let (mut connection, address) = (round.connection, round.address);
+            connection.lanes = round
+                .lanes
                 .into_iter()
-                .map(|job| {
-                    let done = done.clone();
-                    let options = &options;
-                    scope.spawn(move || {
-                        let _ = done.send(run_job(job, options));
-                    })
+                .map(|lane| {
+                    lane.unwrap_or_else(|| FetchLane::new(&address, &self.options, &self.security))
                 })
                 .collect();
-            drop(done);
-            // The Fetches are under way: the caller may work on what it already has.
-            deliver(&mut answered, early);
-            // Until every thread has sent its output or died (a panicked one sends none).
-            for output in outputs {
-                refresh |= output.refresh;
-                let broker = output.broker;
-                if let Some(round) = connections.get_mut(&broker) {
-                    round.connection.stats += output.stats;
-                    round.lanes[output.lane_index] = Some(output.lane);
-                }
-                let results = output
-                    .results
-                    .into_iter()
-                    .map(|(index, outcome)| (index, Some(broker), outcome))
-                    .collect();
-                deliver(&mut answered, results);
-            }
-            for handle in handles {
-                let _ = handle.join();
-            }
-        });
-        for (broker, round) in connections {
-            let mut connection = round.connection;
-            let address = addresses[&broker].clone();
-            // A lane whose thread died is replaced by a new, unconnected one.
-            let count = round.lanes.len();
-            connection.lanes = round.lanes.into_iter().flatten().collect();
-            if connection.lanes.is_empty() {
-                connection = BrokerConnection::new(
-                    &address,
-                    &self.options,
-                    &self.security,
-                    connection.stats,
-                );
-            }
-            connection.set_lanes(count, &self.options, &self.security);
             self.note_round_trip(connection.round_trip());
             self.brokers.insert(broker, connection);
-        }
-        if refresh {
-            self.stale = true;
-        }
-        let missing: Vec<(usize, Option<i32>, Outcome)> = answered
-            .iter()
-            .enumerate()
-            .filter(|(_, done)| !**done)
-            .map(|(index, _)| (index, None, unfinished(&requests[index]).outcome))
-            .collect();
-        if !missing.is_empty() {
-            deliver(&mut answered, missing);
         }
     }
 }
