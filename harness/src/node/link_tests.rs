@@ -194,6 +194,15 @@ fn answers_read_ahead_from_an_old_leader_are_never_fed_after_the_leader_change()
 #[test]
 fn answers_in_flight_at_a_pause_are_never_appended() {
     let mut mid = MidWay::start();
+    // The status says how the source is fetched: the round trip behind the links, two Fetches.
+    let link = mid.driver.status().source_link.expect("measured");
+    assert!(link.round_trip_us >= 10_000, "{link:?}");
+    assert_eq!(link.fetches_in_flight, 2);
+    let shown = mid.driver.status().render(0);
+    assert!(
+        shown.contains("up to 2 Fetches in flight per source broker"),
+        "{shown}"
+    );
     mid.request(TopicsVerb::Pause);
     let paused: Vec<i64> = (0..3).map(|p| mid.leo(p)).collect();
     mid.step(300);

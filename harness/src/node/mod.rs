@@ -57,4 +57,4 @@ pub use driver::{
 };
 pub use error::NodeError;
 pub use metadata_sync::{NodeSync, NodeSyncPolicy, NodeSyncReport};
-pub use status::{NodeStatus, PartitionStatus, TopicStatus};
+pub use status::{NodeStatus, PartitionStatus, SourceLink, TopicStatus};

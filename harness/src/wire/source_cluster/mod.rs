@@ -282,6 +282,16 @@ impl SourceCluster {
         )
     }
 
+    /// The most Fetches one broker had in flight in the last rounds (its fetch lanes), one
+    /// before any round.
+    pub fn most_fetches_in_flight(&self) -> usize {
+        self.brokers
+            .values()
+            .map(|c| c.lanes.len())
+            .max()
+            .unwrap_or(1)
+    }
+
     /// Metadata requests sent to the bootstrap addresses (not yet known by broker id).
     pub fn bootstrap_metadata_requests(&self) -> u64 {
         self.bootstrap_metadata_requests
