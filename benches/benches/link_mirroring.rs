@@ -234,15 +234,7 @@ fn sample(
     let mut driver = mirroring_dest(linked, source, root);
     fake.set_filled(true);
     let start = Instant::now();
-    let before = driver.stats().bytes;
-    let mut now = 1_000_000;
-    loop {
-        now += 1;
-        driver.run_once(now).expect("runs");
-        if driver.stats().bytes - before >= total && driver.all_caught_up() {
-            break;
-        }
-    }
+    node_setup::mirror_backlog(&mut driver, total);
     let elapsed = start.elapsed();
     let source = driver.set_source(None).expect("the source");
     driver.close().expect("closed");

@@ -31,7 +31,7 @@
 
 #[path = "support/fake_source.rs"]
 mod fake_source;
-// `mirroring_dest` is the mirroring benches'.
+// `mirroring_dest` and `mirror_backlog` are the mirroring benches'.
 #[allow(dead_code)]
 #[path = "support/node_setup.rs"]
 mod node_setup;

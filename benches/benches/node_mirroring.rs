@@ -284,15 +284,7 @@ fn mirror(source: &WarmSource, mut driver: NodeDriver, total: u64) -> Duration {
     let cpu = cpu_time();
     perf_control("enable");
     let start = Instant::now();
-    let before = driver.stats().bytes;
-    let mut now = 1_000_000;
-    loop {
-        now += 1;
-        driver.run_once(now).expect("runs");
-        if driver.stats().bytes - before >= total && driver.all_caught_up() {
-            break;
-        }
-    }
+    node_setup::mirror_backlog(&mut driver, total);
     let rounds = start.elapsed();
     let driver_stats = driver.stats();
     source.give_back(driver.set_source(None));

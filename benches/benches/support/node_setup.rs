@@ -1,5 +1,5 @@
 //! Shared by the node benches: a node destination's topics added to a mirror and driven against
-//! a fake source until every partition is MIRRORING.
+//! a fake source until every partition is MIRRORING, and a backlog mirrored.
 
 use std::path::Path;
 
@@ -59,4 +59,18 @@ pub fn mirroring_dest(
     let mut driver = NodeDriver::from_dest(dest, Some(source), options).expect("driver");
     add_until_mirroring(&mut driver, topics, 1);
     driver
+}
+
+/// Runs `driver` until it appended `total` more bytes and every partition is caught up (the
+/// clock moving 1 ms a step).
+pub fn mirror_backlog(driver: &mut NodeDriver, total: u64) {
+    let before = driver.stats().bytes;
+    let mut now = 1_000_000;
+    loop {
+        now += 1;
+        driver.run_once(now).expect("runs");
+        if driver.stats().bytes - before >= total && driver.all_caught_up() {
+            break;
+        }
+    }
 }
