@@ -42,6 +42,8 @@ mod crash_tests;
 #[cfg(test)]
 mod fixture;
 #[cfg(test)]
+mod link_tests;
+#[cfg(test)]
 mod serve_tests;
 #[cfg(test)]
 mod sync_crash_tests;
@@ -57,4 +59,4 @@ pub use driver::{
 };
 pub use error::NodeError;
 pub use metadata_sync::{NodeSync, NodeSyncPolicy, NodeSyncReport};
-pub use status::{NodeStatus, PartitionStatus, TopicStatus};
+pub use status::{NodeStatus, PartitionStatus, SourceLink, TopicStatus};
