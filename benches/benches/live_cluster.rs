@@ -45,10 +45,9 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{ExitCode, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use clap::Parser;
 use criterion::{criterion_group, Criterion, SamplingMode, Throughput};
 use kmirror::log_cli::SystemClock;
 use kmirror_harness::driver::Clock;
@@ -63,8 +62,11 @@ use kmirror_kernel::types::MirrorName;
 use kmirror_testsupport::jvm::Oracle;
 use kmirror_testsupport::kafka_broker::KafkaCluster;
 
+#[path = "support/kmirror_cli.rs"]
+mod kmirror_cli;
 #[path = "support/perf_test.rs"]
 mod perf_test;
+use kmirror_cli::kmirror_mirror;
 use perf_test::{java, PerfTest};
 
 /// Topics and partitions per topic of the many-topic data set.
@@ -131,36 +133,6 @@ fn segment_bytes(dir: &Path) -> Vec<u8> {
         .iter()
         .flat_map(|f| fs::read(f).unwrap_or_else(|e| panic!("{}: {e}", f.display())))
         .collect()
-}
-
-/// The argument parser of the `kmirror` binary's log commands (`mirror` among them).
-#[derive(Parser)]
-struct Kmirror {
-    #[command(subcommand)]
-    command: kmirror::log_cli::LogCommand,
-}
-
-/// `kmirror mirror --source-bootstrap B --topics TOPICS --dest DEST --until-caught-up --quiet`.
-fn kmirror_mirror(bootstrap: &str, topics: &str, dest: &Path) -> Duration {
-    let dest = dest.to_str().expect("a UTF-8 path");
-    let args = [
-        "kmirror",
-        "mirror",
-        "--source-bootstrap",
-        bootstrap,
-        "--topics",
-        topics,
-        "--dest",
-        dest,
-        "--until-caught-up",
-        "--quiet",
-    ];
-    let start = Instant::now();
-    let cli = Kmirror::try_parse_from(args).expect("valid arguments");
-    let code = kmirror::log_cli::run(cli.command).unwrap_or_else(|e| panic!("kmirror: {e}"));
-    let elapsed = start.elapsed();
-    assert_eq!(code, ExitCode::SUCCESS, "kmirror {args:?}");
-    elapsed
 }
 
 /// The phases of one mirror like `kmirror_mirror`'s, through the same harness calls the

@@ -19,18 +19,19 @@
 //! Reproduce: `cargo bench -p kmirror-benches --bench live_link` (Java 17 and Maven; without
 //! them a `SKIPPED` banner and nothing measured).
 
-use std::path::Path;
-use std::process::{ExitCode, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
+use std::time::Duration;
 
-use clap::Parser;
 use criterion::{criterion_group, Criterion, SamplingMode, Throughput};
 use kmirror_testsupport::jvm::Oracle;
 use kmirror_testsupport::kafka_broker::KafkaCluster;
 use kmirror_testsupport::link::LinkOptions;
 
+#[path = "support/kmirror_cli.rs"]
+mod kmirror_cli;
 #[path = "support/perf_test.rs"]
 mod perf_test;
+use kmirror_cli::kmirror_mirror;
 use perf_test::{java, PerfTest};
 
 const TOPICS: usize = 10;
@@ -38,35 +39,6 @@ const PER_TOPIC: u64 = 6;
 const RECORDS_PER_PARTITION: u64 = 20_000;
 const VALUE_BYTES: usize = 100;
 const ONE_WAY: Duration = Duration::from_millis(25);
-
-/// The argument parser of the `kmirror` binary's log commands.
-#[derive(Parser)]
-struct Kmirror {
-    #[command(subcommand)]
-    command: kmirror::log_cli::LogCommand,
-}
-
-fn kmirror_mirror(bootstrap: &str, dest: &Path) -> Duration {
-    let dest = dest.to_str().expect("a UTF-8 path");
-    let args = [
-        "kmirror",
-        "mirror",
-        "--source-bootstrap",
-        bootstrap,
-        "--topics",
-        "link.t*",
-        "--dest",
-        dest,
-        "--until-caught-up",
-        "--quiet",
-    ];
-    let start = Instant::now();
-    let cli = Kmirror::try_parse_from(args).expect("valid arguments");
-    let code = kmirror::log_cli::run(cli.command).unwrap_or_else(|e| panic!("kmirror: {e}"));
-    let elapsed = start.elapsed();
-    assert_eq!(code, ExitCode::SUCCESS, "kmirror {args:?}");
-    elapsed
-}
 
 fn live_link(c: &mut Criterion) {
     let oracle = match Oracle::build() {
@@ -120,7 +92,7 @@ fn live_link(c: &mut Criterion) {
                 .map(|_| {
                     run += 1;
                     let dest = work.path().join(format!("dest-{run}"));
-                    let t = kmirror_mirror(&behind, &dest);
+                    let t = kmirror_mirror(&behind, "link.t*", &dest);
                     std::fs::remove_dir_all(&dest).expect("removed");
                     t
                 })

@@ -28,13 +28,12 @@
 //! Reproduce: `cargo bench -p kmirror-benches --bench serve`.
 
 use std::path::Path;
-use std::process::{ExitCode, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use clap::Parser;
 use criterion::{criterion_group, Criterion, SamplingMode, Throughput};
 use kmirror::log_cli::SystemClock;
 use kmirror_harness::node::{NodeDriver, NodeDriverOptions, NodeUntil};
@@ -42,8 +41,11 @@ use kmirror_harness::serve::ServeOptions;
 use kmirror_testsupport::jvm::Oracle;
 use kmirror_testsupport::kafka_broker::KafkaCluster;
 
+#[path = "support/kmirror_cli.rs"]
+mod kmirror_cli;
 #[path = "support/perf_test.rs"]
 mod perf_test;
+use kmirror_cli::{kmirror, kmirror_mirror};
 use perf_test::{java, PerfTest};
 
 /// Partitions of each topic, records per partition of `serve.data`, and the value size.
@@ -54,20 +56,6 @@ const VALUE_BYTES: usize = 100;
 const PRODUCED: u64 = 100_000;
 /// Records per partition of `serve.mirror`.
 const MIRRORED_PER_PARTITION: u64 = 200_000;
-
-/// The argument parser of the `kmirror` binary's log commands.
-#[derive(Parser)]
-struct Kmirror {
-    #[command(subcommand)]
-    command: kmirror::log_cli::LogCommand,
-}
-
-/// Runs one `kmirror` command in this process.
-fn kmirror(args: &[&str]) {
-    let cli = Kmirror::try_parse_from(args).expect("valid arguments");
-    let code = kmirror::log_cli::run(cli.command).unwrap_or_else(|e| panic!("kmirror: {e}"));
-    assert_eq!(code, ExitCode::SUCCESS, "kmirror {args:?}");
-}
 
 /// The destination served on a thread until dropped.
 struct Served {
@@ -133,20 +121,8 @@ fn setup(oracle: &Oracle, bootstrap: &str, dest: &Path) {
         String::from_utf8_lossy(&output.stderr)
     );
     let dest = dest.to_str().expect("a UTF-8 path");
+    kmirror_mirror(bootstrap, "serve.data,serve.produce", Path::new(dest));
     kmirror(&[
-        "kmirror",
-        "mirror",
-        "--source-bootstrap",
-        bootstrap,
-        "--topics",
-        "serve.data,serve.produce",
-        "--dest",
-        dest,
-        "--until-caught-up",
-        "--quiet",
-    ]);
-    kmirror(&[
-        "kmirror",
         "stop",
         "--dest",
         dest,
