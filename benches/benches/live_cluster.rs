@@ -44,12 +44,10 @@
 //! `SKIPPED` banner and measures nothing. Every broker and JVM is killed when it ends.
 
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, ExitCode, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use clap::Parser;
 use criterion::{criterion_group, Criterion, SamplingMode, Throughput};
 use kmirror::log_cli::SystemClock;
 use kmirror_harness::driver::Clock;
@@ -63,6 +61,13 @@ use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::MirrorName;
 use kmirror_testsupport::jvm::Oracle;
 use kmirror_testsupport::kafka_broker::KafkaCluster;
+
+#[path = "support/kmirror_cli.rs"]
+mod kmirror_cli;
+#[path = "support/perf_test.rs"]
+mod perf_test;
+use kmirror_cli::kmirror_mirror;
+use perf_test::{java, PerfTest};
 
 /// Topics and partitions per topic of the many-topic data set.
 const TOPICS: usize = 10;
@@ -87,19 +92,6 @@ const PHASES: usize = 5;
 
 fn topic_name(t: usize) -> String {
     format!("perf.t{t:02}")
-}
-
-/// `java` with the oracle's classpath, a bounded heap and Kafka's client logs at WARN.
-fn java(oracle: &Oracle, main_class: &str) -> Command {
-    let mut command = Command::new("java");
-    command
-        .arg("-Xms256m")
-        .arg("-Xmx1g")
-        .arg("-Dorg.slf4j.simpleLogger.defaultLogLevel=warn")
-        .arg("-cp")
-        .arg(oracle.classpath())
-        .arg(main_class);
-    command
 }
 
 /// Creates the topics and fills them with Kafka's producer (`LiveCluster`).
@@ -141,36 +133,6 @@ fn segment_bytes(dir: &Path) -> Vec<u8> {
         .iter()
         .flat_map(|f| fs::read(f).unwrap_or_else(|e| panic!("{}: {e}", f.display())))
         .collect()
-}
-
-/// The argument parser of the `kmirror` binary's log commands (`mirror` among them).
-#[derive(Parser)]
-struct Kmirror {
-    #[command(subcommand)]
-    command: kmirror::log_cli::LogCommand,
-}
-
-/// `kmirror mirror --source-bootstrap B --topics TOPICS --dest DEST --until-caught-up --quiet`.
-fn kmirror_mirror(bootstrap: &str, topics: &str, dest: &Path) -> Duration {
-    let dest = dest.to_str().expect("a UTF-8 path");
-    let args = [
-        "kmirror",
-        "mirror",
-        "--source-bootstrap",
-        bootstrap,
-        "--topics",
-        topics,
-        "--dest",
-        dest,
-        "--until-caught-up",
-        "--quiet",
-    ];
-    let start = Instant::now();
-    let cli = Kmirror::try_parse_from(args).expect("valid arguments");
-    let code = kmirror::log_cli::run(cli.command).unwrap_or_else(|e| panic!("kmirror: {e}"));
-    let elapsed = start.elapsed();
-    assert_eq!(code, ExitCode::SUCCESS, "kmirror {args:?}");
-    elapsed
 }
 
 /// The phases of one mirror like `kmirror_mirror`'s, through the same harness calls the
@@ -265,83 +227,6 @@ fn check_dest(cluster: &KafkaCluster, dest: &Path, topics: &[(String, i32)], rec
         }
     }
     bytes
-}
-
-/// The tool's CSV line: (records read, its nMsg.sec, its fetch.nMsg.sec).
-fn tool_figures(csv: &str) -> (u64, f64, f64) {
-    let fields: Vec<&str> = csv.split(',').map(str::trim).collect();
-    assert!(fields.len() >= 10, "the tool's CSV line, got {csv:?}");
-    let number = |i: usize| -> f64 {
-        fields[i]
-            .parse()
-            .unwrap_or_else(|_| panic!("field {i} of {csv:?}"))
-    };
-    (fields[4].parse().expect("records"), number(5), number(9))
-}
-
-/// `ConsumerPerfBench.java`: Kafka's consumer perf test run again and again in one JVM.
-struct PerfTest {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    bootstrap: String,
-    runs: u64,
-    /// The tool's own (nMsg.sec, fetch.nMsg.sec) of every run, per label.
-    figures: Vec<(&'static str, f64, f64)>,
-}
-
-impl PerfTest {
-    fn start(oracle: &Oracle, bootstrap: &str) -> PerfTest {
-        let mut child = java(oracle, "dev.kmirror.oracle.ConsumerPerfBench")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("java starts");
-        let stdin = child.stdin.take().expect("piped stdin");
-        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
-        PerfTest {
-            child,
-            stdin,
-            stdout,
-            bootstrap: bootstrap.to_owned(),
-            runs: 0,
-            figures: Vec::new(),
-        }
-    }
-
-    /// One run reading `records` records of `selection` (`--include R` or `--topic T`) with
-    /// a fresh group; returns its time and checks it read them all.
-    fn run(&mut self, label: &'static str, selection: [&str; 2], records: u64) -> Duration {
-        self.runs += 1;
-        let line = format!(
-            "--bootstrap-server {} {} {} --num-records {records} --group kmirror-bench-{}-{} \
-             --command-property isolation.level=read_committed --hide-header --timeout 60000",
-            self.bootstrap,
-            selection[0],
-            selection[1],
-            std::process::id(),
-            self.runs
-        );
-        writeln!(self.stdin, "{line}").expect("the JVM reads");
-        self.stdin.flush().expect("the JVM reads");
-        let mut answer = String::new();
-        self.stdout.read_line(&mut answer).expect("the JVM answers");
-        let (nanos, csv) = answer
-            .trim()
-            .split_once('\t')
-            .unwrap_or_else(|| panic!("ConsumerPerfBench died or answered {answer:?}"));
-        let (read, rate, fetch_rate) = tool_figures(csv);
-        assert_eq!(read, records, "the tool read every record: {csv}");
-        self.figures.push((label, rate, fetch_rate));
-        Duration::from_nanos(nanos.parse().expect("nanos"))
-    }
-}
-
-impl Drop for PerfTest {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn median(mut values: Vec<f64>) -> f64 {

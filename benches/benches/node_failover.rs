@@ -31,6 +31,10 @@
 
 #[path = "support/fake_source.rs"]
 mod fake_source;
+// `mirroring_dest` and `mirror_backlog` are the mirroring benches'.
+#[allow(dead_code)]
+#[path = "support/node_setup.rs"]
+mod node_setup;
 
 use std::fs;
 use std::io::Write;
@@ -49,7 +53,7 @@ use kmirror_harness::record_batch::RawBatch;
 use kmirror_harness::wire::{SourceCluster, SourceClusterOptions, TopicSelection};
 use kmirror_kernel::batch::{BatchHeader, ControlType, LeaderBatch};
 use kmirror_kernel::state::MirrorState;
-use kmirror_kernel::types::{MirrorName, TopicId};
+use kmirror_kernel::types::TopicId;
 
 /// Partitions per topic.
 const PER_TOPIC: i32 = 10;
@@ -113,23 +117,10 @@ fn mirror_into_new(fake: &FakeSource, root: &Path, partitions: u64) {
         NodeDriverOptions::default(),
     )
     .expect("driver");
-    let mirror = MirrorName::new("fake-source").expect("valid");
     let wanted: Vec<(String, TopicId, i32)> = (0..topics)
         .map(|t| (topic_name(t), topic_id(t), PER_TOPIC))
         .collect();
-    let results = driver.add_topics(&mirror, &wanted, 0).expect("added");
-    assert!(results.values().all(Result::is_ok), "{results:?}");
-    // The clock moves 10 ms a round, so that backoffs pass.
-    let mut now = 0;
-    while !driver.all_caught_up() {
-        now += 10;
-        driver.run_once(now).expect("runs");
-    }
-    assert_eq!(driver.node().partitions().count(), partitions as usize);
-    assert!(driver
-        .node()
-        .partitions()
-        .all(|(_, p)| p.state() == MirrorState::Mirroring));
+    node_setup::add_until_mirroring(&mut driver, &wanted, 10);
     driver.close().expect("closed");
 }
 

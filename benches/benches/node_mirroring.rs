@@ -74,6 +74,8 @@
 
 #[path = "support/fake_source.rs"]
 mod fake_source;
+#[path = "support/node_setup.rs"]
+mod node_setup;
 
 use std::cell::Cell;
 use std::fs;
@@ -88,7 +90,7 @@ use criterion::{criterion_group, Criterion, Throughput};
 use fake_source::{FakePartition, FakeSource, FakeTopic};
 use kmirror_harness::file_log::{FlushPolicy, LEADER_EPOCH_FILE};
 use kmirror_harness::node::driver::CLOSE_THREADS;
-use kmirror_harness::node::{NodeDest, NodeDriver, NodeDriverOptions, NodeMeta};
+use kmirror_harness::node::{NodeDriver, NodeDriverOptions};
 use kmirror_harness::record_batch::RawBatch;
 use kmirror_harness::segment;
 use kmirror_harness::wire::source_cluster::{CurrentLeaderEpoch, PartitionFetchRequest};
@@ -97,8 +99,7 @@ use kmirror_kernel::batch::BatchHeader;
 use kmirror_kernel::checkpoint;
 use kmirror_kernel::config::FetchIsolation;
 use kmirror_kernel::epoch_cache::EpochCache;
-use kmirror_kernel::state::MirrorState;
-use kmirror_kernel::types::{MirrorName, TopicId};
+use kmirror_kernel::types::TopicId;
 
 /// Topics and partitions per topic.
 const TOPICS: u64 = 100;
@@ -216,35 +217,16 @@ fn mirroring_dest(
     let fake = source.fake;
     fake.set_filled(false);
     let start = Instant::now();
-    let mut dest =
-        NodeDest::create(root, NodeMeta::new(Some(fake.bootstrap()), 8)).expect("created");
-    for t in 0..TOPICS {
-        dest.add_topic(&topic_name(t), topic_id(t), PER_TOPIC, None)
-            .expect("topic");
-    }
-    let mut meta = dest.meta().clone();
-    for partition in meta.partitions.values_mut() {
-        partition.leader_epoch = 1;
-    }
-    dest.set_meta(meta).expect("epochs");
-    let mut driver =
-        NodeDriver::from_dest(dest, Some(source.take()), options.clone()).expect("driver");
-    let mirror = MirrorName::new("fake-source").expect("valid");
     let topics: Vec<(String, TopicId, i32)> = (0..TOPICS)
         .map(|t| (topic_name(t), topic_id(t), PER_TOPIC))
         .collect();
-    let results = driver.add_topics(&mirror, &topics, 0).expect("added");
-    assert!(results.values().all(Result::is_ok), "{results:?}");
-    let mut now = 0;
-    while !driver.all_caught_up() {
-        now += 1;
-        driver.run_once(now).expect("runs");
-    }
-    assert_eq!(driver.node().partitions().count(), PARTITIONS);
-    assert!(driver
-        .node()
-        .partitions()
-        .all(|(_, p)| p.state() == MirrorState::Mirroring));
+    let driver = node_setup::mirroring_dest(
+        root,
+        &fake.bootstrap(),
+        &topics,
+        source.take(),
+        options.clone(),
+    );
     (driver, start.elapsed())
 }
 
@@ -302,15 +284,7 @@ fn mirror(source: &WarmSource, mut driver: NodeDriver, total: u64) -> Duration {
     let cpu = cpu_time();
     perf_control("enable");
     let start = Instant::now();
-    let before = driver.stats().bytes;
-    let mut now = 1_000_000;
-    loop {
-        now += 1;
-        driver.run_once(now).expect("runs");
-        if driver.stats().bytes - before >= total && driver.all_caught_up() {
-            break;
-        }
-    }
+    node_setup::mirror_backlog(&mut driver, total);
     let rounds = start.elapsed();
     let driver_stats = driver.stats();
     source.give_back(driver.set_source(None));

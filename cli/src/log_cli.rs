@@ -205,6 +205,12 @@ pub struct MirrorArgs {
     /// within that time.
     #[arg(long, value_name = "MS", requires = "topics", default_value_t = 30_000)]
     pub metadata_refresh_ms: u64,
+    /// With --topics: how many Fetches each source broker has in flight at once, each on its
+    /// own connection with a share of the broker's partitions. Default: as many as the
+    /// bandwidth-delay product needs, 1 GiB/s times the round trip measured to the source
+    /// over 10 MiB answers (one on a local network, six at 50 ms); see docs/live-source.md.
+    #[arg(long, value_name = "N", requires = "topics")]
+    pub fetches_in_flight: Option<std::num::NonZeroUsize>,
     /// With --topics: also mirror again the selected topics that were failed over
     /// (`kmirror stop`), truncating each partition by the last-mirrored-epoch rule. Without it
     /// such topics are skipped. The command first prints what each partition loses and does

@@ -497,6 +497,7 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
         .map_err(|e| e.to_string())?;
     let source_options = SourceClusterOptions {
         metadata_max_age: std::time::Duration::from_millis(args.metadata_refresh_ms.max(1)),
+        fetches_in_flight: args.fetches_in_flight,
         ..SourceClusterOptions::default()
     };
     let selection = follow.source_selection(driver.dest().meta());

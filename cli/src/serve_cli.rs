@@ -39,32 +39,43 @@ pub struct ListenArgs {
         requires = "listen"
     )]
     pub idle_timeout_ms: u64,
+    /// TLS and SASL/PLAIN on the listener: Kafka's server.properties keys (security.protocol,
+    /// a PEM keystore, sasl.jaas.config with user_NAME="PASSWORD"); see docs/serve.md.
+    #[arg(long, value_name = "FILE", requires = "listen")]
+    pub listener_config: Option<PathBuf>,
 }
 
 impl ListenArgs {
-    /// The serving options, when `--listen` was given.
-    pub fn options(&self) -> Option<ServeOptions> {
-        let listen = self.listen.as_deref()?;
+    /// The serving options, when `--listen` was given (`Err`: the listener config is bad).
+    pub fn options(&self) -> Result<Option<ServeOptions>, String> {
+        let Some(listen) = self.listen.as_deref() else {
+            return Ok(None);
+        };
         let mut o = ServeOptions::new(listen);
         o.advertised = self.advertised_listener.clone();
         o.max_connections = self.max_connections.max(1);
         o.max_request_bytes = self.max_request_bytes.max(1024);
         o.idle_timeout = Duration::from_millis(self.idle_timeout_ms.max(1));
-        Some(o)
+        if let Some(path) = &self.listener_config {
+            o.security =
+                kmirror_harness::serve::security::from_file(path).map_err(|e| e.to_string())?;
+        }
+        Ok(Some(o))
     }
 
     /// Starts serving on `driver` when `--listen` was given, printing where.
     pub fn start(&self, driver: &mut NodeDriver) -> Result<(), String> {
-        let Some(options) = self.options() else {
+        let Some(options) = self.options()? else {
             return Ok(());
         };
         let address = driver.serve_clients(&options).map_err(|e| e.to_string())?;
         println!(
-            "serving Kafka clients on {address} (bootstrap.servers={})",
+            "serving Kafka clients on {address} (bootstrap.servers={}, {})",
             options
                 .advertised
                 .as_deref()
-                .unwrap_or(&address.to_string())
+                .unwrap_or(&address.to_string()),
+            options.security.protocol()
         );
         Ok(())
     }

@@ -305,3 +305,62 @@ fn refused_topics_are_one_line_each_and_leave_the_destination_byte_identical() {
     );
     assert_eq!(changed(&before, &snapshot(&root)), Vec::<String>::new());
 }
+
+/// The partition counts of the Fetches broker `id` of `fake` was sent.
+fn fetch_sizes(fake: &FakeCluster, id: i32) -> Vec<usize> {
+    // Kafka's API key of Fetch.
+    let fetch: i16 = 1;
+    fake.state()
+        .requests
+        .iter()
+        .filter(|(b, k, _)| *b == id && *k == fetch)
+        .map(|(_, _, n)| *n)
+        .collect()
+}
+
+#[test]
+fn fetches_in_flight_share_each_brokers_partitions_among_that_many_fetches() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mirror = |fake: &FakeCluster, dest: &str, extra: &[&str]| {
+        let bootstrap = fake.address(1);
+        let mut args = vec![
+            "mirror",
+            "--source-bootstrap",
+            &bootstrap,
+            "--topics",
+            "orders,pay.eu",
+            "--dest",
+            dest,
+            "--until-caught-up",
+            "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        kmirror(&args)
+    };
+    // Broker 1 leads orders-0, orders-2 and pay.eu-1. The read-access check before mirroring
+    // asks all three in one Fetch either way.
+    let one = fake();
+    let dest = tmp.path().join("one");
+    let out = mirror(&one, dest.to_str().unwrap(), &["--fetches-in-flight", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let sizes = fetch_sizes(&one, 1);
+    assert!(sizes.iter().filter(|n| **n == 3).count() > 1, "{sizes:?}");
+
+    let two = fake();
+    let dest = tmp.path().join("two");
+    let out = mirror(&two, dest.to_str().unwrap(), &["--fetches-in-flight", "2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let sizes = fetch_sizes(&two, 1);
+    assert_eq!(sizes.iter().filter(|n| **n == 3).count(), 1, "{sizes:?}");
+    assert!(sizes.contains(&2) && sizes.contains(&1), "{sizes:?}");
+    let out = kmirror(&["status", "--dest", dest.to_str().unwrap()]);
+    let table = text(&out.stdout);
+    assert!(
+        table.lines().filter(|l| l.contains("MIRRORING")).count() >= 5,
+        "{table}"
+    );
+
+    let out = mirror(&two, dest.to_str().unwrap(), &["--fetches-in-flight", "0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("--fetches-in-flight"));
+}

@@ -205,8 +205,10 @@ fn oracle_live_cluster_coalesced_mirror_follows_leader_changes() {
     );
 
     // 2. The source: every partition of `orders,pay.*`; a bad selection is a per-entry error.
+    // One Fetch in flight per broker: step 6 counts them against the rounds.
     let options = SourceClusterOptions {
         fetch_max_wait_ms: 50,
+        fetches_in_flight: std::num::NonZeroUsize::new(1),
         ..SourceClusterOptions::default()
     };
     let mut source = SourceCluster::new(

@@ -129,8 +129,10 @@ fn deliver_until(config: &ModelConfig, world: &mut World, done: impl Fn(&World) 
 /// the transactional case, which the idempotent one hides in the shortest counterexample:
 /// accepted after `MIRROR_PID_RESET`, taken for a retry without it (`skip-pid-reset`).
 fn transactional_reuse(mutant: Option<Mutant>) -> Option<Violation> {
+    // Two transactions in the budget: A's, mirrored, and B's after the failover.
     let mut config = ModelConfig {
         records: 2,
+        transactions: 2,
         ..ModelConfig::tiny()
     };
     config.kernel.mutant = mutant;

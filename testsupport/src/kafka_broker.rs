@@ -33,7 +33,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -576,10 +576,20 @@ struct ClusterNode {
 
 /// N KRaft nodes (broker and controller each) on 127.0.0.1. See the [module
 /// documentation](self).
-#[derive(Debug)]
 pub struct KafkaCluster {
     classpath: String,
     nodes: Vec<ClusterNode>,
+    /// The proxies of the `LINK` listener ([`KafkaCluster::start_behind_links`]), by node.
+    links: Vec<crate::link::Link>,
+}
+
+impl std::fmt::Debug for KafkaCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaCluster")
+            .field("nodes", &self.nodes)
+            .field("links", &self.links.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl KafkaCluster {
@@ -592,6 +602,40 @@ impl KafkaCluster {
         dir: &Path,
         n: i32,
         extra: &[(&str, &str)],
+    ) -> Result<KafkaCluster, BrokerError> {
+        KafkaCluster::start_with(oracle, dir, n, extra, None)
+    }
+
+    /// As [`start`](Self::start), with a second listener `LINK` on every node that clients
+    /// reach only through a [`Link`](crate::link::Link) proxy with `link` (a delay, a
+    /// bandwidth cap): each node advertises its proxy's address on `LINK`, so a client that
+    /// bootstraps from [`link_bootstrap`](Self::link_bootstrap) and follows the metadata stays
+    /// behind the link. The PLAINTEXT listener stays direct (setup, the readiness probe).
+    pub fn start_behind_links(
+        oracle: &Oracle,
+        dir: &Path,
+        n: i32,
+        extra: &[(&str, &str)],
+        link: crate::link::LinkOptions,
+    ) -> Result<KafkaCluster, BrokerError> {
+        KafkaCluster::start_with(oracle, dir, n, extra, Some(link))
+    }
+
+    /// The proxies' addresses of the `LINK` listener, separated by commas (empty without links).
+    pub fn link_bootstrap(&self) -> String {
+        self.links
+            .iter()
+            .map(|l| l.address().to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    fn start_with(
+        oracle: &Oracle,
+        dir: &Path,
+        n: i32,
+        extra: &[(&str, &str)],
+        link: Option<crate::link::LinkOptions>,
     ) -> Result<KafkaCluster, BrokerError> {
         let io = |action: &str| {
             let dir = dir.to_path_buf();
@@ -607,7 +651,7 @@ impl KafkaCluster {
         let mut ports = Vec::new();
         // Hold every listener until all ports are picked, so that no two are the same.
         let mut held = Vec::new();
-        for _ in 0..2 * n {
+        for _ in 0..3 * n {
             let listener = TcpListener::bind("127.0.0.1:0").map_err(io("find a free port"))?;
             ports.push(
                 listener
@@ -632,6 +676,7 @@ impl KafkaCluster {
         let mut cluster = KafkaCluster {
             classpath: oracle.classpath().to_owned(),
             nodes: Vec::new(),
+            links: Vec::new(),
         };
         for i in 0..n {
             let id = FIRST_NODE_ID + i;
@@ -640,6 +685,7 @@ impl KafkaCluster {
                 .map_err(io("create a node directory"))?;
             let port = ports[(2 * i) as usize];
             let controller_port = ports[(2 * i + 1) as usize];
+            let link_port = ports[(2 * n + i) as usize];
             let mut properties = format!(
                 "# kmirror test cluster node {id}: KRaft broker and controller, static quorum\n\
                  process.roles=broker,controller\n\
@@ -667,6 +713,31 @@ impl KafkaCluster {
                 voters = voters.join(","),
                 data = node_dir.join("data").display(),
             );
+            if let Some(options) = link {
+                let upstream = SocketAddr::from(([127, 0, 0, 1], link_port));
+                let proxy = crate::link::Link::start(upstream, options)
+                    .map_err(io("start the link proxy"))?;
+                properties = properties
+                    .replace(
+                        &format!("listeners=PLAINTEXT://127.0.0.1:{port},"),
+                        &format!(
+                            "listeners=PLAINTEXT://127.0.0.1:{port},LINK://127.0.0.1:{link_port},"
+                        ),
+                    )
+                    .replace(
+                        &format!("advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n"),
+                        &format!(
+                            "advertised.listeners=PLAINTEXT://127.0.0.1:{port},LINK://{}\n",
+                            proxy.address()
+                        ),
+                    )
+                    .replace(
+                        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,\
+                         LINK:PLAINTEXT",
+                    );
+                cluster.links.push(proxy);
+            }
             for (key, value) in extra {
                 properties.push_str(&format!("{key}={value}\n"));
             }

@@ -16,7 +16,7 @@
 //! mirrors some of it.
 
 use std::io::{IoSlice, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -88,12 +88,23 @@ pub struct FakeSource {
 impl FakeSource {
     /// Starts `n` brokers on loopback serving `topics`, empty until [`FakeSource::set_filled`].
     pub fn start(n: i32, topics: Vec<FakeTopic>) -> FakeSource {
+        FakeSource::start_advertising(n, topics, |_, address| address.to_string())
+    }
+
+    /// As [`FakeSource::start`], each broker advertising (in Metadata, and as the bootstrap)
+    /// the address `advertise` gives for its id and listening address: a proxy in front of it,
+    /// so that clients following the metadata stay behind the proxy.
+    pub fn start_advertising(
+        n: i32,
+        topics: Vec<FakeTopic>,
+        mut advertise: impl FnMut(i32, SocketAddr) -> String,
+    ) -> FakeSource {
         let listeners: Vec<(i32, TcpListener)> = (1..=n)
             .map(|id| (id, TcpListener::bind("127.0.0.1:0").expect("bind")))
             .collect();
         let brokers = listeners
             .iter()
-            .map(|(id, l)| (*id, l.local_addr().expect("address").to_string()))
+            .map(|(id, l)| (*id, advertise(*id, l.local_addr().expect("address"))))
             .collect();
         let state = Arc::new(State {
             brokers,

@@ -109,6 +109,7 @@ fn source(fake: &FakeCluster) -> SourceCluster {
         connect_timeout: Duration::from_secs(1),
         request_timeout: Duration::from_secs(2),
         fetch_max_wait_ms: 0,
+        fetches_in_flight: std::num::NonZeroUsize::new(1),
         ..SourceClusterOptions::default()
     };
     SourceCluster::new(

@@ -46,12 +46,14 @@ pub fn fake() -> FakeCluster {
     )
 }
 
-/// A source cluster reading `topics` of `fake`.
+/// A source cluster reading `topics` of `fake`, one Fetch in flight per broker (the tests
+/// count them; several in flight: `link_tests.rs`).
 pub fn source(fake: &FakeCluster, topics: &[&str]) -> SourceCluster {
     let options = SourceClusterOptions {
         connect_timeout: Duration::from_secs(1),
         request_timeout: Duration::from_secs(2),
         fetch_max_wait_ms: 0,
+        fetches_in_flight: std::num::NonZeroUsize::new(1),
         ..SourceClusterOptions::default()
     };
     SourceCluster::new(
@@ -74,8 +76,18 @@ pub fn options() -> NodeDriverOptions {
 
 /// A node destination at `root` with both topics added to the mirror (not started).
 pub fn added(fake: &FakeCluster, root: &Path) -> NodeDriver {
+    added_from(fake, root, source(fake, BOTH), options())
+}
+
+/// [`added`], reading both topics through `source`, the driver with `options`.
+pub fn added_from(
+    fake: &FakeCluster,
+    root: &Path,
+    source: SourceCluster,
+    options: NodeDriverOptions,
+) -> NodeDriver {
     let dest = NodeDest::create(root, NodeMeta::new(Some(fake.address(1)), 4)).unwrap();
-    let mut driver = NodeDriver::from_dest(dest, Some(source(fake, BOTH)), options()).unwrap();
+    let mut driver = NodeDriver::from_dest(dest, Some(source), options).unwrap();
     let results = driver
         .add_topics(
             &east(),

@@ -46,6 +46,8 @@ mod failback_tests;
 #[cfg(test)]
 mod fixture;
 #[cfg(test)]
+mod link_tests;
+#[cfg(test)]
 mod serve_tests;
 #[cfg(test)]
 mod sync_crash_tests;
@@ -61,4 +63,4 @@ pub use driver::{
 };
 pub use error::NodeError;
 pub use metadata_sync::{NodeSync, NodeSyncPolicy, NodeSyncReport};
-pub use status::{NodeStatus, PartitionStatus, TopicStatus};
+pub use status::{NodeStatus, PartitionStatus, SourceLink, TopicStatus};

@@ -49,11 +49,12 @@ pub(super) struct Running {
 }
 
 impl Running {
-    pub(super) fn start(mut driver: NodeDriver) -> Running {
-        let address = driver
-            .serve_clients(&ServeOptions::new("127.0.0.1:0"))
-            .unwrap()
-            .to_string();
+    pub(super) fn start(driver: NodeDriver) -> Running {
+        Running::start_with(driver, &ServeOptions::new("127.0.0.1:0"))
+    }
+
+    fn start_with(mut driver: NodeDriver, options: &ServeOptions) -> Running {
+        let address = driver.serve_clients(options).unwrap().to_string();
         driver.serve_control().unwrap();
         let flag = Arc::new(AtomicBool::new(false));
         driver.interrupt_on(flag.clone());
@@ -127,6 +128,51 @@ pub(super) fn produce(conn: &mut Connection, partition: i32, batch: &RawBatch) -
     (p.error_code, p.base_offset)
 }
 
+/// The error codes of DeleteRecords (orders-0), CreatePartitions and DeleteTopics of orders.
+fn admin_codes(conn: &mut Connection) -> [i16; 3] {
+    use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+    use kafka_protocol::messages::delete_records_request::{
+        DeleteRecordsPartition, DeleteRecordsTopic,
+    };
+    use kafka_protocol::messages::{
+        CreatePartitionsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
+    };
+    let orders = || TopicName(StrBytes::from_static_str("orders"));
+    let records = conn
+        .send(
+            "DeleteRecords",
+            &DeleteRecordsRequest::default().with_topics(vec![DeleteRecordsTopic::default()
+                .with_name(orders())
+                .with_partitions(vec![DeleteRecordsPartition::default()
+                    .with_partition_index(0)
+                    .with_offset(1)])]),
+            2,
+        )
+        .unwrap();
+    let partitions = conn
+        .send(
+            "CreatePartitions",
+            &CreatePartitionsRequest::default().with_topics(vec![CreatePartitionsTopic::default()
+                .with_name(orders())
+                .with_count(6)
+                .with_assignments(None)]),
+            3,
+        )
+        .unwrap();
+    let topics = conn
+        .send(
+            "DeleteTopics",
+            &DeleteTopicsRequest::default().with_topic_names(vec![orders()]),
+            5,
+        )
+        .unwrap();
+    [
+        records.topics[0].partitions[0].error_code,
+        partitions.results[0].error_code,
+        topics.responses[0].error_code,
+    ]
+}
+
 #[test]
 fn a_serving_node_answers_a_consumer_with_the_mirrored_bytes() {
     let dir = tempfile::tempdir().unwrap();
@@ -162,6 +208,32 @@ fn a_serving_node_answers_a_consumer_with_the_mirrored_bytes() {
         assert_eq!(fetched.high_watermark, end);
         assert_eq!(fetched.records.to_vec(), expected, "orders-{p} bytes");
     }
+    // A Fetch for no partition (a consumer closing its fetch session) is answered at once,
+    // not held for its max wait.
+    let mut conn = Connection::connect(
+        &running.address,
+        Duration::from_secs(2),
+        Duration::from_secs(30),
+    )
+    .unwrap();
+    let asked = Instant::now();
+    let empty = conn
+        .send(
+            "Fetch",
+            &kafka_protocol::messages::FetchRequest::default()
+                .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+                .with_max_wait_ms(20_000)
+                .with_min_bytes(1)
+                .with_max_bytes(1 << 20),
+            12,
+        )
+        .unwrap();
+    assert_eq!(empty.error_code, 0);
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        asked.elapsed()
+    );
     // A fetch beyond the log end is OFFSET_OUT_OF_RANGE, as from Kafka.
     let beyond = c
         .fetch(&FetchParams {
@@ -210,6 +282,11 @@ fn a_producer_is_refused_while_mirroring_and_accepted_after_a_stop_on_the_same_c
 
     let refused = produce(&mut conn, 0, &client_batch(3, pid, 0));
     assert_eq!(refused, (READ_ONLY_TOPIC, -1), "MIRRORING refuses writes");
+    assert_eq!(
+        admin_codes(&mut conn),
+        [READ_ONLY_TOPIC; 3],
+        "a mirror's records, partitions and topic are the source's"
+    );
 
     // `kmirror stop --topics orders` while the node runs: through the control channel.
     let request = ControlRequest::new(TopicsVerb::Stop, "orders", None);
@@ -226,6 +303,11 @@ fn a_producer_is_refused_while_mirroring_and_accepted_after_a_stop_on_the_same_c
     // The same connection, the same producer: accepted from the next request on.
     let (code, base) = produce(&mut conn, 0, &client_batch(3, pid, 0));
     assert_eq!(code, 0, "a STOPPED partition accepts writes");
+    assert_eq!(
+        admin_codes(&mut conn),
+        [crate::serve::admin::POLICY_VIOLATION; 3],
+        "not a mirror any more: refused only as what this node does not do yet"
+    );
     let driver = running.stop();
     let log = driver
         .log(&PartitionKey::new(ORDERS, 0))
@@ -406,6 +488,160 @@ fn a_producer_with_a_mirrored_producers_id_is_not_taken_for_it_after_a_failover(
         produce(&mut conn, 0, &client_batch(2, mirrored_pid, 0)),
         (0, end),
         "written after the marker, not answered with the mirrored batch at offset 0"
+    );
+    running.stop().close().unwrap();
+}
+
+/// Writes one raw frame (a 4-byte size, then `body`) and reads the answer's frame, if any.
+fn raw_exchange(address: &str, size: i32, body: &[u8]) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(address)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    s.write_all(&size.to_be_bytes())?;
+    s.write_all(body)?;
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len)?;
+    let mut answer = vec![0u8; usize::try_from(i32::from_be_bytes(len)).unwrap_or(0)];
+    s.read_exact(&mut answer)?;
+    Ok(answer)
+}
+
+#[test]
+fn bad_frames_close_the_connection_and_an_unknown_api_versions_version_gets_the_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_fake, driver) = mirrored(dir.path());
+    let running = Running::start(driver);
+
+    // ApiVersions v99: answered in v0 with UNSUPPORTED_VERSION (35) and the list, as Kafka
+    // does, so the client can retry at a version both know.
+    let mut request = Vec::new();
+    request.extend_from_slice(&18i16.to_be_bytes()); // ApiVersions
+    request.extend_from_slice(&99i16.to_be_bytes());
+    request.extend_from_slice(&7i32.to_be_bytes()); // correlation id
+    request.extend_from_slice(&(-1i16).to_be_bytes()); // null client id
+    let answer = raw_exchange(&running.address, request.len() as i32, &request).unwrap();
+    assert_eq!(&answer[0..4], &7i32.to_be_bytes(), "the correlation id");
+    assert_eq!(&answer[4..6], &35i16.to_be_bytes(), "UNSUPPORTED_VERSION");
+    assert!(answer.len() > 6 + 4 + 6 * 5, "the versions are listed");
+
+    // A frame larger than --max-request-bytes (100 MiB) and a negative size: closed, no
+    // answer, and the node goes on serving.
+    assert!(raw_exchange(&running.address, 200 << 20, b"").is_err());
+    assert!(raw_exchange(&running.address, -5, b"").is_err());
+    // An unknown API key: closed.
+    let unknown = [0x7f, 0x00, 0, 0, 0, 0, 0, 1, 0xff, 0xff];
+    assert!(raw_exchange(&running.address, unknown.len() as i32, &unknown).is_err());
+    let meta = client(&running.address).metadata("orders").unwrap();
+    assert_eq!(meta.partitions.len(), 3, "still serving");
+    running.stop().close().unwrap();
+}
+
+#[test]
+fn a_tls_listener_serves_a_client_that_trusts_its_certificate_and_refuses_plaintext() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_fake, driver) = mirrored(dir.path());
+    // A CA and a certificate for localhost, the key beside it in one PEM keystore.
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .signed_by(&key, &ca_cert, &ca_key)
+        .unwrap();
+    let keys = tempfile::tempdir().unwrap();
+    let keystore = keys.path().join("keystore.pem");
+    std::fs::write(&keystore, format!("{}{}", cert.pem(), key.serialize_pem())).unwrap();
+    let listener_config = keys.path().join("listener.properties");
+    std::fs::write(
+        &listener_config,
+        format!(
+            "security.protocol=SSL\nssl.keystore.type=PEM\nssl.keystore.location={}\n",
+            keystore.display()
+        ),
+    )
+    .unwrap();
+    let mut options = ServeOptions::new("127.0.0.1:0");
+    options.security = crate::serve::security::from_file(&listener_config).unwrap();
+    assert_eq!(options.security.protocol(), "SSL");
+    let running = Running::start_with(driver, &options);
+    let port = running.address.rsplit(':').next().unwrap().to_owned();
+
+    let ca_file = keys.path().join("ca.pem");
+    std::fs::write(&ca_file, ca_cert.pem()).unwrap();
+    let security = crate::wire::SecurityConfig::parse(
+        &format!(
+            "security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={}\n",
+            ca_file.display()
+        ),
+        "client.properties",
+    )
+    .unwrap();
+    let meta = client(&format!("localhost:{port}"))
+        .with_security(Arc::new(security))
+        .metadata("orders")
+        .unwrap();
+    assert_eq!(meta.partitions.len(), 3, "served over TLS");
+    assert!(
+        client(&running.address).metadata("orders").is_err(),
+        "a PLAINTEXT client is not served by a TLS listener"
+    );
+    running.stop().close().unwrap();
+
+    // A listener config asking for what is not served is refused, saying so.
+    std::fs::write(
+        &listener_config,
+        "security.protocol=SASL_PLAINTEXT\nsasl.enabled.mechanisms=SCRAM-SHA-512\n",
+    )
+    .unwrap();
+    let e = crate::serve::security::from_file(&listener_config).unwrap_err();
+    assert!(e.to_string().contains("only PLAIN is served"), "{e}");
+}
+
+#[test]
+fn a_sasl_plain_listener_serves_its_users_and_closes_on_anyone_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_fake, driver) = mirrored(dir.path());
+    let conf = tempfile::tempdir().unwrap();
+    let listener_config = conf.path().join("listener.properties");
+    std::fs::write(
+        &listener_config,
+        "security.protocol=SASL_PLAINTEXT\nsasl.enabled.mechanisms=PLAIN\n\
+         sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \
+         user_alice=\"alice-secret\" user_bob=\"bob-secret\";\n",
+    )
+    .unwrap();
+    let mut options = ServeOptions::new("127.0.0.1:0");
+    options.security = crate::serve::security::from_file(&listener_config).unwrap();
+    assert_eq!(options.security.protocol(), "SASL_PLAINTEXT");
+    let running = Running::start_with(driver, &options);
+    let login = |user: &str, password: &str| {
+        let config = format!(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n\
+             sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \
+             username=\"{user}\" password=\"{password}\";\n"
+        );
+        let security = crate::wire::SecurityConfig::parse(&config, "client.properties").unwrap();
+        client(&running.address)
+            .with_security(Arc::new(security))
+            .metadata("orders")
+    };
+    assert_eq!(login("alice", "alice-secret").unwrap().partitions.len(), 3);
+    assert_eq!(
+        login("bob", "bob-secret").unwrap().partitions.len(),
+        3,
+        "a second user"
+    );
+    let refused = login("alice", "wrong").unwrap_err().to_string();
+    assert!(
+        refused.contains("58") || refused.contains("uthentication"),
+        "{refused}"
+    );
+    assert!(login("mallory", "alice-secret").is_err());
+    assert!(
+        client(&running.address).metadata("orders").is_err(),
+        "no request is served before a login"
     );
     running.stop().close().unwrap();
 }

@@ -148,6 +148,15 @@ pub struct TopicStatus {
     pub source_partitions: Option<PartitionIndex>,
 }
 
+/// How a running mirror fetches from its source over the link between them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceLink {
+    /// The shortest round trip to the source its connections measured, in microseconds.
+    pub round_trip_us: u64,
+    /// The most Fetches one source broker has in flight at once.
+    pub fetches_in_flight: usize,
+}
+
 /// A node destination's status. See the [module documentation](self).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeStatus {
@@ -163,6 +172,9 @@ pub struct NodeStatus {
     /// status was written by a run (`status.json`).
     #[serde(default)]
     pub measured_at_ms: Option<i64>,
+    /// The round trip to the source and the Fetches in flight, if a run measured them.
+    #[serde(default)]
+    pub source_link: Option<SourceLink>,
 }
 
 impl NodeStatus {
@@ -199,6 +211,7 @@ impl NodeStatus {
             partitions,
             topics,
             measured_at_ms: None,
+            source_link: None,
         };
         status.roll_up_lags();
         status
@@ -335,6 +348,18 @@ impl NodeStatus {
             out.push_str(&format!(
                 "source positions measured {} s ago\n",
                 (now_ms - at).max(0) / 1_000
+            ));
+        }
+        if let Some(link) = self.source_link {
+            out.push_str(&format!(
+                "source round trip {:.1} ms, up to {} Fetch{} in flight per source broker\n",
+                link.round_trip_us as f64 / 1_000.0,
+                link.fetches_in_flight,
+                if link.fetches_in_flight == 1 {
+                    ""
+                } else {
+                    "es"
+                }
             ));
         }
         out.push('\n');

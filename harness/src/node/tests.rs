@@ -211,8 +211,11 @@ fn mirror_long_polled(
     let source = crate::wire::SourceCluster::new(
         &fake.address(1),
         crate::wire::TopicSelection::names(&["orders"]).unwrap(),
+        // One Fetch in flight per broker, whatever the round trip a loaded machine measures:
+        // the long polls are counted.
         crate::wire::SourceClusterOptions {
             fetch_max_wait_ms: 100,
+            fetches_in_flight: std::num::NonZeroUsize::new(1),
             ..crate::wire::SourceClusterOptions::default()
         },
     );

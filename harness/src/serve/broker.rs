@@ -21,7 +21,7 @@ use crate::sync::local::MetadataDir;
 use super::fetch::{self, FetchAnswer};
 use super::group::{GroupAnswer, GroupClient, GroupCoordinator, GroupRequest, GROUP_API_VERSIONS};
 use super::produce::ProducerIds;
-use super::{metadata, offsets, produce, CallId, ClientCall, ServeError};
+use super::{admin, metadata, offsets, produce, CallId, ClientCall, ServeError};
 
 /// What the broker reads and writes of the node, lent by the node driver for one call.
 pub trait ServedNode {
@@ -166,6 +166,15 @@ impl Broker {
                     return Ok(());
                 }
             },
+            RequestKind::DeleteRecords(r) => {
+                ResponseKind::DeleteRecords(admin::delete_records(node, r))
+            }
+            RequestKind::CreatePartitions(r) => {
+                ResponseKind::CreatePartitions(admin::create_partitions(node, r))
+            }
+            RequestKind::DeleteTopics(r) => {
+                ResponseKind::DeleteTopics(admin::delete_topics(node, r))
+            }
             RequestKind::InitProducerId(r) => {
                 ResponseKind::InitProducerId(self.producer_ids.answer(node, r)?)
             }

@@ -82,7 +82,11 @@ pub fn answer(
         }
         response.responses.push(out);
     }
-    if !expired && !errors && request.max_wait_ms > 0 && total < min_bytes(request) {
+    // Kafka answers at once a Fetch that asks for no partition (a client closing its
+    // session sends one), that may not wait, that has enough bytes, or that met an error.
+    let asks_for_data = request.topics.iter().any(|t| !t.partitions.is_empty());
+    if asks_for_data && !expired && !errors && request.max_wait_ms > 0 && total < min_bytes(request)
+    {
         return FetchAnswer::Wait;
     }
     FetchAnswer::Ready(response)

@@ -23,6 +23,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeade
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use super::lme::{self, MirrorStatesCall, READ_MIRROR_STATES_KEY};
+use super::sasl::Sasl;
 use super::versions::{api_versions_response, supported};
 use super::{CallId, ClientCall, NodeCall, ServeError, ServeOptions};
 
@@ -127,7 +128,7 @@ fn accept_loop(socket: &TcpListener, shared: &Arc<Shared>) {
 /// Why a connection ended (logged in one line; a client that leaves is not an error).
 type Closed = String;
 
-fn serve_connection(mut stream: TcpStream, shared: &Shared) -> Result<(), Closed> {
+fn serve_connection(stream: TcpStream, shared: &Shared) -> Result<(), Closed> {
     let client_host = stream
         .peer_addr()
         .map_or_else(|_| "unknown".to_owned(), |a| format!("/{}", a.ip()));
@@ -138,7 +139,25 @@ fn serve_connection(mut stream: TcpStream, shared: &Shared) -> Result<(), Closed
     stream
         .set_write_timeout(Some(shared.options.idle_timeout))
         .map_err(|e| e.to_string())?;
+    match &shared.options.security.tls {
+        None => serve_frames(stream, &client_host, shared),
+        Some(config) => {
+            let tls = rustls::ServerConnection::new(config.clone())
+                .map_err(|e| format!("TLS setup failed: {e}"))?;
+            serve_frames(rustls::StreamOwned::new(tls, stream), &client_host, shared)
+        }
+    }
+}
+
+/// Reads a connection's frames one at a time, answers each, until the client leaves.
+fn serve_frames(
+    mut stream: impl Read + Write,
+    client_host: &str,
+    shared: &Shared,
+) -> Result<(), Closed> {
     let (reply_to, replies) = mpsc::sync_channel(1);
+    let users = shared.options.security.plain_users.as_deref();
+    let mut sasl = Sasl::new(users.is_some());
     loop {
         let Some(frame) = read_frame(&mut stream, shared.options.max_request_bytes)? else {
             return Ok(());
@@ -159,6 +178,13 @@ fn serve_connection(mut stream: TcpStream, shared: &Shared) -> Result<(), Closed
         let silent = matches!(&body, RequestKind::Produce(p) if p.acks == 0);
         let response = if api_key == ApiKey::ApiVersions {
             ResponseKind::ApiVersions(api_versions_response(version))
+        } else if let Some(answer) = sasl.answer(&body, users) {
+            answer
+        } else if !sasl.authenticated() {
+            return Err(format!(
+                "{api_key:?} before SASL authentication (the listener is {}); closed",
+                shared.options.security.protocol()
+            ));
         } else {
             let call = shared.next_call.fetch_add(1, Ordering::Relaxed);
             ask_node(
@@ -166,7 +192,7 @@ fn serve_connection(mut stream: TcpStream, shared: &Shared) -> Result<(), Closed
                 call,
                 header.clone(),
                 body,
-                &client_host,
+                client_host,
                 &reply_to,
                 &replies,
             )?
@@ -174,6 +200,7 @@ fn serve_connection(mut stream: TcpStream, shared: &Shared) -> Result<(), Closed
         if silent {
             continue;
         }
+        let failed_login = sasl.failed();
         match write_response(
             &mut stream,
             api_key,
@@ -185,6 +212,9 @@ fn serve_connection(mut stream: TcpStream, shared: &Shared) -> Result<(), Closed
             // The client left before its answer: not an error of either side.
             Err(Written::ClientLeft) => return Ok(()),
             Err(Written::Failed(reason)) => return Err(reason),
+        }
+        if failed_login {
+            return Err("SASL authentication failed; closed".to_owned());
         }
     }
 }
@@ -235,7 +265,7 @@ fn ask_mirror_states(shared: &Shared, call: CallId, frame: Bytes) -> Result<Vec<
 }
 
 /// Reads one size-prefixed frame; `None` when the client closed the connection between frames.
-fn read_frame(stream: &mut TcpStream, max_bytes: usize) -> Result<Option<Bytes>, Closed> {
+fn read_frame(stream: &mut impl Read, max_bytes: usize) -> Result<Option<Bytes>, Closed> {
     let mut size = [0u8; 4];
     match stream.read_exact(&mut size) {
         Ok(()) => {}
@@ -298,7 +328,7 @@ enum Written {
 /// Encodes and writes one response (`version` -1: an ApiVersions answer to a version this node
 /// does not know, written in v0).
 fn write_response(
-    stream: &mut TcpStream,
+    stream: &mut impl Write,
     key: ApiKey,
     version: i16,
     correlation_id: i32,
@@ -321,8 +351,11 @@ fn write_response(
     let len = i32::try_from(body.len()).map_err(|_| failed("response too large".to_owned()))?;
     frame.put_i32(len);
     frame.put(body);
-    stream.write_all(frame.chunk()).map_err(|e| match e.kind() {
-        ErrorKind::BrokenPipe | ErrorKind::ConnectionReset => Written::ClientLeft,
-        _ => failed(format!("write of a {key:?} response failed: {e}")),
-    })
+    stream
+        .write_all(frame.chunk())
+        .and_then(|()| stream.flush())
+        .map_err(|e| match e.kind() {
+            ErrorKind::BrokenPipe | ErrorKind::ConnectionReset => Written::ClientLeft,
+            _ => failed(format!("write of a {key:?} response failed: {e}")),
+        })
 }

@@ -27,8 +27,10 @@
 //! What is served, at which versions: [`versions`]; beside Kafka's APIs, the LME lookup a
 //! failing-back mirror asks ([`lme`]). Not yet: transactions (InitProducerId
 //! with a transactional id is refused), incremental fetch sessions (every Fetch is answered
-//! in full, session id 0, which Kafka's clients accept), TLS and SASL on the listener.
+//! in full, session id 0, which Kafka's clients accept), SASL mechanisms other than PLAIN, ACLs.
+//! TLS (a PEM keystore) and SASL/PLAIN: [`security`].
 
+pub mod admin;
 pub mod broker;
 pub mod fetch;
 pub mod group;
@@ -37,6 +39,8 @@ pub mod lme;
 pub mod metadata;
 pub mod offsets;
 pub mod produce;
+pub mod sasl;
+pub mod security;
 pub mod versions;
 
 use std::path::PathBuf;
@@ -77,7 +81,7 @@ pub enum NodeCall {
 }
 
 /// How the node serves Kafka clients.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct ServeOptions {
     /// The address to listen on (`host:port`; port 0 picks one).
     pub listen: String,
@@ -89,6 +93,8 @@ pub struct ServeOptions {
     pub max_request_bytes: usize,
     /// A connection with no request for this long is closed.
     pub idle_timeout: Duration,
+    /// TLS and SASL on the listener ([`security::from_file`]); the default: PLAINTEXT.
+    pub security: security::ListenerSecurity,
 }
 
 impl ServeOptions {
@@ -102,6 +108,7 @@ impl ServeOptions {
             max_connections: 1_000,
             max_request_bytes: 100 << 20,
             idle_timeout: Duration::from_secs(600),
+            security: security::ListenerSecurity::default(),
         }
     }
 }

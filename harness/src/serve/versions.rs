@@ -20,6 +20,11 @@ const DATA_API_VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::Produce, 3, 11),
     (ApiKey::InitProducerId, 0, 5),
+    (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::SaslHandshake, 1, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
 ];
 
 /// The version range of `key` the node serves, if it serves it.

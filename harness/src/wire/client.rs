@@ -311,6 +311,14 @@ impl KafkaClient {
         }
     }
 
+    /// The round trip measured by the open connection's handshake
+    /// ([`Connection::handshake_round_trip`]), if a connection is open.
+    pub fn round_trip(&self) -> Option<Duration> {
+        self.connection
+            .as_ref()
+            .map(Connection::handshake_round_trip)
+    }
+
     /// Whether a connection is open (it may still turn out broken on the next request).
     pub fn is_connected(&self) -> bool {
         self.connection.is_some()

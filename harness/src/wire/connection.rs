@@ -49,6 +49,9 @@ pub struct Connection {
     /// dropped. It keeps the last two responses' allocations; a caller that drops each
     /// response's batches before the next request, as the node driver does, uses one.
     frames: ReadBuffer,
+    /// How long the ApiVersions exchange of the handshake took: one request answered at once,
+    /// so about one round trip of the network between kmirror and the broker.
+    handshake_round_trip: Duration,
 }
 
 impl Connection {
@@ -115,8 +118,11 @@ impl Connection {
             expires_at: None,
             tls: security.tls.clone(),
             frames: ReadBuffer::default(),
+            handshake_round_trip: Duration::ZERO,
         };
+        let asked = Instant::now();
         connection.negotiate()?;
+        connection.handshake_round_trip = asked.elapsed();
         if let Some(settings) = &security.sasl {
             let lifetime = sasl::authenticate(&mut connection, settings)?;
             // Reopen a little before the broker would close the session.
@@ -134,6 +140,12 @@ impl Connection {
     /// The broker's address.
     pub fn address(&self) -> &str {
         &self.address
+    }
+
+    /// How long the handshake's ApiVersions request took to be answered: a measure of the round
+    /// trip to the broker (the broker answers it at once, and it carries a few hundred bytes).
+    pub fn handshake_round_trip(&self) -> Duration {
+        self.handshake_round_trip
     }
 
     /// The broker's version range of `api_key`, if it supports the API at all.

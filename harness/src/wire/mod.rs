@@ -32,6 +32,8 @@ pub mod client;
 pub mod connection;
 #[cfg(any(test, feature = "testkit"))]
 pub mod fake_broker;
+#[cfg(test)]
+pub(crate) mod fake_link;
 pub mod fetch_session;
 pub mod kafka_source;
 pub mod metadata_source;

@@ -3,7 +3,8 @@
 //!
 //! **Fetches** are the node manager's: [`NodeMirror::poll_fetches`] gives one coalesced fetch
 //! per source leader (and fetcher); all of a round go to [`SourceCluster::fetch`] in one call,
-//! which sends ONE Fetch per source broker; the answers are split back per fetcher
+//! which sends one Fetch per source broker (one per fetch lane over a long round trip, each
+//! with a share of the broker's partitions, all in flight at once); the answers are split back per fetcher
 //! ([`NodeInput::FetchResponse`]): records and diverging epochs as `Completed`, retryable
 //! errors (leadership moved, broker unreachable) as `Retriable` (the partition waits the fetch
 //! backoff, the metadata is refreshed), others as `Failed` (the partition goes FAILED and

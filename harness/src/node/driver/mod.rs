@@ -63,7 +63,7 @@ use super::dest::NodeDest;
 use super::fetch_ahead::FetchedAhead;
 use super::follow::CHECKPOINT_INTERVAL_MS;
 use super::state_log::StatePartition;
-use super::status::{persisted_record_in, NodeStatus, PartitionStatus};
+use super::status::{persisted_record_in, NodeStatus, PartitionStatus, SourceLink};
 use super::NodeError;
 
 use fetch_round::SourceView;
@@ -148,8 +148,8 @@ pub struct NodeStats {
     /// Fetch rounds: the kernel's coalesced fetches asked together, each answered from the
     /// source (one Fetch per source broker) or from the last round's fetch-ahead.
     pub rounds: u64,
-    /// Calls to the source cluster's fetch, each at most one Fetch per source broker (and
-    /// isolation level): a round's own, and its fetch-ahead.
+    /// Calls to the source cluster's fetch, each at most one Fetch per source broker and fetch
+    /// lane (and isolation level): a round's own, and its fetch-ahead.
     pub source_fetches: u64,
     /// Partition answers fed back.
     pub partition_fetches: u64,
@@ -406,8 +406,16 @@ impl NodeDriver {
                 Some((name, PartitionIndex::try_from(leaders.len()).ok()?))
             })
             .collect();
-        NodeStatus::new(self.dest.root(), self.dest.meta(), partitions)
-            .with_source_partitions(&source_partitions)
+        let mut status = NodeStatus::new(self.dest.root(), self.dest.meta(), partitions)
+            .with_source_partitions(&source_partitions);
+        status.source_link = self.source.as_ref().and_then(|source| {
+            Some(SourceLink {
+                round_trip_us: u64::try_from(source.measured_round_trip()?.as_micros())
+                    .unwrap_or(u64::MAX),
+                fetches_in_flight: source.most_fetches_in_flight(),
+            })
+        });
+        status
     }
 
     /// Makes [`NodeDriver::run`] return [`NodeIdle::Interrupted`] at its next step once `flag`

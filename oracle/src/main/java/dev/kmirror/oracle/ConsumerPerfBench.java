@@ -7,6 +7,7 @@ import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 
 import org.apache.kafka.tools.ConsumerPerformance;
+import org.apache.kafka.tools.ProducerPerformance;
 
 /**
  * Runs Apache Kafka 4.4.0's {@code kafka-consumer-perf-test} (the class behind
@@ -22,6 +23,10 @@ import org.apache.kafka.tools.ConsumerPerformance;
  * data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms, fetch.time.ms, fetch.MB.sec,
  * fetch.nMsg.sec). Anything else the tool printed (its timeout warning) goes to stderr. A tool
  * error ends the JVM (the tool calls {@code Exit.exit(1)}).
+ *
+ * <p>A line starting with {@code producer} runs {@code kafka-producer-perf-test}
+ * ({@link ProducerPerformance}) with the rest of the line instead; its last output line is its
+ * summary ({@code N records sent, R records/sec (M MB/sec), ...}).
  */
 public final class ConsumerPerfBench {
     private ConsumerPerfBench() {}
@@ -35,12 +40,18 @@ public final class ConsumerPerfBench {
             if (line.isEmpty()) {
                 continue;
             }
-            String[] toolArgs = line.split(" +");
+            boolean producer = line.startsWith("producer ");
+            String[] toolArgs = (producer ? line.substring("producer ".length()) : line)
+                    .trim().split(" +");
             ByteArrayOutputStream captured = new ByteArrayOutputStream();
             System.setOut(new PrintStream(captured, true, StandardCharsets.UTF_8));
             long start = System.nanoTime();
             try {
-                ConsumerPerformance.main(toolArgs);
+                if (producer) {
+                    ProducerPerformance.main(toolArgs);
+                } else {
+                    ConsumerPerformance.main(toolArgs);
+                }
             } finally {
                 System.setOut(out);
             }

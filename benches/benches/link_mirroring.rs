@@ -1,0 +1,335 @@
+//! Mirroring across a link with a round trip: bytes per second the [`NodeDriver`] mirrors from a
+//! fake Kafka source (`support/fake_source.rs`) of 60 partitions (10 topics x 6; the group
+//! `link_mirroring`) or 1,000 (100 topics x 10; `link_mirroring_1000`) behind a
+//! simulated link (`kmirror_testsupport::link`: a loopback proxy delaying each direction by half
+//! the round trip, no bandwidth cap), at round trips of 0, 10 and 50 ms, against the limit of
+//! one Fetch in flight per broker: `fetch_max_bytes` (10 MiB) per round trip.
+//!
+//! Every broker advertises its link's address, so the client stays behind the link for every
+//! request. Each partition holds 256 batches of 500 records (11,858 bytes each; 3.0 MB a
+//! partition, 182 MB in all; at 1,000 partitions 16 batches each, 190 MB), every partition's leader broker 1 unless `LINK_MIRRORING_BROKERS`
+//! says more (the limit is per broker, so one broker shows it at its worst). Each sample builds
+//! a fresh destination untimed (on `/dev/shm` when there is one, so that the disk does not hide
+//! the link) and brings its partitions to MIRRORING against the empty source; then the source
+//! gets its data and the timed part runs: fetch rounds until every partition has everything
+//! (the close is not timed: it is the disk's, not the link's). The source's client stays warm
+//! across samples, as in a running process (its connections, and the round trip they measured).
+//!
+//! Variants, per round trip:
+//! - `one_fetch_<rtt>ms`: one Fetch in flight per broker (`fetches_in_flight` 1): today's
+//!   fetcher, bounded by `fetch_max_bytes` per round trip.
+//! - `in_flight_<rtt>ms`: the default number in flight, derived from the measured round trip
+//!   (one at 0 ms, two at 10 ms, six at 50 ms).
+//!
+//! ```sh
+//! cargo bench -p kmirror-benches --bench link_mirroring
+//! LINK_MIRRORING_BROKERS=3 cargo bench -p kmirror-benches --bench link_mirroring -- 50ms
+//! ```
+//!
+//! Figures: BENCHMARKS.md, `link_mirroring`.
+
+// `FakeSource::start` (no link) is the other benches'.
+#[allow(dead_code)]
+#[path = "support/fake_source.rs"]
+mod fake_source;
+#[path = "support/node_setup.rs"]
+mod node_setup;
+
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use criterion::{criterion_group, Criterion, SamplingMode, Throughput};
+use fake_source::{FakePartition, FakeSource, FakeTopic};
+use kmirror_harness::file_log::FlushPolicy;
+use kmirror_harness::node::{NodeDriver, NodeDriverOptions};
+use kmirror_harness::record_batch::RawBatch;
+use kmirror_harness::wire::{SourceCluster, SourceClusterOptions, TopicSelection};
+use kmirror_kernel::batch::BatchHeader;
+use kmirror_kernel::types::TopicId;
+use kmirror_testsupport::link::{Link, LinkOptions};
+
+/// Records per batch.
+const RECORDS: i64 = 500;
+
+/// A source's shape: its topics, their partitions, each partition's batches.
+struct Layout {
+    /// The criterion group.
+    group: &'static str,
+    topics: u64,
+    per_topic: i32,
+    batches: i64,
+}
+
+impl Layout {
+    fn partitions(&self) -> usize {
+        self.topics as usize * self.per_topic as usize
+    }
+
+    fn names(&self) -> Vec<(String, TopicId, i32)> {
+        (0..self.topics)
+            .map(|t| (topic_name(t), topic_id(t), self.per_topic))
+            .collect()
+    }
+}
+
+/// 60 partitions (10 topics x 6) of 256 batches: 173.7 MiB.
+const SIXTY: Layout = Layout {
+    group: "link_mirroring",
+    topics: 10,
+    per_topic: 6,
+    batches: 256,
+};
+
+/// 1,000 partitions (100 topics x 10) of 16 batches: 180.9 MiB.
+const THOUSAND: Layout = Layout {
+    group: "link_mirroring_1000",
+    topics: 100,
+    per_topic: 10,
+    batches: 16,
+};
+/// The round trips of the links, in milliseconds.
+const ROUND_TRIPS_MS: [u64; 3] = [0, 10, 50];
+
+/// How to reproduce, printed by `--help` before criterion's own help.
+const HELP: &str = "link_mirroring: a 60- and a 1,000-partition mirror over links of 0, 10 and 50 \
+ms of round trip, one Fetch in flight per broker against the default number (from the measured \
+round trip).
+  cargo bench -p kmirror-benches --bench link_mirroring            # everything (about 10 minutes)
+  cargo bench -p kmirror-benches --bench link_mirroring -- 'link_mirroring/'   # 60 partitions
+  cargo bench -p kmirror-benches --bench link_mirroring -- 50ms    # one round trip
+  LINK_MIRRORING_BROKERS=3 ...                                     # leaders over 3 brokers (default 1)
+Figures and the machine: BENCHMARKS.md, section link_mirroring.
+";
+
+fn topic_name(t: u64) -> String {
+    format!("l{t:02}")
+}
+
+fn topic_id(t: u64) -> TopicId {
+    TopicId::from_u64(0x6c6b_0000 + t)
+}
+
+/// Source brokers: `LINK_MIRRORING_BROKERS`, 1 by default.
+fn brokers() -> i32 {
+    match std::env::var("LINK_MIRRORING_BROKERS") {
+        Err(_) => 1,
+        Ok(v) => v
+            .parse()
+            .ok()
+            .filter(|n| (1..=16).contains(n))
+            .unwrap_or_else(|| panic!("LINK_MIRRORING_BROKERS={v:?}: expected 1 to 16")),
+    }
+}
+
+/// The source: every partition the same batches (epoch 0, one buffer shared), leaders spread
+/// over `brokers`.
+fn source_topics(layout: &Layout, brokers: i32) -> Vec<FakeTopic> {
+    let mut one = Vec::new();
+    let mut ends = Vec::new();
+    for b in 0..layout.batches {
+        let header = BatchHeader::plain(b * RECORDS, (b + 1) * RECORDS - 1, 0);
+        let batch = RawBatch::synthesize(&header, 1_700_000_000_000).expect("batch");
+        one.extend_from_slice(batch.bytes());
+        ends.push((header.last_offset, one.len()));
+    }
+    let bytes = Bytes::from(one);
+    (0..layout.topics)
+        .map(|t| FakeTopic {
+            name: topic_name(t),
+            id: topic_id(t),
+            partitions: (0..layout.per_topic)
+                .map(|p| FakePartition {
+                    leader: 1 + (t as i32 * layout.per_topic + p) % brokers,
+                    bytes: bytes.clone(),
+                    batches: ends.clone(),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// The fake source behind one link per broker, each delaying a direction by half `rtt`.
+struct LinkedSource<'a> {
+    layout: &'a Layout,
+    fake: FakeSource,
+    _links: Vec<Link>,
+}
+
+impl<'a> LinkedSource<'a> {
+    fn start(layout: &'a Layout, brokers: i32, rtt: Duration) -> Self {
+        let mut links = Vec::new();
+        let topics = source_topics(layout, brokers);
+        let fake = FakeSource::start_advertising(brokers, topics, |_, address| {
+            let link = Link::start(
+                address,
+                LinkOptions {
+                    one_way_delay: rtt / 2,
+                    bandwidth_bytes_per_sec: None,
+                },
+            )
+            .expect("link");
+            let advertised = link.address().to_string();
+            links.push(link);
+            advertised
+        });
+        LinkedSource {
+            layout,
+            fake,
+            _links: links,
+        }
+    }
+
+    /// A client of the source with `fetches_in_flight` (`None`: from the round trip).
+    fn client(&self, fetches_in_flight: Option<NonZeroUsize>) -> SourceCluster {
+        let names: Vec<String> = (0..self.layout.topics).map(topic_name).collect();
+        let selection = TopicSelection::names(&names).expect("valid names");
+        SourceCluster::new(
+            &self.fake.bootstrap(),
+            selection,
+            SourceClusterOptions {
+                fetch_max_wait_ms: 0,
+                fetches_in_flight,
+                ..SourceClusterOptions::default()
+            },
+        )
+    }
+}
+
+/// Where the destinations go: `/dev/shm` when there is one (memory: the link, not the disk,
+/// is measured), the temporary directory otherwise.
+fn work_dir() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(dir) = tempfile::tempdir_in(shm) {
+            return dir;
+        }
+    }
+    tempfile::tempdir().expect("a temp dir")
+}
+
+/// A node destination at `root` with every partition MIRRORING against the empty source.
+fn mirroring_dest(linked: &LinkedSource, source: SourceCluster, root: &Path) -> NodeDriver {
+    let fake = &linked.fake;
+    fake.set_filled(false);
+    let options = NodeDriverOptions {
+        flush: FlushPolicy::Kafka,
+        ..NodeDriverOptions::default()
+    };
+    let topics = linked.layout.names();
+    node_setup::mirroring_dest(root, &fake.bootstrap(), &topics, source, options)
+}
+
+/// One sample: a fresh destination brought to MIRRORING (untimed), the backlog mirrored
+/// (timed), the driver closed and the destination deleted (untimed). Returns the time and
+/// the client, to keep warm.
+fn sample(
+    linked: &LinkedSource,
+    source: SourceCluster,
+    root: &Path,
+    total: u64,
+) -> (Duration, SourceCluster) {
+    let fake = &linked.fake;
+    let mut driver = mirroring_dest(linked, source, root);
+    fake.set_filled(true);
+    let start = Instant::now();
+    node_setup::mirror_backlog(&mut driver, total);
+    let elapsed = start.elapsed();
+    let source = driver.set_source(None).expect("the source");
+    driver.close().expect("closed");
+    std::fs::remove_dir_all(root).expect("dest removed");
+    fake.set_filled(false);
+    (elapsed, source)
+}
+
+/// The most one Fetch in flight per broker moves over `rtt`: `fetch_max` bytes per round trip
+/// and broker.
+fn one_fetch_limit(fetch_max: i32, brokers: i32, rtt: Duration) -> String {
+    if rtt.is_zero() {
+        return "none".to_owned();
+    }
+    let bytes = f64::from(fetch_max) * f64::from(brokers) / rtt.as_secs_f64();
+    format!("{:.0} MiB/s", bytes / f64::from(1 << 20))
+}
+
+/// The variants of `layout` at every round trip: one Fetch in flight, and the default.
+fn over_links(c: &mut Criterion, layout: &Layout) {
+    let brokers = brokers();
+    let total = {
+        let one: u64 = source_topics(layout, 1)[0].partitions[0].bytes.len() as u64;
+        one * layout.partitions() as u64
+    };
+    let fetch_max = SourceClusterOptions::default().fetch_max_bytes;
+    let work = work_dir();
+    let root: PathBuf = work.path().join("dest");
+    let mut group = c.benchmark_group(layout.group);
+    group.throughput(Throughput::Bytes(total));
+    group.sample_size(10);
+    group.sampling_mode(SamplingMode::Flat);
+    group.measurement_time(Duration::from_secs(10));
+    let per_broker = layout.partitions().div_ceil(brokers as usize);
+    for rtt_ms in ROUND_TRIPS_MS {
+        let rtt = Duration::from_millis(rtt_ms);
+        let linked = LinkedSource::start(layout, brokers, rtt);
+        for (name, in_flight) in [
+            (format!("one_fetch_{rtt_ms}ms"), NonZeroUsize::new(1)),
+            (format!("in_flight_{rtt_ms}ms"), None),
+        ] {
+            // The client stays warm across samples (criterion's warm-up runs the first ones):
+            // its connections open and its round trip measured, as in a running process.
+            let mut warm: Option<SourceCluster> = None;
+            let mut told = false;
+            group.bench_function(&name, |b| {
+                b.iter_custom(|iters| {
+                    let mut sum = Duration::ZERO;
+                    for _ in 0..iters {
+                        let source = warm.take().unwrap_or_else(|| linked.client(in_flight));
+                        let (elapsed, source) = sample(&linked, source, &root, total);
+                        sum += elapsed;
+                        if !told {
+                            told = true;
+                            println!(
+                                "{} {name}: {} partitions, {brokers} broker(s), {} Fetch(es) in \
+                                 flight per broker, round trip measured {:?}; the one-Fetch limit \
+                                 {}",
+                                layout.group,
+                                layout.partitions(),
+                                source.fetches_in_flight(per_broker),
+                                source.measured_round_trip(),
+                                one_fetch_limit(fetch_max, brokers, rtt)
+                            );
+                        }
+                        warm = Some(source);
+                    }
+                    sum
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+fn link_mirroring(c: &mut Criterion) {
+    over_links(c, &SIXTY);
+}
+
+fn link_mirroring_1000(c: &mut Criterion) {
+    over_links(c, &THOUSAND);
+}
+
+criterion_group!(benches, link_mirroring, link_mirroring_1000);
+
+fn main() {
+    if std::env::args().any(|a| a == "--help" || a == "-h") {
+        print!("{HELP}");
+    }
+    // Only under `cargo bench` (`--bench`): a test build runs nothing.
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    benches();
+    criterion::Criterion::default()
+        .configure_from_args()
+        .final_summary();
+}
