@@ -643,5 +643,19 @@ fn a_sasl_plain_listener_serves_its_users_and_closes_on_anyone_else() {
         client(&running.address).metadata("orders").is_err(),
         "no request is served before a login"
     );
+    let mut raw = Connection::connect(
+        &running.address,
+        Duration::from_secs(2),
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    let lookup = raw.send_raw("ReadMirrorStates", 0, |id| {
+        let request = kmirror_kernel::proto_wire::state_rpcs::ReadMirrorStatesRequest {
+            mirror_name: "east".into(),
+            topics: Vec::new(),
+        };
+        crate::serve::lme::encode_request(id, "kmirror", &request)
+    });
+    assert!(lookup.is_err(), "nor the LME lookup: {lookup:?}");
     running.stop().close().unwrap();
 }

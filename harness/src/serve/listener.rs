@@ -163,10 +163,20 @@ fn serve_frames(
             return Ok(());
         };
         if frame.get(..2) == Some(&READ_MIRROR_STATES_KEY.to_be_bytes()[..]) {
+            // Like every API but ApiVersions and SASL's own, only once authenticated.
+            if !sasl.authenticated() {
+                return Err(format!(
+                    "ReadMirrorStates before SASL authentication (the listener is {}); closed",
+                    shared.options.security.protocol()
+                ));
+            }
             let call = shared.next_call.fetch_add(1, Ordering::Relaxed);
-            match ask_mirror_states(shared, call, frame)
-                .and_then(|answer| stream.write_all(&answer).map_err(|e| e.to_string()))
-            {
+            match ask_mirror_states(shared, call, frame).and_then(|answer| {
+                stream
+                    .write_all(&answer)
+                    .and_then(|()| stream.flush())
+                    .map_err(|e| e.to_string())
+            }) {
                 Ok(()) => continue,
                 Err(reason) => return Err(reason),
             }
