@@ -659,3 +659,47 @@ fn a_sasl_plain_listener_serves_its_users_and_closes_on_anyone_else() {
     assert!(lookup.is_err(), "nor the LME lookup: {lookup:?}");
     running.stop().close().unwrap();
 }
+
+/// A node that mirrors this one syncs its metadata from it: the topic's config overrides
+/// (DescribeConfigs), no ACLs (DescribeAcls is SECURITY_DISABLED, as from a broker without an
+/// authorizer) and the groups' committed offsets (the group coordinator's ListGroups,
+/// DescribeGroups and OffsetFetch).
+#[test]
+fn a_serving_node_is_a_metadata_source_for_a_node_that_mirrors_it() {
+    use crate::sync::local::MetadataDir;
+    use crate::sync::{GroupRecord, MetadataSource};
+    use crate::wire::{KafkaMetadataSource, KafkaSourceOptions};
+    use kmirror_kernel::sync::group_offsets::TopicPartition;
+    let dir = tempfile::tempdir().unwrap();
+    let (_fake, driver) = mirrored(dir.path());
+    let metadata = MetadataDir::of(dir.path());
+    metadata
+        .write_topic_config(
+            "orders",
+            &[("retention.ms".to_owned(), "86400000".to_owned())]
+                .into_iter()
+                .collect(),
+        )
+        .unwrap();
+    let committed = GroupRecord {
+        members: Vec::new(),
+        offsets: [(TopicPartition::new("orders", 1), 5)]
+            .into_iter()
+            .collect(),
+    };
+    metadata.write_group("billing", &committed).unwrap();
+    let running = Running::start(driver);
+
+    let mut source =
+        KafkaMetadataSource::new(&running.address, "orders", KafkaSourceOptions::default());
+    let configs = source.topic_config("orders").unwrap();
+    assert_eq!(
+        configs.value.get("retention.ms").map(String::as_str),
+        Some("86400000")
+    );
+    assert!(source.acls().unwrap().value.is_empty());
+    let groups = source.groups().unwrap();
+    assert!(groups.rejected.is_empty(), "{:?}", groups.rejected);
+    assert_eq!(groups.value.get("billing"), Some(&committed));
+    running.stop().close().unwrap();
+}

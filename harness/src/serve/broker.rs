@@ -21,7 +21,7 @@ use crate::sync::local::MetadataDir;
 use super::fetch::{self, FetchAnswer};
 use super::group::{GroupAnswer, GroupClient, GroupCoordinator, GroupRequest, GROUP_API_VERSIONS};
 use super::produce::ProducerIds;
-use super::{admin, metadata, offsets, produce, CallId, ClientCall, ServeError};
+use super::{admin, configs, metadata, offsets, produce, CallId, ClientCall, ServeError};
 
 /// What the broker reads and writes of the node, lent by the node driver for one call.
 pub trait ServedNode {
@@ -166,6 +166,10 @@ impl Broker {
                     return Ok(());
                 }
             },
+            RequestKind::DescribeConfigs(r) => {
+                ResponseKind::DescribeConfigs(configs::describe_configs(node, r))
+            }
+            RequestKind::DescribeAcls(_) => ResponseKind::DescribeAcls(configs::describe_acls()),
             RequestKind::DeleteRecords(r) => {
                 ResponseKind::DeleteRecords(admin::delete_records(node, r))
             }

@@ -32,6 +32,7 @@
 
 pub mod admin;
 pub mod broker;
+pub mod configs;
 pub mod fetch;
 pub mod group;
 pub mod listener;
