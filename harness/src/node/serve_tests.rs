@@ -93,6 +93,21 @@ fn mirrored(root: &Path) -> (crate::wire::fake_broker::FakeCluster, NodeDriver) 
     (fake, driver)
 }
 
+/// A raw connection to the served node (a 30 s request timeout: long polls are asked).
+fn connect(address: &str) -> Connection {
+    Connection::connect(address, Duration::from_secs(2), Duration::from_secs(30)).unwrap()
+}
+
+/// InitProducerId for an idempotent producer (no transactional id).
+fn init_producer(conn: &mut Connection) -> kafka_protocol::messages::InitProducerIdResponse {
+    let request = InitProducerIdRequest::default()
+        .with_transactional_id(None)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1)
+        .with_transaction_timeout_ms(60_000);
+    conn.send("InitProducerId", &request, 4).unwrap()
+}
+
 fn client(address: &str) -> KafkaClient {
     KafkaClient::new(address, Duration::from_secs(2), Duration::from_secs(5))
 }
@@ -210,12 +225,7 @@ fn a_serving_node_answers_a_consumer_with_the_mirrored_bytes() {
     }
     // A Fetch for no partition (a consumer closing its fetch session) is answered at once,
     // not held for its max wait.
-    let mut conn = Connection::connect(
-        &running.address,
-        Duration::from_secs(2),
-        Duration::from_secs(30),
-    )
-    .unwrap();
+    let mut conn = connect(&running.address);
     let asked = Instant::now();
     let empty = conn
         .send(
@@ -255,24 +265,9 @@ fn a_producer_is_refused_while_mirroring_and_accepted_after_a_stop_on_the_same_c
     let dir = tempfile::tempdir().unwrap();
     let (_fake, driver) = mirrored(dir.path());
     let running = Running::start(driver);
-    let mut conn = Connection::connect(
-        &running.address,
-        Duration::from_secs(2),
-        Duration::from_secs(5),
-    )
-    .unwrap();
+    let mut conn = connect(&running.address);
 
-    let init = conn
-        .send(
-            "InitProducerId",
-            &InitProducerIdRequest::default()
-                .with_transactional_id(None)
-                .with_producer_id(ProducerId(-1))
-                .with_producer_epoch(-1)
-                .with_transaction_timeout_ms(60_000),
-            4,
-        )
-        .unwrap();
+    let init = init_producer(&mut conn);
     assert_eq!(init.error_code, 0);
     let pid = init.producer_id.0;
     assert!(
@@ -330,22 +325,8 @@ fn a_producer_is_refused_while_mirroring_and_accepted_after_a_stop_on_the_same_c
     // The producer-id block is kept: a restarted node hands out a higher id.
     let driver = NodeDriver::open(dir.path(), None, super::fixture::options()).unwrap();
     let running = Running::start(driver);
-    let mut conn = Connection::connect(
-        &running.address,
-        Duration::from_secs(2),
-        Duration::from_secs(5),
-    )
-    .unwrap();
-    let again = conn
-        .send(
-            "InitProducerId",
-            &InitProducerIdRequest::default()
-                .with_transactional_id(None)
-                .with_producer_id(ProducerId(-1))
-                .with_producer_epoch(-1),
-            4,
-        )
-        .unwrap();
+    let mut conn = connect(&running.address);
+    let again = init_producer(&mut conn);
     assert!(
         again.producer_id.0 > pid,
         "{} after {pid}",
@@ -392,12 +373,7 @@ fn a_fetch_with_nothing_new_waits_and_is_answered_when_a_producer_writes() {
         (fetched, started.elapsed())
     });
     std::thread::sleep(Duration::from_millis(200));
-    let mut conn = Connection::connect(
-        &running.address,
-        Duration::from_secs(2),
-        Duration::from_secs(5),
-    )
-    .unwrap();
+    let mut conn = connect(&running.address);
     assert_eq!(produce(&mut conn, 1, &client_batch(2, -1, 0)), (0, end));
     let (fetched, waited) = waiting.join().unwrap();
     assert_eq!(fetched.error_code, 0);
@@ -478,12 +454,7 @@ fn a_producer_with_a_mirrored_producers_id_is_not_taken_for_it_after_a_failover(
         "six mirrored records and the MIRROR_PID_RESET marker"
     );
     let running = Running::start(driver);
-    let mut conn = Connection::connect(
-        &running.address,
-        Duration::from_secs(2),
-        Duration::from_secs(5),
-    )
-    .unwrap();
+    let mut conn = connect(&running.address);
     assert_eq!(
         produce(&mut conn, 0, &client_batch(2, mirrored_pid, 0)),
         (0, end),
@@ -643,12 +614,7 @@ fn a_sasl_plain_listener_serves_its_users_and_closes_on_anyone_else() {
         client(&running.address).metadata("orders").is_err(),
         "no request is served before a login"
     );
-    let mut raw = Connection::connect(
-        &running.address,
-        Duration::from_secs(2),
-        Duration::from_secs(5),
-    )
-    .unwrap();
+    let mut raw = connect(&running.address);
     let lookup = raw.send_raw("ReadMirrorStates", 0, |id| {
         let request = kmirror_kernel::proto_wire::state_rpcs::ReadMirrorStatesRequest {
             mirror_name: "east".into(),
