@@ -20,7 +20,7 @@ use serde_json::Value;
 
 mod serving;
 
-use serving::{java, kmirror_ok, Serving};
+use serving::{commits, java, kmirror_ok, read_group_file, wait_for_group_file, Serving};
 
 /// `tests/clients/read_all.py` with `client` (kafka-python or confluent-kafka): its `read`
 /// lines; `None` (a note on stderr) when python3 or the client library is missing outside CI.
@@ -62,60 +62,6 @@ fn python_read(client: &str, bootstrap: &str, topic: &str, isolation: &str) -> O
             .map(|l| serde_json::from_str(l).expect("a JSON line"))
             .collect(),
     )
-}
-
-/// The committed offsets a `group` line reports, by partition.
-fn commits(line: &Value) -> std::collections::BTreeMap<i64, i64> {
-    line["committed"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .map(|(p, o)| (p.parse().unwrap(), o.as_i64().unwrap()))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The offsets the destination holds for `group` (`metadata/consumer-offsets/<group>.json`).
-fn read_group_file(
-    dest: &std::path::Path,
-    group: &str,
-) -> Option<std::collections::BTreeMap<i64, i64>> {
-    let path = dest
-        .join("metadata/consumer-offsets")
-        .join(format!("{group}.json"));
-    let text = std::fs::read_to_string(path).ok()?;
-    let value: Value = serde_json::from_str(&text).ok()?;
-    Some(
-        value["offsets"]
-            .as_array()?
-            .iter()
-            .map(|o| {
-                (
-                    o["partition"].as_i64().unwrap(),
-                    o["offset"].as_i64().unwrap(),
-                )
-            })
-            .collect(),
-    )
-}
-
-/// Waits (up to 60 s) for the sync to write `group`'s offsets to the destination.
-fn wait_for_group_file(
-    dest: &std::path::Path,
-    group: &str,
-) -> std::collections::BTreeMap<i64, i64> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(offsets) = read_group_file(dest, group).filter(|o| !o.is_empty()) {
-            return offsets;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the sync never wrote {group}'s offsets"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 /// The `read` lines of one topic, by partition, without the step name.

@@ -3,7 +3,9 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -101,5 +103,53 @@ impl Serving {
         let pid = self.child.id().to_string();
         let _ = Command::new("kill").args(["-TERM", &pid]).status();
         self.child.wait().expect("wait").code()
+    }
+}
+
+/// The committed offsets a `group` line reports, by partition.
+pub fn commits(line: &Value) -> BTreeMap<i64, i64> {
+    line["committed"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(p, o)| (p.parse().unwrap(), o.as_i64().unwrap()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The offsets the destination holds for `group` (`metadata/consumer-offsets/<group>.json`).
+pub fn read_group_file(dest: &Path, group: &str) -> Option<BTreeMap<i64, i64>> {
+    let path = dest
+        .join("metadata/consumer-offsets")
+        .join(format!("{group}.json"));
+    let text = std::fs::read_to_string(path).ok()?;
+    let value: Value = serde_json::from_str(&text).ok()?;
+    Some(
+        value["offsets"]
+            .as_array()?
+            .iter()
+            .map(|o| {
+                (
+                    o["partition"].as_i64().unwrap(),
+                    o["offset"].as_i64().unwrap(),
+                )
+            })
+            .collect(),
+    )
+}
+
+/// Waits (up to 60 s) for the sync to write `group`'s offsets to the destination.
+pub fn wait_for_group_file(dest: &Path, group: &str) -> BTreeMap<i64, i64> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(offsets) = read_group_file(dest, group).filter(|o| !o.is_empty()) {
+            return offsets;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the sync never wrote {group}'s offsets"
+        );
+        std::thread::sleep(Duration::from_millis(200));
     }
 }

@@ -37,8 +37,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *       record count, the first and last offsets, and a SHA-256 of every record's offset, key
  *       and value;
  *   <li>{@code group:GROUP:TOPIC:N} — a consumer of group GROUP (classic protocol) subscribes to
- *       TOPIC, reads N records (or everything within 15 s) from the group's committed position
- *       (earliest without one), commits with {@code commitSync} and leaves; one line with the
+ *       TOPIC, reads N records from the group's committed position (earliest without one), or
+ *       fewer when its partitions are assigned and nothing arrives for 4 s (or after 15 s), commits with {@code commitSync} and leaves; one line with the
  *       records read per partition ({@code offsets}: the offsets, for duplicate counting) and
  *       what it committed;
  *   <li>{@code produce:TOPIC:N:IDEMPOTENT} — a producer ({@code acks=all}, idempotence
@@ -146,8 +146,18 @@ public final class ServeClients {
             consumer.subscribe(List.of(topic));
             int read = 0;
             long deadline = System.currentTimeMillis() + 15_000;
+            long idleSince = -1;
             while (read < n && System.currentTimeMillis() < deadline) {
-                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+                var polled = consumer.poll(Duration.ofMillis(200));
+                long now = System.currentTimeMillis();
+                if (!polled.isEmpty()) {
+                    idleSince = now;
+                } else if (idleSince < 0 && !consumer.assignment().isEmpty()) {
+                    idleSince = now;
+                } else if (idleSince >= 0 && now - idleSince > 4_000) {
+                    break;
+                }
+                for (ConsumerRecord<String, String> r : polled) {
                     offsets.computeIfAbsent(r.partition(), k -> new ArrayList<>()).add(r.offset());
                     next.put(new TopicPartition(topic, r.partition()),
                             new OffsetAndMetadata(r.offset() + 1));
