@@ -144,6 +144,10 @@ pub struct ModelArgs {
     /// `a:1` is the default world, `a:0` makes the epochs tie).
     #[arg(long, value_name = "a:N|b:N", default_value = "a:1", value_parser = parse_epoch_lead)]
     epoch_lead: EpochLead,
+    /// Let the operator order a failback while the other cluster still mirrors the topic from
+    /// this one (a mirror cycle), which the kernel's reverse-mirror check must refuse.
+    #[arg(long)]
+    mirror_cycles: bool,
     /// Check a deliberately broken kernel (a build with `--features mutants` only).
     #[arg(long, value_name = "NAME", value_parser = mutant_parser())]
     mutant: Option<Mutant>,
@@ -304,6 +308,7 @@ impl ModelArgs {
             }),
             sync_steps: self.sync_steps,
             epoch_lead: self.epoch_lead,
+            mirror_cycles: self.mirror_cycles,
             ..ModelConfig::default_check()
         }
         .with_design(self.design.into())

@@ -24,7 +24,7 @@ pub struct NodeArgs {
     #[arg(long, conflicts_with_all = [
         "replicas", "records", "transactions", "elections", "crashes", "network_faults",
         "coordinator_moves", "isr_shrinks", "operator_steps", "pause_resume", "unclean",
-        "quorum", "refuse_stop_from_paused", "sync_steps",
+        "quorum", "refuse_stop_from_paused", "sync_steps", "mirror_cycles",
     ])]
     pub node: bool,
     /// With --node: the partition count of each mirrored topic (1 to 3 topics of 1 to 4

@@ -99,11 +99,15 @@ pub enum Mutant {
     /// batch at a lower epoch at the offset where the destination copied one at a higher epoch
     /// from an intermediate leader, nothing is truncated and the source serves the next fetch.
     DivergenceTakenAtItsWord,
+    /// The reverse-mirror check ([`crate::reverse_mirror`]) is skipped: a partition truncates
+    /// by the source's LME and mirrors it although the source is itself mirroring the
+    /// partition from this cluster (a mirror loop) or still stopping that mirror.
+    ReverseMirrorIgnored,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 28] = [
+    pub const ALL: [Mutant; 29] = [
         Mutant::SkipIsrWait,
         Mutant::ActBeforePersist,
         Mutant::SkipEpochBump,
@@ -132,6 +136,7 @@ impl Mutant {
         Mutant::DeletedSourceFailedForever,
         Mutant::DivergenceTruncatesToLogEnd,
         Mutant::DivergenceTakenAtItsWord,
+        Mutant::ReverseMirrorIgnored,
     ];
 
     /// The mutants of the node manager (`kernel/src/node/`): only the node model
@@ -183,6 +188,7 @@ impl Mutant {
             Mutant::DeletedSourceFailedForever => "deleted-source-failed-forever",
             Mutant::DivergenceTruncatesToLogEnd => "divergence-truncates-to-log-end",
             Mutant::DivergenceTakenAtItsWord => "divergence-taken-at-its-word",
+            Mutant::ReverseMirrorIgnored => "reverse-mirror-ignored",
         }
     }
 
@@ -257,6 +263,10 @@ impl Mutant {
             Mutant::DivergenceTakenAtItsWord => {
                 "A diverging epoch's offset and epoch are used without the local epoch lookup \
                  (needs --unclean-source, two crashes)"
+            }
+            Mutant::ReverseMirrorIgnored => {
+                "A failback starts although the source mirrors the partition from here (needs \
+                 --mirror-cycles)"
             }
         }
     }

@@ -176,7 +176,7 @@ impl World {
                 {
                     actions.push(Action::Crash(c, b));
                 }
-                if replica.retry_timer.is_some() {
+                if replica.retry_timer.is_some() && self.budget.retries > 0 {
                     actions.push(Action::FireRetry(c, b));
                 }
             }
@@ -197,7 +197,7 @@ impl World {
                     &[OperatorRequest::Mirror, OperatorRequest::Stop]
                 };
                 for &request in requests {
-                    if self.operator_enabled(c, request) {
+                    if self.operator_enabled(config, c, request) {
                         actions.push(Action::Operator(c, request));
                     }
                 }
@@ -234,11 +234,20 @@ impl World {
 
     /// Whether the operator sends `request` to cluster `c` in the scenario: a failback (mirror
     /// request) only once the other side is writable and not asked to mirror itself, i.e. after
-    /// it failed over. Nothing in KIP-1279 stops an operator from making two clusters mirror
-    /// each other (each controller validates only its own topics); the model found that such a
-    /// cycle destroys data on both sides, so the scenario excludes it (see FINDINGS.md).
-    fn operator_enabled(&self, c: ClusterId, request: OperatorRequest) -> bool {
+    /// it failed over; with [`ModelConfig::mirror_cycles`], whenever `c` is not already asked
+    /// to mirror. Nothing in KIP-1279's controllers stops two clusters mirroring each other
+    /// (each validates only its own topics); such a cycle destroyed data on both sides before
+    /// the kernel's reverse-mirror check (see FINDINGS.md), which the cycles now exercise.
+    fn operator_enabled(
+        &self,
+        config: &ModelConfig,
+        c: ClusterId,
+        request: OperatorRequest,
+    ) -> bool {
         match request {
+            OperatorRequest::Mirror if config.mirror_cycles => {
+                !matches!(self.desired_ref(c), DesiredState::Mirror(_))
+            }
             OperatorRequest::Mirror => {
                 let other = c.other();
                 let other_writable = match self.desired_ref(other) {
@@ -311,6 +320,9 @@ impl World {
                 let Some(attempt) = replica.retry_timer.take() else {
                     return false;
                 };
+                if config.mirror_cycles {
+                    self.budget.retries = self.budget.retries.saturating_sub(1);
+                }
                 self.feed(config, c, b, Input::RetryDue { attempt }, &[]);
             }
             Action::Operator(c, request) => return self.operator(config, c, request),

@@ -106,6 +106,12 @@ pub struct ModelConfig {
     /// were measured in: mirrored batches carry epochs the destination has not reached.
     #[serde(default)]
     pub epoch_lead: EpochLead,
+    /// Whether the operator may order a failback while the other cluster still mirrors the
+    /// topic from this one, or is stopping that mirror (`--mirror-cycles`): the kernel's
+    /// reverse-mirror check must then refuse it. Off, the operator waits until the other side
+    /// is STOPPED, the world the pinned state counts were measured in.
+    #[serde(default)]
+    pub mirror_cycles: bool,
     /// The kernel variant.
     pub kernel: MirrorConfig,
 }
@@ -149,6 +155,7 @@ impl ModelConfig {
             state_fencing: None,
             sync_steps: 0,
             epoch_lead: EpochLead::default(),
+            mirror_cycles: false,
             // docs/design.md 5.3: read-committed fetches. A stop can still cut a transaction in half: the
             // fetcher copies it batch by batch (see FINDINGS.md).
             kernel: MirrorConfig::default(),
@@ -173,6 +180,13 @@ impl ModelConfig {
     /// This configuration with `steps` metadata sync rounds.
     pub fn with_sync_steps(mut self, steps: u8) -> Self {
         self.sync_steps = steps;
+        self
+    }
+
+    /// This configuration with failbacks ordered while the other side still mirrors
+    /// ([`ModelConfig::mirror_cycles`]).
+    pub fn with_mirror_cycles(mut self) -> Self {
+        self.mirror_cycles = true;
         self
     }
 

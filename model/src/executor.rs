@@ -330,8 +330,12 @@ impl World {
                     });
                 let source_log_start_offset =
                     self.leader(to).map_or(0, |l| l.log.log_start_offset());
-                Input::LastMirroredEpochReceived {
+                // Both clusters keep `__mirror_state`, so the source answers as a serving
+                // kmirror node does: with its own mirror's state of the partition, which (two
+                // clusters) can only be a mirror from the requester: the reverse mirror.
+                Input::SourceMirrorStateReceived {
                     request,
+                    reverse: self.stored_state(to),
                     lme,
                     source_log_start_offset,
                 }

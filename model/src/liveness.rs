@@ -113,11 +113,25 @@ pub fn stop_reaches_stopped(model: &MirrorModel, world: &World) -> bool {
     })
 }
 
-/// A cluster asked to mirror reaches MIRRORING.
+/// Whether both clusters are asked to mirror (or pause mirroring) each other: a cycle the
+/// operator made ([`ModelConfig::mirror_cycles`](crate::ModelConfig)). The kernel's
+/// reverse-mirror check keeps a partition of it FAILED, retrying, until one side is stopped:
+/// the liveness properties below do not expect a cycle to settle.
+fn in_cycle(world: &World) -> bool {
+    ClusterId::BOTH.into_iter().all(|c| {
+        matches!(
+            world.desired_ref(c),
+            DesiredState::Mirror(_) | DesiredState::Pause(_)
+        )
+    })
+}
+
+/// A cluster asked to mirror reaches MIRRORING, unless it is in a cycle.
 pub fn mirror_reaches_mirroring(model: &MirrorModel, world: &World) -> bool {
     ClusterId::BOTH.into_iter().all(|c| {
         !faults_over(world)
             || !matches!(world.desired_ref(c), DesiredState::Mirror(_))
+            || in_cycle(world)
             || world.stored_state(c) == MirrorState::Mirroring
             || reaches(model, world, |w| {
                 w.stored_state(c) == MirrorState::Mirroring
@@ -141,10 +155,11 @@ pub fn mirror_converges(model: &MirrorModel, world: &World) -> bool {
     })
 }
 
-/// A FAILED partition retries (leaves FAILED).
+/// A FAILED partition retries (leaves FAILED), unless it is in a cycle.
 pub fn failed_retries(model: &MirrorModel, world: &World) -> bool {
     ClusterId::BOTH.into_iter().all(|c| {
         !faults_over(world)
+            || in_cycle(world)
             || world.stored_state(c) != MirrorState::Failed
             || reaches(model, world, |w| w.stored_state(c) != MirrorState::Failed)
     })

@@ -250,6 +250,10 @@ pub struct Producers {
     pub in_transaction: bool,
 }
 
+/// Retry timers the search fires with [`ModelConfig::mirror_cycles`] (see [`Budget::retries`]):
+/// enough for a refused failback to retry once the other side stopped.
+pub const MIRROR_CYCLE_RETRIES: u8 = 2;
+
 /// The idempotent producer's id, the same on both clusters: a collision after failover is
 /// exactly what `MIRROR_PID_RESET` must prevent.
 pub const IDEMPOTENT_PRODUCER_ID: i64 = 1;
@@ -375,6 +379,10 @@ pub struct Budget {
     pub operator_steps: u8,
     /// Metadata sync rounds that may still start.
     pub sync_steps: u8,
+    /// Retry timers the search may still fire: bounded only with
+    /// [`ModelConfig::mirror_cycles`], whose refused failbacks would otherwise retry without
+    /// end (each retry a new state epoch); the liveness scheduler fires them regardless.
+    pub retries: u8,
 }
 
 impl Budget {
@@ -589,6 +597,11 @@ impl World {
                 isr_shrinks: config.isr_shrinks,
                 operator_steps: config.operator_steps,
                 sync_steps: config.sync_steps,
+                retries: if config.mirror_cycles {
+                    MIRROR_CYCLE_RETRIES
+                } else {
+                    u8::MAX
+                },
             },
             ghosts: Ghosts::default(),
         };

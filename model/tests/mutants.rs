@@ -129,6 +129,9 @@ fn case(mutant: Mutant) -> (ModelConfig, &'static str) {
             "fetched_mirror_is_prefix_of_source",
         ),
         // The node manager's mutants need the node model: model/tests/node.rs.
+        // A failback ordered while the other side mirrors this one: both truncate and copy
+        // each other, and a mirror holds what its source does not.
+        Mutant::ReverseMirrorIgnored => (tiny.with_mirror_cycles(), "mirror_is_prefix_of_source"),
         Mutant::CoalescedFetchDropsAfterFailure
         | Mutant::StopRoutedToEveryTopic
         | Mutant::FetchPartToWrongPartition
@@ -241,6 +244,7 @@ mutant_tests! {
     fetch_without_last_epoch_hides_the_divergence => FetchWithoutLastEpoch,
     divergence_truncating_nothing_never_converges => DivergenceTruncatesToLogEnd,
     divergence_taken_at_its_word_keeps_a_lost_batch => DivergenceTakenAtItsWord,
+    reverse_mirror_ignored_lets_two_clusters_mirror_each_other => ReverseMirrorIgnored,
 }
 
 /// The abort strategy is checked as well: skipping it leaves the same half transaction.

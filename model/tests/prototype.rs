@@ -254,6 +254,11 @@ fn seed_mutant_cases() -> Vec<(Mutant, ModelConfig, &'static str)> {
             },
             "state_persisted_before_acted_on",
         ),
+        (
+            Mutant::ReverseMirrorIgnored,
+            tiny.with_mirror_cycles(),
+            "mirror_is_prefix_of_source",
+        ),
     ]
 }
 

@@ -2,6 +2,7 @@
 //! how many states the checker explores shows up here, and the unmutated kernel must pass every
 //! property in the configurations the README documents.
 
+use kmirror_kernel::state::Design;
 use kmirror_model::runner::{check, RunOptions, Verdict};
 use kmirror_model::ModelConfig;
 
@@ -26,6 +27,36 @@ fn exhaust(config: &ModelConfig, threads: usize) -> kmirror_model::runner::Check
 fn tiny_configuration_state_count_is_pinned() {
     let report = exhaust(&ModelConfig::tiny(), 1);
     assert_eq!(report.unique, TINY_UNIQUE, "the tiny state space changed");
+}
+
+/// Failbacks ordered while the other side still mirrors or is stopping (`--mirror-cycles`):
+/// the kernel's reverse-mirror check refuses them (FAILED, "mirror loop", retried), which
+/// nothing else in the tiny configuration reaches, and every property holds, in both designs.
+#[test]
+fn mirror_cycles_configuration_state_count_is_pinned() {
+    for (design, pinned) in [
+        (Design::Seed, MIRROR_CYCLES_UNIQUE),
+        (Design::Prototype, MIRROR_CYCLES_PROTOTYPE_UNIQUE),
+    ] {
+        let report = exhaust(
+            &ModelConfig::tiny().with_mirror_cycles().with_design(design),
+            1,
+        );
+        assert_eq!(
+            report.unique, pinned,
+            "the {design:?} cycles state space changed"
+        );
+        let failed = report
+            .properties
+            .iter()
+            .find(|p| p.name == "reaches_failed")
+            .expect("reaches_failed");
+        assert_eq!(
+            failed.verdict,
+            Verdict::ExampleFound,
+            "{design:?}: no failback refused"
+        );
+    }
 }
 
 /// The default `kmirror check` configuration (about a minute and 0.1 GB in release mode on two
@@ -85,4 +116,6 @@ fn symmetry_reduction_counts_are_pinned() {
 const SYMMETRIC_PLAIN_UNIQUE: usize = 3994;
 const SYMMETRIC_REDUCED_UNIQUE: usize = 3002;
 const TINY_UNIQUE: usize = 7190;
-const DEFAULT_UNIQUE: usize = 5_141_678;
+const MIRROR_CYCLES_UNIQUE: usize = 98_646;
+const MIRROR_CYCLES_PROTOTYPE_UNIQUE: usize = 142_628;
+const DEFAULT_UNIQUE: usize = 5_189_670;

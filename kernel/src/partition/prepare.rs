@@ -61,7 +61,12 @@ impl PartitionMirror {
         out: &mut Vec<Effect>,
     ) -> Result<(), Ignored> {
         self.expect(Activity::AwaitingLme(request), request)?;
-        match check_reverse_mirror(reverse) {
+        let verdict = if mutated(config, Mutant::ReverseMirrorIgnored) {
+            Ok(())
+        } else {
+            check_reverse_mirror(reverse)
+        };
+        match verdict {
             Ok(()) => self.on_lme(config, request, lme, source_log_start_offset, log, out),
             Err(refusal) => {
                 self.write_state(config, MirrorState::Failed, Some(refusal.to_string()), out);
