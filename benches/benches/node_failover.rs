@@ -29,6 +29,8 @@
 //! Run: `cargo bench -p kmirror-benches --bench node_failover` (about ten minutes; the
 //! 10,000-partition copies take some 2 GB of disk until the end of the run).
 
+#[path = "support/copy_dir.rs"]
+mod copy_dir;
 #[path = "support/fake_source.rs"]
 mod fake_source;
 // `mirroring_dest` and `mirror_backlog` are the mirroring benches'.
@@ -42,6 +44,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use copy_dir::copy_dir;
 use criterion::{criterion_group, Criterion};
 use fake_source::{FakePartition, FakeSource, FakeTopic};
 use kmirror_harness::driver::ManualClock;
@@ -223,20 +226,6 @@ fn layout_floor(root: &Path, partitions: u64) {
         }
     }
     barrier.sync().expect("syncfs");
-}
-
-/// `from` copied to `to`, file by file.
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).expect("copy dir");
-    for entry in fs::read_dir(from).expect("read") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), &target).expect("copy");
-        }
-    }
 }
 
 /// Runs `f` on a fresh copy of `template` per iteration (copied untimed, kept under `work`
