@@ -62,7 +62,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use copy_dir::copy_dir;
 use criterion::{criterion_group, Criterion, SamplingMode};
-use fake_source::{FakePartition, FakeSource, FakeTopic};
+use fake_source::{back_to_back, uniform_topics, FakeSource, FakeTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -95,58 +95,45 @@ const SUFFIX: i64 = 3;
 /// The topics, as `--topics` selects them.
 const SELECTION: &str = "fb.*";
 
-fn topic_name(t: u64) -> String {
-    format!("fb.{t:03}")
+/// Topic `t`'s name and id.
+fn topic(t: u64) -> (String, TopicId) {
+    (format!("fb.{t:03}"), TopicId::from_u64(0x6662_0000 + t))
 }
 
-fn topic_id(t: u64) -> TopicId {
-    TopicId::from_u64(0x6662_0000 + t)
-}
-
-/// The source: every partition its own handle on the same [`BATCHES`] batches (epoch 0).
+/// The source: every partition a handle on the same [`BATCHES`] batches (epoch 0).
 fn source_topics() -> Vec<FakeTopic> {
-    let mut one = Vec::new();
-    let mut ends = Vec::new();
-    for b in 0..BATCHES {
-        let header = BatchHeader::plain(b * RECORDS, (b + 1) * RECORDS - 1, 0);
-        let records: Vec<Record> = (0..RECORDS as i32)
-            .map(|delta| Record {
-                attributes: 0,
-                timestamp_delta: 0,
-                offset_delta: delta,
-                key: Some(
-                    (header.base_offset + i64::from(delta))
-                        .to_string()
-                        .into_bytes(),
-                ),
-                value: Some(vec![b'v'; VALUE_BYTES]),
-                headers: Vec::new(),
-            })
-            .collect();
-        let batch = RawBatch::encode(&header, 1_700_000_000_000, &records).expect("batch");
-        one.extend_from_slice(batch.bytes());
-        ends.push((header.last_offset, one.len()));
-    }
-    let one = Bytes::from(one);
-    (0..TOPICS)
-        .map(|t| FakeTopic {
-            name: topic_name(t),
-            id: topic_id(t),
-            partitions: (0..PER_TOPIC)
-                .map(|_| FakePartition {
-                    leader: 1,
-                    bytes: one.clone(),
-                    batches: ends.clone(),
+    let batches: Vec<RawBatch> = (0..BATCHES)
+        .map(|b| {
+            let header = BatchHeader::plain(b * RECORDS, (b + 1) * RECORDS - 1, 0);
+            let records: Vec<Record> = (0..RECORDS as i32)
+                .map(|delta| Record {
+                    attributes: 0,
+                    timestamp_delta: 0,
+                    offset_delta: delta,
+                    key: Some(
+                        (header.base_offset + i64::from(delta))
+                            .to_string()
+                            .into_bytes(),
+                    ),
+                    value: Some(vec![b'v'; VALUE_BYTES]),
+                    headers: Vec::new(),
                 })
-                .collect(),
+                .collect();
+            RawBatch::encode(&header, 1_700_000_000_000, &records).expect("batch")
         })
-        .collect()
+        .collect();
+    let (one, ends) = back_to_back(&batches);
+    let one = Bytes::from(one);
+    uniform_topics(TOPICS, PER_TOPIC, 1, topic, &ends, || one.clone())
 }
 
 /// The topics as a mirror adds them: name, id, partitions.
 fn wanted() -> Vec<(String, TopicId, i32)> {
     (0..TOPICS)
-        .map(|t| (topic_name(t), topic_id(t), PER_TOPIC))
+        .map(|t| {
+            let (name, id) = topic(t);
+            (name, id, PER_TOPIC)
+        })
         .collect()
 }
 
@@ -172,7 +159,7 @@ fn produce_suffix(address: &str) {
             (0..TOPICS)
                 .map(|t| {
                     TopicProduceData::default()
-                        .with_name(TopicName(StrBytes::from_string(topic_name(t))))
+                        .with_name(TopicName(StrBytes::from_string(topic(t).0)))
                         .with_partition_data(
                             (0..PER_TOPIC)
                                 .map(|p| {
@@ -221,7 +208,7 @@ fn log_bytes(root: &Path) -> u64 {
 /// The sum of the log end offsets of the topics' partitions.
 fn log_ends(driver: &NodeDriver) -> i64 {
     (0..TOPICS)
-        .flat_map(|t| (0..PER_TOPIC).map(move |p| PartitionKey::new(topic_id(t), p)))
+        .flat_map(|t| (0..PER_TOPIC).map(move |p| PartitionKey::new(topic(t).1, p)))
         .map(|key| driver.log(&key).map_or(0, LogView::log_end_offset))
         .sum()
 }
@@ -407,10 +394,11 @@ fn failback(c: &mut Criterion) {
                     assert_eq!(moved.truncated_offsets, expected, "offsets truncated");
                     if n == 1 {
                         println!(
-                            "failback: {name}: {} offsets ({:.3} MiB of records) fetched, {} \
-                             offsets ({} bytes) truncated, {:.1} MiB of logs after, {} \
-                             durability calls",
+                            "failback: {name}: {} offsets ({} bytes of records, {:.3} MiB) \
+                             fetched, {} offsets ({} bytes) truncated, {:.1} MiB of logs \
+                             after, {} durability calls",
                             moved.fetched_offsets,
+                            moved.fetched_bytes,
                             mib(moved.fetched_bytes as f64),
                             moved.truncated_offsets,
                             moved.truncated_bytes,

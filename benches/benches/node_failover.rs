@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use copy_dir::copy_dir;
 use criterion::{criterion_group, Criterion};
-use fake_source::{FakePartition, FakeSource, FakeTopic};
+use fake_source::{back_to_back, uniform_topics, FakeSource, FakeTopic};
 use kmirror_harness::driver::ManualClock;
 use kmirror_harness::durability::{self, FsBarrier};
 use kmirror_harness::node::{
@@ -75,25 +75,21 @@ fn topic_id(t: u64) -> TopicId {
     TopicId::from_u64(0x6b6d_0000 + t)
 }
 
-/// `partitions / PER_TOPIC` topics, each partition one batch of 10 records at epoch 0
-/// (`batches` false: empty).
+/// `partitions / PER_TOPIC` topics, each partition one batch of 10 records at epoch 0 (`batches`
+/// false: empty).
 fn source_topics(partitions: u64) -> Vec<FakeTopic> {
     let header = BatchHeader::plain(0, 9, 0);
     let batch = RawBatch::synthesize(&header, 1_700_000_000_000).expect("batch");
-    let bytes = Bytes::copy_from_slice(batch.bytes());
-    (0..partitions / PER_TOPIC as u64)
-        .map(|t| FakeTopic {
-            name: topic_name(t),
-            id: topic_id(t),
-            partitions: (0..PER_TOPIC)
-                .map(|p| FakePartition {
-                    leader: 1 + (t as i32 * PER_TOPIC + p) % BROKERS,
-                    bytes: bytes.clone(),
-                    batches: vec![(header.last_offset, bytes.len())],
-                })
-                .collect(),
-        })
-        .collect()
+    let (one, ends) = back_to_back(&[batch]);
+    let one = Bytes::from(one);
+    uniform_topics(
+        partitions / PER_TOPIC as u64,
+        PER_TOPIC,
+        BROKERS,
+        |t| (topic_name(t), topic_id(t)),
+        &ends,
+        || one.clone(),
+    )
 }
 
 fn source(fake: &FakeSource, topics: u64) -> SourceCluster {
