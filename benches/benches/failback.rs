@@ -31,7 +31,7 @@
 //! - `failback/full_copy/1000` (baseline): a new destination created, the same topics added to
 //!   the same mirror, run until caught up, closed.
 //!
-//! Printed per mode, from every sample's counters (the same each time): the offsets and record
+//! Printed per mode, from its first sample's counters: the offsets and record
 //! bytes fetched from B (the node's own counters of what it appended from the source), the
 //! offsets and log bytes truncated (the log ends and the partitions' segment sizes on disk before
 //! and after, less what was fetched), the bytes the destination's logs hold after, and the
@@ -39,8 +39,9 @@
 //! records of each partition and a full copy none, so it cannot time a failback that copies
 //! everything again.
 //!
-//! Reproduce: `cargo bench -p kmirror-benches --bench failback` (about ten minutes; some 4 GiB
-//! of disk at a time).
+//! Reproduce: `cargo bench -p kmirror-benches --bench failback` (about ten minutes, the setup
+//! and the untimed copies included; some 3 GiB of disk at a time). `kmirror stop` prints a
+//! status line per partition during the setup.
 
 #[path = "support/copy_dir.rs"]
 mod copy_dir;
