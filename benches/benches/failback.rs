@@ -82,14 +82,17 @@ use kmirror_kernel::node::{PartitionKey, DEFAULT_MIRROR_STATE_PARTITIONS};
 use kmirror_kernel::types::{MirrorName, TopicId};
 use served::Served;
 
-/// Topics, and partitions per topic.
+/// Topics.
 const TOPICS: u64 = 100;
+/// Partitions per topic.
 const PER_TOPIC: i32 = 10;
 /// The partitions.
 const PARTITIONS: i64 = TOPICS as i64 * PER_TOPIC as i64;
-/// Batches per partition of the common prefix, records per batch, and the records' value size.
+/// Batches per partition of the common prefix.
 const BATCHES: i64 = 16;
+/// Records per batch.
 const RECORDS: i64 = 600;
+/// The records' value size.
 const VALUE_BYTES: usize = 100;
 /// Records A's producers write to each partition after B's last fetch: A's divergent suffix.
 const SUFFIX: i64 = 3;
@@ -216,7 +219,9 @@ fn log_ends(driver: &NodeDriver) -> i64 {
 
 /// Node B, serving, with the name of the mirror A (or a new destination) copies it in.
 struct NodeB {
+    /// B, served on loopback.
     served: Served,
+    /// The mirror named after B's cluster id.
     mirror: MirrorName,
 }
 
@@ -233,11 +238,13 @@ enum Mode {
 struct Moved {
     /// From opening (or creating) the destination to its close.
     time: Duration,
-    /// Offsets and record bytes appended from B.
+    /// Offsets appended from B.
     fetched_offsets: u64,
+    /// Record bytes appended from B.
     fetched_bytes: u64,
-    /// Offsets and segment bytes the destination's logs lost.
+    /// Offsets the destination's logs lost.
     truncated_offsets: i64,
+    /// Segment bytes the destination's logs lost.
     truncated_bytes: i64,
     /// Segment bytes the logs hold at the end.
     log_bytes: u64,
@@ -351,6 +358,7 @@ fn mib(n: impl Into<f64>) -> f64 {
     n.into() / f64::from(1 << 20)
 }
 
+/// Sets the nodes up, then times each mode (see the module documentation).
 fn failback(c: &mut Criterion) {
     let work = tempfile::tempdir_in(std::env::temp_dir()).expect("a temp dir");
     let a = work.path().join("a");
@@ -420,6 +428,7 @@ fn failback(c: &mut Criterion) {
 
 criterion_group!(benches, failback);
 
+/// The benches, under `cargo bench` only.
 fn main() {
     // Only under `cargo bench` (`--bench`): a test build runs nothing.
     if !std::env::args().any(|a| a == "--bench") {

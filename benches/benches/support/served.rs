@@ -14,7 +14,9 @@ use kmirror_harness::serve::ServeOptions;
 pub struct Served {
     /// The listening address (`127.0.0.1:PORT`).
     pub address: String,
+    /// Raised to end the node's run.
     stop: Arc<AtomicBool>,
+    /// The node's thread, joined on drop.
     thread: Option<JoinHandle<()>>,
 }
 
@@ -48,6 +50,7 @@ impl Served {
 }
 
 impl Drop for Served {
+    /// Ends the node's run and waits for its close.
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
