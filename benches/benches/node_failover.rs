@@ -29,6 +29,8 @@
 //! Run: `cargo bench -p kmirror-benches --bench node_failover` (about ten minutes; the
 //! 10,000-partition copies take some 2 GB of disk until the end of the run).
 
+#[path = "support/copy_dir.rs"]
+mod copy_dir;
 #[path = "support/fake_source.rs"]
 mod fake_source;
 // `mirroring_dest` and `mirror_backlog` are the mirroring benches'.
@@ -42,8 +44,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use copy_dir::copy_dir;
 use criterion::{criterion_group, Criterion};
-use fake_source::{FakePartition, FakeSource, FakeTopic};
+use fake_source::{back_to_back, uniform_topics, FakeSource, FakeTopic};
 use kmirror_harness::driver::ManualClock;
 use kmirror_harness::durability::{self, FsBarrier};
 use kmirror_harness::node::{
@@ -72,25 +75,21 @@ fn topic_id(t: u64) -> TopicId {
     TopicId::from_u64(0x6b6d_0000 + t)
 }
 
-/// `partitions / PER_TOPIC` topics, each partition one batch of 10 records at epoch 0
-/// (`batches` false: empty).
+/// `partitions / PER_TOPIC` topics, each partition one batch of 10 records at epoch 0 (`batches`
+/// false: empty).
 fn source_topics(partitions: u64) -> Vec<FakeTopic> {
     let header = BatchHeader::plain(0, 9, 0);
     let batch = RawBatch::synthesize(&header, 1_700_000_000_000).expect("batch");
-    let bytes = Bytes::copy_from_slice(batch.bytes());
-    (0..partitions / PER_TOPIC as u64)
-        .map(|t| FakeTopic {
-            name: topic_name(t),
-            id: topic_id(t),
-            partitions: (0..PER_TOPIC)
-                .map(|p| FakePartition {
-                    leader: 1 + (t as i32 * PER_TOPIC + p) % BROKERS,
-                    bytes: bytes.clone(),
-                    batches: vec![(header.last_offset, bytes.len())],
-                })
-                .collect(),
-        })
-        .collect()
+    let (one, ends) = back_to_back(&[batch]);
+    let one = Bytes::from(one);
+    uniform_topics(
+        partitions / PER_TOPIC as u64,
+        PER_TOPIC,
+        BROKERS,
+        |t| (topic_name(t), topic_id(t)),
+        &ends,
+        || one.clone(),
+    )
 }
 
 fn source(fake: &FakeSource, topics: u64) -> SourceCluster {
@@ -223,20 +222,6 @@ fn layout_floor(root: &Path, partitions: u64) {
         }
     }
     barrier.sync().expect("syncfs");
-}
-
-/// `from` copied to `to`, file by file.
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).expect("copy dir");
-    for entry in fs::read_dir(from).expect("read") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), &target).expect("copy");
-        }
-    }
 }
 
 /// Runs `f` on a fresh copy of `template` per iteration (copied untimed, kept under `work`

@@ -87,7 +87,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use criterion::{criterion_group, Criterion, Throughput};
-use fake_source::{FakePartition, FakeSource, FakeTopic};
+use fake_source::{back_to_back, uniform_topics, FakeSource, FakeTopic};
 use kmirror_harness::file_log::{FlushPolicy, LEADER_EPOCH_FILE};
 use kmirror_harness::node::driver::CLOSE_THREADS;
 use kmirror_harness::node::{NodeDriver, NodeDriverOptions};
@@ -122,27 +122,21 @@ fn topic_id(t: u64) -> TopicId {
 /// The source: every partition its own copy of the same 16 batches (epoch 0), leaders spread
 /// over the brokers.
 fn source_topics() -> Vec<FakeTopic> {
-    let mut one = Vec::new();
-    let mut ends = Vec::new();
-    for b in 0..BATCHES {
-        let header = BatchHeader::plain(b * RECORDS, (b + 1) * RECORDS - 1, 0);
-        let batch = RawBatch::synthesize(&header, 1_700_000_000_000).expect("batch");
-        one.extend_from_slice(batch.bytes());
-        ends.push((header.last_offset, one.len()));
-    }
-    (0..TOPICS)
-        .map(|t| FakeTopic {
-            name: topic_name(t),
-            id: topic_id(t),
-            partitions: (0..PER_TOPIC)
-                .map(|p| FakePartition {
-                    leader: 1 + (t as i32 * PER_TOPIC + p) % BROKERS,
-                    bytes: Bytes::from(one.clone()),
-                    batches: ends.clone(),
-                })
-                .collect(),
+    let batches: Vec<RawBatch> = (0..BATCHES)
+        .map(|b| {
+            let header = BatchHeader::plain(b * RECORDS, (b + 1) * RECORDS - 1, 0);
+            RawBatch::synthesize(&header, 1_700_000_000_000).expect("batch")
         })
-        .collect()
+        .collect();
+    let (one, ends) = back_to_back(&batches);
+    uniform_topics(
+        TOPICS,
+        PER_TOPIC,
+        BROKERS,
+        |t| (topic_name(t), topic_id(t)),
+        &ends,
+        || Bytes::from(one.clone()),
+    )
 }
 
 /// The most bytes a partition's answer holds in the `small_answers` variants: four batches.

@@ -31,7 +31,6 @@ use std::path::Path;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion, SamplingMode, Throughput};
@@ -45,8 +44,11 @@ use kmirror_testsupport::kafka_broker::KafkaCluster;
 mod kmirror_cli;
 #[path = "support/perf_test.rs"]
 mod perf_test;
+#[path = "support/served.rs"]
+mod served;
 use kmirror_cli::{kmirror, kmirror_mirror};
 use perf_test::{java, PerfTest};
+use served::Served;
 
 /// Partitions of each topic, records per partition of `serve.data`, and the value size.
 const PARTITIONS: u64 = 6;
@@ -56,50 +58,6 @@ const VALUE_BYTES: usize = 100;
 const PRODUCED: u64 = 100_000;
 /// Records per partition of `serve.mirror`.
 const MIRRORED_PER_PARTITION: u64 = 200_000;
-
-/// The destination served on a thread until dropped.
-struct Served {
-    address: String,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Served {
-    fn start(dest: &Path) -> Served {
-        let mut driver =
-            NodeDriver::open(dest, None, NodeDriverOptions::default()).expect("opened");
-        let address = driver
-            .serve_clients(&ServeOptions::new("127.0.0.1:0"))
-            .expect("listening")
-            .to_string();
-        let stop = Arc::new(AtomicBool::new(false));
-        driver.interrupt_on(stop.clone());
-        let thread = std::thread::spawn(move || {
-            driver
-                .run(
-                    &mut SystemClock,
-                    NodeUntil::Forever { poll_ms: 200 },
-                    &mut |_, _| {},
-                )
-                .expect("serves");
-            driver.close().expect("closed");
-        });
-        Served {
-            address,
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
 
 fn setup(oracle: &Oracle, bootstrap: &str, dest: &Path) {
     let steps = [

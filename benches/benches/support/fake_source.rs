@@ -36,6 +36,7 @@ use kafka_protocol::messages::{
     ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, Message, StrBytes};
+use kmirror_harness::record_batch::RawBatch;
 use kmirror_kernel::types::TopicId;
 use uuid::Uuid;
 
@@ -59,6 +60,47 @@ impl FakePartition {
     fn log_end(&self, visible: usize) -> i64 {
         self.visible(visible).last().map_or(0, |(last, _)| last + 1)
     }
+}
+
+/// `batches` laid back to back from offset 0, as a [`FakePartition`] holds them: the bytes and,
+/// per batch, its last offset and the byte position where it ends.
+pub fn back_to_back(batches: &[RawBatch]) -> (Vec<u8>, Vec<(i64, usize)>) {
+    let mut bytes = Vec::new();
+    let mut ends = Vec::new();
+    for batch in batches {
+        bytes.extend_from_slice(batch.bytes());
+        ends.push((batch.header().last_offset, bytes.len()));
+    }
+    (bytes, ends)
+}
+
+/// `topics` topics of `per_topic` partitions, topic `t` named and numbered by `topic(t)`, each
+/// partition holding the batches that end as `ends` says in the buffer `bytes` gives it (a
+/// handle on one buffer, or a copy of its own), leaders spread over brokers 1 to `brokers`.
+pub fn uniform_topics(
+    topics: u64,
+    per_topic: i32,
+    brokers: i32,
+    topic: impl Fn(u64) -> (String, TopicId),
+    ends: &[(i64, usize)],
+    bytes: impl Fn() -> Bytes,
+) -> Vec<FakeTopic> {
+    (0..topics)
+        .map(|t| {
+            let (name, id) = topic(t);
+            FakeTopic {
+                name,
+                id,
+                partitions: (0..per_topic)
+                    .map(|p| FakePartition {
+                        leader: 1 + (t as i32 * per_topic + p) % brokers,
+                        bytes: bytes(),
+                        batches: ends.to_vec(),
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
 }
 
 /// One source topic.
