@@ -21,6 +21,12 @@
 //! - `in_flight_<rtt>ms`: the default number in flight, derived from the measured round trip
 //!   (one at 0 ms, two at 10 ms, six at 50 ms).
 //!
+//! And the group `link_mirroring_capped`, `capped_<cap>MiBps_50ms`: 60 partitions of 1,024
+//! batches (four times the data, 694.6 MiB, so that a copy lasts seconds at the cap) with the
+//! default number in flight over a 50 ms link whose bandwidth is capped (200 MiB/s unless
+//! `LINK_MIRRORING_CAP_MIB` says otherwise; the cap is each broker link's, shared by its
+//! connections), to compare with the cap: copying a backlog should fill it.
+//!
 //! ```sh
 //! cargo bench -p kmirror-benches --bench link_mirroring
 //! LINK_MIRRORING_BROKERS=3 cargo bench -p kmirror-benches --bench link_mirroring -- 50ms
@@ -82,6 +88,14 @@ const SIXTY: Layout = Layout {
     batches: 256,
 };
 
+/// 60 partitions (10 topics x 6) of 1,024 batches, for the capped link: 694.6 MiB.
+const SIXTY_CAPPED: Layout = Layout {
+    group: "link_mirroring_capped",
+    topics: 10,
+    per_topic: 6,
+    batches: 1024,
+};
+
 /// 1,000 partitions (100 topics x 10) of 16 batches: 180.9 MiB.
 const THOUSAND: Layout = Layout {
     group: "link_mirroring_1000",
@@ -89,17 +103,31 @@ const THOUSAND: Layout = Layout {
     per_topic: 10,
     batches: 16,
 };
-/// The round trips of the links, in milliseconds.
+/// The round trips of the uncapped links, in milliseconds.
 const ROUND_TRIPS_MS: [u64; 3] = [0, 10, 50];
+
+/// The round trip of the capped link, in milliseconds.
+const CAPPED_ROUND_TRIP_MS: u64 = 50;
+
+/// The capped link's bandwidth in MiB/s: `LINK_MIRRORING_CAP_MIB`, 200 by default.
+fn cap_mib() -> u64 {
+    std::env::var("LINK_MIRRORING_CAP_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&v| v > 0)
+        .unwrap_or(200)
+}
 
 /// How to reproduce, printed by `--help` before criterion's own help.
 const HELP: &str = "link_mirroring: a 60- and a 1,000-partition mirror over links of 0, 10 and 50 \
 ms of round trip, one Fetch in flight per broker against the default number (from the measured \
-round trip).
+round trip), and the default over a 50 ms link capped at 200 MiB/s.
   cargo bench -p kmirror-benches --bench link_mirroring            # everything (about 10 minutes)
   cargo bench -p kmirror-benches --bench link_mirroring -- 'link_mirroring/'   # 60 partitions
   cargo bench -p kmirror-benches --bench link_mirroring -- 50ms    # one round trip
+  cargo bench -p kmirror-benches --bench link_mirroring -- capped  # the capped link only (60 partitions, 694.6 MiB)
   LINK_MIRRORING_BROKERS=3 ...                                     # leaders over 3 brokers (default 1)
+  LINK_MIRRORING_CAP_MIB=100 ...                                   # the capped link's MiB/s (default 200)
 Figures and the machine: BENCHMARKS.md, section link_mirroring.
 ";
 
@@ -150,7 +178,8 @@ fn source_topics(layout: &Layout, brokers: i32) -> Vec<FakeTopic> {
         .collect()
 }
 
-/// The fake source behind one link per broker, each delaying a direction by half `rtt`.
+/// The fake source behind one link per broker, each delaying a direction by half `rtt` and
+/// capping it at `cap` bytes a second (all the link's connections together) if given.
 struct LinkedSource<'a> {
     layout: &'a Layout,
     fake: FakeSource,
@@ -158,7 +187,7 @@ struct LinkedSource<'a> {
 }
 
 impl<'a> LinkedSource<'a> {
-    fn start(layout: &'a Layout, brokers: i32, rtt: Duration) -> Self {
+    fn start(layout: &'a Layout, brokers: i32, rtt: Duration, cap: Option<u64>) -> Self {
         let mut links = Vec::new();
         let topics = source_topics(layout, brokers);
         let fake = FakeSource::start_advertising(brokers, topics, |_, address| {
@@ -166,7 +195,7 @@ impl<'a> LinkedSource<'a> {
                 address,
                 LinkOptions {
                     one_way_delay: rtt / 2,
-                    bandwidth_bytes_per_sec: None,
+                    bandwidth_bytes_per_sec: cap,
                 },
             )
             .expect("link");
@@ -253,8 +282,9 @@ fn one_fetch_limit(fetch_max: i32, brokers: i32, rtt: Duration) -> String {
     format!("{:.0} MiB/s", bytes / f64::from(1 << 20))
 }
 
-/// The variants of `layout` at every round trip: one Fetch in flight, and the default.
-fn over_links(c: &mut Criterion, layout: &Layout) {
+/// The variants of `layout` over each of `links` (round trip in milliseconds, bandwidth cap in
+/// MiB/s): uncapped, one Fetch in flight and the default; capped, the default.
+fn over_links(c: &mut Criterion, layout: &Layout, links: &[(u64, Option<u64>)]) {
     let brokers = brokers();
     let total = {
         let one: u64 = source_topics(layout, 1)[0].partitions[0].bytes.len() as u64;
@@ -269,13 +299,17 @@ fn over_links(c: &mut Criterion, layout: &Layout) {
     group.sampling_mode(SamplingMode::Flat);
     group.measurement_time(Duration::from_secs(10));
     let per_broker = layout.partitions().div_ceil(brokers as usize);
-    for rtt_ms in ROUND_TRIPS_MS {
+    for &(rtt_ms, cap_mib) in links {
         let rtt = Duration::from_millis(rtt_ms);
-        let linked = LinkedSource::start(layout, brokers, rtt);
-        for (name, in_flight) in [
-            (format!("one_fetch_{rtt_ms}ms"), NonZeroUsize::new(1)),
-            (format!("in_flight_{rtt_ms}ms"), None),
-        ] {
+        let linked = LinkedSource::start(layout, brokers, rtt, cap_mib.map(|mib| mib << 20));
+        let variants = match cap_mib {
+            None => vec![
+                (format!("one_fetch_{rtt_ms}ms"), NonZeroUsize::new(1)),
+                (format!("in_flight_{rtt_ms}ms"), None),
+            ],
+            Some(mib) => vec![(format!("capped_{mib}MiBps_{rtt_ms}ms"), None)],
+        };
+        for (name, in_flight) in variants {
             // The client stays warm across samples (criterion's warm-up runs the first ones):
             // its connections open and its round trip measured, as in a running process.
             let mut warm: Option<SourceCluster> = None;
@@ -310,15 +344,32 @@ fn over_links(c: &mut Criterion, layout: &Layout) {
     group.finish();
 }
 
+/// The uncapped links.
+fn uncapped() -> Vec<(u64, Option<u64>)> {
+    ROUND_TRIPS_MS
+        .iter()
+        .map(|&rtt_ms| (rtt_ms, None))
+        .collect()
+}
+
 fn link_mirroring(c: &mut Criterion) {
-    over_links(c, &SIXTY);
+    over_links(c, &SIXTY, &uncapped());
 }
 
 fn link_mirroring_1000(c: &mut Criterion) {
-    over_links(c, &THOUSAND);
+    over_links(c, &THOUSAND, &uncapped());
 }
 
-criterion_group!(benches, link_mirroring, link_mirroring_1000);
+fn link_mirroring_capped(c: &mut Criterion) {
+    over_links(c, &SIXTY_CAPPED, &[(CAPPED_ROUND_TRIP_MS, Some(cap_mib()))]);
+}
+
+criterion_group!(
+    benches,
+    link_mirroring,
+    link_mirroring_1000,
+    link_mirroring_capped
+);
 
 fn main() {
     if std::env::args().any(|a| a == "--help" || a == "-h") {

@@ -9,7 +9,9 @@
 //!   are still in flight are queued with their due time and delivered in order when due, as
 //!   on a real link (nothing waits for the previous chunk's delivery to read the next);
 //! - an optional bandwidth cap ([`LinkOptions::bandwidth_bytes_per_sec`]): writes are paced so
-//!   that the bytes delivered per second do not exceed it;
+//!   that the bytes delivered per second do not exceed it, over **all the link's connections
+//!   together** (one pacer per direction, shared), as a real link's capacity is shared by every
+//!   connection that crosses it;
 //! - half-close: when one side closes its sending half, the other side gets EOF after every
 //!   byte already sent has been delivered, and the other direction keeps working.
 //!
@@ -52,8 +54,8 @@ pub struct LinkOptions {
     /// How long after the proxy reads a chunk it delivers it to the other side. Zero (the
     /// default) delivers at once.
     pub one_way_delay: Duration,
-    /// The most bytes per second each direction delivers, or `None` (the default) for no cap.
-    /// `Some(0)` is refused by [`Link::start`].
+    /// The most bytes per second each direction of the link delivers, all its connections
+    /// together, or `None` (the default) for no cap. `Some(0)` is refused by [`Link::start`].
     pub bandwidth_bytes_per_sec: Option<u64>,
 }
 
@@ -87,11 +89,14 @@ impl Link {
         let listener = TcpListener::bind(("127.0.0.1", 0))?;
         let address = listener.local_addr()?;
         let registry = Arc::new(Mutex::new(Registry::default()));
+        let pacers = options
+            .bandwidth_bytes_per_sec
+            .map(|cap| (Arc::new(Pacer::new(cap)), Arc::new(Pacer::new(cap))));
         let accept = {
             let registry = Arc::clone(&registry);
             thread::Builder::new()
                 .name("link-accept".to_owned())
-                .spawn(move || accept_loop(&listener, upstream, options, &registry))?
+                .spawn(move || accept_loop(&listener, upstream, options, &pacers, &registry))?
         };
         Ok(Link {
             address,
@@ -131,10 +136,49 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// One direction's bandwidth cap, shared by every connection of the link: the earliest time
+/// the next piece of bytes may start, each piece reserving the time its bytes take at the cap,
+/// so any span of time carries at most one piece over the cap, whichever connection sends it.
+struct Pacer {
+    cap: u64,
+    next_free: Mutex<Instant>,
+}
+
+impl Pacer {
+    fn new(cap: u64) -> Pacer {
+        Pacer {
+            cap,
+            next_free: Mutex::new(Instant::now()),
+        }
+    }
+
+    /// The bytes a piece holds at most: [`PACING_PIECES_PER_SEC`] pieces a second.
+    fn piece_len(&self) -> usize {
+        usize::try_from(self.cap / PACING_PIECES_PER_SEC)
+            .unwrap_or(usize::MAX)
+            .max(1)
+    }
+
+    /// Waits until a piece of `len` bytes may go, and reserves its time.
+    fn wait_for(&self, len: usize) {
+        let start = {
+            let mut next_free = lock(&self.next_free);
+            let start = (*next_free).max(Instant::now());
+            *next_free = start + Duration::from_secs_f64(len as f64 / self.cap as f64);
+            start
+        };
+        sleep_until(start);
+    }
+}
+
+/// The link's two pacers when it has a cap: client to server, and server to client.
+type Pacers = Option<(Arc<Pacer>, Arc<Pacer>)>;
+
 fn accept_loop(
     listener: &TcpListener,
     upstream: SocketAddr,
     options: LinkOptions,
+    pacers: &Pacers,
     registry: &Mutex<Registry>,
 ) {
     loop {
@@ -167,20 +211,30 @@ fn accept_loop(
             registry.sockets.push(Arc::downgrade(&client));
             registry.sockets.push(Arc::downgrade(&server));
         }
-        relay(Arc::clone(&client), Arc::clone(&server), options);
-        relay(server, client, options);
+        let (upward, downward) = match pacers {
+            Some((up, down)) => (Some(Arc::clone(up)), Some(Arc::clone(down))),
+            None => (None, None),
+        };
+        relay(Arc::clone(&client), Arc::clone(&server), options, upward);
+        relay(server, client, options, downward);
     }
 }
 
 /// Starts one direction of a connection: a reader thread that reads `from` and queues each
-/// chunk with its due time, and a writer thread that delivers the chunks to `to` when due.
-fn relay(from: Arc<TcpStream>, to: Arc<TcpStream>, options: LinkOptions) {
+/// chunk with its due time, and a writer thread that delivers the chunks to `to` when due, paced
+/// by the direction's shared `pacer` when the link has a cap.
+fn relay(
+    from: Arc<TcpStream>,
+    to: Arc<TcpStream>,
+    options: LinkOptions,
+    pacer: Option<Arc<Pacer>>,
+) {
     let queue = Arc::new(Queue::default());
     {
         let (from, queue) = (Arc::clone(&from), Arc::clone(&queue));
         thread::spawn(move || read_side(&from, &queue, options.one_way_delay));
     }
-    thread::spawn(move || write_side(&from, &to, &queue, options.bandwidth_bytes_per_sec));
+    thread::spawn(move || write_side(&from, &to, &queue, pacer.as_deref()));
 }
 
 fn read_side(from: &TcpStream, queue: &Queue, delay: Duration) {
@@ -200,22 +254,13 @@ fn read_side(from: &TcpStream, queue: &Queue, delay: Duration) {
     queue.close();
 }
 
-fn write_side(from: &TcpStream, to: &TcpStream, queue: &Queue, cap: Option<u64>) {
-    let piece_len = cap.map_or(usize::MAX, |cap| {
-        usize::try_from(cap / PACING_PIECES_PER_SEC)
-            .unwrap_or(usize::MAX)
-            .max(1)
-    });
-    // With a cap, the earliest the next piece may start: each piece reserves the time its
-    // bytes take at the cap, so any span of time carries at most one piece over the cap.
-    let mut next_free = Instant::now();
+fn write_side(from: &TcpStream, to: &TcpStream, queue: &Queue, pacer: Option<&Pacer>) {
+    let piece_len = pacer.map_or(usize::MAX, Pacer::piece_len);
     while let Some((due, chunk)) = queue.pop() {
         sleep_until(due);
         for piece in chunk.chunks(piece_len) {
-            if let Some(cap) = cap {
-                sleep_until(next_free);
-                next_free =
-                    Instant::now() + Duration::from_secs_f64(piece.len() as f64 / cap as f64);
+            if let Some(pacer) = pacer {
+                pacer.wait_for(piece.len());
             }
             if (&*to).write_all(piece).is_err() {
                 // The receiver is gone: stop reading what can no longer be delivered.
@@ -344,15 +389,19 @@ mod tests {
         (address, saw_eof)
     }
 
-    /// An upstream that accepts one connection, reads it to EOF and answers with the byte
-    /// count (8 bytes, big-endian).
+    /// An upstream that reads each connection it accepts to EOF and answers with the byte count
+    /// (8 bytes, big-endian).
     fn counting_sink() -> SocketAddr {
         let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
         let address = listener.local_addr().unwrap();
         thread::spawn(move || {
-            let (mut stream, _) = listener.accept().unwrap();
-            let count = io::copy(&mut stream, &mut io::sink()).unwrap();
-            stream.write_all(&count.to_be_bytes()).unwrap();
+            for stream in listener.incoming() {
+                let mut stream = stream.unwrap();
+                thread::spawn(move || {
+                    let count = io::copy(&mut stream, &mut io::sink()).unwrap();
+                    stream.write_all(&count.to_be_bytes()).unwrap();
+                });
+            }
         });
         address
     }
@@ -482,6 +531,41 @@ mod tests {
         assert_eq!(u64::from_be_bytes(count), SENT as u64);
         // 0.5 s at the cap, less the first piece that goes at once; uncapped it takes ms.
         assert!(elapsed >= 350 * MS, "{elapsed:?}");
+        assert!(elapsed < 3000 * MS, "{elapsed:?}");
+    }
+
+    #[test]
+    fn the_bandwidth_cap_is_shared_by_the_links_connections() {
+        const CAP: u64 = 4 << 20;
+        const SENT: usize = 1 << 20;
+        let link = Link::start(
+            counting_sink(),
+            LinkOptions {
+                one_way_delay: Duration::ZERO,
+                bandwidth_bytes_per_sec: Some(CAP),
+            },
+        )
+        .unwrap();
+        let started = Instant::now();
+        let senders: Vec<_> = (0..2)
+            .map(|_| {
+                let mut client = connect(&link);
+                thread::spawn(move || {
+                    client.write_all(&vec![7; SENT]).unwrap();
+                    client.shutdown(Shutdown::Write).unwrap();
+                    let mut count = [0; 8];
+                    client.read_exact(&mut count).unwrap();
+                    u64::from_be_bytes(count)
+                })
+            })
+            .collect();
+        for sender in senders {
+            assert_eq!(sender.join().unwrap(), SENT as u64);
+        }
+        let elapsed = started.elapsed();
+        println!("2 x 1 MiB over one 4 MiB/s link: {elapsed:?}");
+        // 2 MiB in all: 0.5 s at the cap (a cap per connection would take 0.25 s).
+        assert!(elapsed >= 400 * MS, "{elapsed:?}");
         assert!(elapsed < 3000 * MS, "{elapsed:?}");
     }
 
