@@ -143,27 +143,29 @@ pub(super) fn produce(conn: &mut Connection, partition: i32, batch: &RawBatch) -
     (p.error_code, p.base_offset)
 }
 
-/// The error codes of DeleteRecords (orders-0), CreatePartitions and DeleteTopics of orders.
-fn admin_codes(conn: &mut Connection) -> [i16; 3] {
-    use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+/// DeleteRecords of `orders-<partition>` before `offset`: the error code and low watermark.
+fn delete_records(conn: &mut Connection, partition: i32, offset: i64) -> (i16, i64) {
     use kafka_protocol::messages::delete_records_request::{
         DeleteRecordsPartition, DeleteRecordsTopic,
     };
-    use kafka_protocol::messages::{
-        CreatePartitionsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
-    };
+    use kafka_protocol::messages::DeleteRecordsRequest;
+    let request = DeleteRecordsRequest::default().with_topics(vec![DeleteRecordsTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("orders")))
+        .with_partitions(vec![DeleteRecordsPartition::default()
+            .with_partition_index(partition)
+            .with_offset(offset)])]);
+    let response = conn.send("DeleteRecords", &request, 2).unwrap();
+    let p = &response.topics[0].partitions[0];
+    (p.error_code, p.low_watermark)
+}
+
+/// The error codes of DeleteRecords (orders-0 before offset 1), CreatePartitions and
+/// DeleteTopics of orders.
+fn admin_codes(conn: &mut Connection) -> [i16; 3] {
+    use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+    use kafka_protocol::messages::{CreatePartitionsRequest, DeleteTopicsRequest};
     let orders = || TopicName(StrBytes::from_static_str("orders"));
-    let records = conn
-        .send(
-            "DeleteRecords",
-            &DeleteRecordsRequest::default().with_topics(vec![DeleteRecordsTopic::default()
-                .with_name(orders())
-                .with_partitions(vec![DeleteRecordsPartition::default()
-                    .with_partition_index(0)
-                    .with_offset(1)])]),
-            2,
-        )
-        .unwrap();
+    let (records, _) = delete_records(conn, 0, 1);
     let partitions = conn
         .send(
             "CreatePartitions",
@@ -182,7 +184,7 @@ fn admin_codes(conn: &mut Connection) -> [i16; 3] {
         )
         .unwrap();
     [
-        records.topics[0].partitions[0].error_code,
+        records,
         partitions.results[0].error_code,
         topics.responses[0].error_code,
     ]
@@ -298,10 +300,12 @@ fn a_producer_is_refused_while_mirroring_and_accepted_after_a_stop_on_the_same_c
     // The same connection, the same producer: accepted from the next request on.
     let (code, base) = produce(&mut conn, 0, &client_batch(3, pid, 0));
     assert_eq!(code, 0, "a STOPPED partition accepts writes");
+    let policy = crate::serve::admin::POLICY_VIOLATION;
     assert_eq!(
         admin_codes(&mut conn),
-        [crate::serve::admin::POLICY_VIOLATION; 3],
-        "not a mirror any more: refused only as what this node does not do yet"
+        [0, policy, policy],
+        "not a mirror any more: records are deleted; partitions and topics are refused as \
+         what this node does not do"
     );
     let driver = running.stop();
     let log = driver
@@ -396,6 +400,57 @@ fn a_fetch_with_nothing_new_waits_and_is_answered_when_a_producer_writes() {
         "answered when the data came, not at the end of its wait ({waited:?})"
     );
     running.stop().close().unwrap();
+}
+
+/// DeleteRecords on a STOPPED partition: above the high watermark or negative (but -1) is
+/// OFFSET_OUT_OF_RANGE; otherwise the log start moves there (-1: the high watermark), a fetch
+/// below it is OFFSET_OUT_OF_RANGE, ListOffsets earliest answers it, and a restart keeps it.
+#[test]
+fn delete_records_on_a_stopped_partition_moves_its_log_start_durably() {
+    use crate::serve::fetch::OFFSET_OUT_OF_RANGE;
+    let dir = tempfile::tempdir().unwrap();
+    let driver = stopped(dir.path());
+    let key = PartitionKey::new(ORDERS, 0);
+    let hw = driver.log(&key).unwrap().mem_log().high_watermark();
+    assert!(hw > 3, "the test wants records: {hw}");
+    let running = Running::start(driver);
+    let mut conn = connect(&running.address);
+    let mut c = client(&running.address);
+
+    assert_eq!(
+        delete_records(&mut conn, 0, hw + 1),
+        (OFFSET_OUT_OF_RANGE, -1)
+    );
+    assert_eq!(delete_records(&mut conn, 0, -2), (OFFSET_OUT_OF_RANGE, -1));
+    assert_eq!(delete_records(&mut conn, 0, 2), (0, 2));
+    assert_eq!(delete_records(&mut conn, 0, 1), (0, 2), "never back");
+    let earliest = c.list_offset("orders", 0, -2, READ_UNCOMMITTED).unwrap();
+    assert_eq!(earliest.0, 2);
+    let at = |c: &mut KafkaClient, fetch_offset| {
+        c.fetch(&FetchParams {
+            topic_id: ORDERS,
+            partition: 0,
+            fetch_offset,
+            last_fetched_epoch: None,
+            isolation_level: READ_UNCOMMITTED,
+            max_wait_ms: 0,
+            max_bytes: 1 << 20,
+        })
+        .unwrap()
+    };
+    assert_eq!(at(&mut c, 1).error_code, OFFSET_OUT_OF_RANGE);
+    let from_start = at(&mut c, 2);
+    assert_eq!((from_start.error_code, from_start.log_start_offset), (0, 2));
+    assert_eq!(
+        delete_records(&mut conn, 0, -1),
+        (0, hw),
+        "-1: the high watermark"
+    );
+    running.stop().close().unwrap();
+
+    let driver = NodeDriver::open(dir.path(), None, super::fixture::options()).unwrap();
+    assert_eq!(driver.log(&key).unwrap().mem_log().log_start_offset(), hw);
+    driver.close().unwrap();
 }
 
 /// A Fetch v13 of `orders` in session `id` at `epoch`: `partitions` (index, fetch offset)

@@ -11,7 +11,7 @@ use kmirror_kernel::batch::BatchHeader;
 use kmirror_kernel::coordinator::Coordinator;
 use kmirror_kernel::log::LogView;
 use kmirror_kernel::node::PartitionKey;
-use kmirror_kernel::types::{LeaderEpoch, MirrorPartition, PartitionIndex};
+use kmirror_kernel::types::{LeaderEpoch, MirrorPartition, Offset, PartitionIndex};
 
 use crate::file_log::FileLog;
 use crate::node::dest::NodeMeta;
@@ -45,6 +45,10 @@ pub trait ServedNode {
         leader_epoch: LeaderEpoch,
         batch: &RawBatch,
     ) -> Result<BatchHeader, ServeError>;
+    /// DeleteRecords on `key`: moves its log start offset forward to `offset` (at most the
+    /// high watermark, never back), durably, deleting the segments wholly below it
+    /// ([`FileLog::delete_records_before`]); returns the log start offset.
+    fn delete_records(&mut self, key: &PartitionKey, offset: Offset) -> Result<Offset, ServeError>;
 }
 
 /// The partition `partition` of topic `name` on `node`, if the node has it.
@@ -184,7 +188,9 @@ impl Broker {
             }
             RequestKind::DescribeAcls(_) => ResponseKind::DescribeAcls(configs::describe_acls()),
             RequestKind::DeleteRecords(r) => {
-                ResponseKind::DeleteRecords(admin::delete_records(node, r))
+                let (response, failure) = admin::delete_records(node, r);
+                let _ = call.reply.send(ResponseKind::DeleteRecords(response));
+                return failure.map_or(Ok(()), Err);
             }
             RequestKind::CreatePartitions(r) => {
                 ResponseKind::CreatePartitions(admin::create_partitions(node, r))
