@@ -63,6 +63,11 @@
 //!   writes the new checkpoints, creates the new segment, then deletes the renamed files; a crash
 //!   part-way leaves either a prefix of the old log or the new empty log. Truncations are
 //!   fsynced under every policy.
+//! - **DeleteRecords** ([`FileLog::delete_records_before`]) moves the log start offset forward,
+//!   possibly into a segment (the batch holding it stays whole): the data is fsynced, the log
+//!   start checkpoint written, the epoch checkpoint truncated from the start, then the segments
+//!   wholly below it deleted. Recovery reads a log from its first segment and deletes the
+//!   segments wholly below the log start that a crash left.
 //! - **I/O errors** during a mutation leave disk and memory possibly apart: the log then refuses
 //!   every further operation with [`FileLogError::Failed`] until it is reopened (Kafka takes the
 //!   log directory offline likewise). [`PartitionLog::read`] cannot return an error: it returns
@@ -813,6 +818,22 @@ impl FileLog {
         self.persist_high_watermark(self.mem.high_watermark(), false)
     }
 
+    /// DeleteRecords (Kafka's `UnifiedLog.deleteRecords`): moves the log start offset forward
+    /// to `offset` ([`MemLog::increment_log_start_offset`]: at most the high watermark, never
+    /// back), durably (the data below it fsynced, then the log start checkpoint), then deletes
+    /// the segments wholly below it. Returns the log start offset. Recovery deletes the
+    /// segments a crash left behind.
+    pub fn delete_records_before(&mut self, offset: Offset) -> Result<Offset, FileLogError> {
+        self.check_not_failed()?;
+        let mut next = self.mem.clone();
+        if next.increment_log_start_offset(offset)? {
+            let result = self.delete_records_inner(&next);
+            self.fail_on_error(result)?;
+            self.mem = next;
+        }
+        Ok(self.mem.log_start_offset())
+    }
+
     /// Fsyncs `segment`'s `.log` file, and its index unless the log is in the node layout
     /// (where recovery checks every index: see [`FileLog::open_in_log_dir`]).
     fn sync_segment(&self, segment: &Segment) -> Result<(), FileLogError> {
@@ -1029,6 +1050,24 @@ impl FileLog {
             self.persist_high_watermark(next.high_watermark(), true)?;
         }
         Ok(())
+    }
+
+    fn delete_records_inner(&mut self, next: &MemLog) -> Result<(), FileLogError> {
+        // The data below the new start is on disk before the start names it.
+        self.flush_inner()?;
+        let start = next.log_start_offset();
+        self.persist_log_start_offset(start)?;
+        self.persist_epoch_cache(next.epoch_cache())?;
+        // A segment is wholly below the start when the next one starts at or below it.
+        let below = self
+            .segments
+            .windows(2)
+            .take_while(|w| w[1].base_offset() <= start)
+            .count();
+        for seg in self.segments.drain(..below).collect::<Vec<_>>() {
+            seg.delete()?;
+        }
+        segment::sync_dir(&self.dir)
     }
 
     fn truncate_fully_inner(&mut self, offset: Offset) -> Result<(), FileLogError> {

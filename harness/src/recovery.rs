@@ -33,8 +33,10 @@
 //!      at the start of the bad batch, later segments are deleted, and the report's
 //!      [`RecoveryReport::truncated_tail`] says what was cut and why.
 //!
-//!    A first segment that does not start at the log start offset is
-//!    [`FileLogError::Inconsistent`].
+//!    Segments wholly below the log start offset (left by a crash during a DeleteRecords)
+//!    are deleted ([`RecoveryReport::removed_files`]); a first segment that
+//!    starts after the log start offset is [`FileLogError::Inconsistent`]. The log start may
+//!    lie inside the first segment: its batches are read from the segment's start.
 //! 4. Offset indexes are checked against the verified batches; entries past a cut are dropped and
 //!    an invalid index is rebuilt ([`RecoveryReport::rebuilt_indexes`]).
 //! 5. The in-memory log (the kernel's `MemLog`: epoch cache, producer state, batch headers) is
@@ -105,7 +107,8 @@ pub struct RecoveryReport {
     pub log_end_offset: Offset,
     /// The tail cut off, if any.
     pub truncated_tail: Option<TruncatedTail>,
-    /// Leftover files removed (`*.tmp`, `*.deleted`, orphan `.index`).
+    /// Leftover files removed (`*.tmp`, `*.deleted`, orphan `.index`, the segments of a
+    /// DeleteRecords wholly below the log start).
     pub removed_files: Vec<PathBuf>,
     /// Offset indexes rebuilt because they did not match their segment.
     pub rebuilt_indexes: Vec<PathBuf>,
@@ -574,8 +577,14 @@ fn check_epochs_below(
     dir: &Path,
     segments: &[Segment],
     on_disk: &EpochCache,
+    log_start: Offset,
     below: Offset,
 ) -> Result<(), FileLogError> {
+    // Both from the log start: the checkpoint is truncated from it after the log start
+    // checkpoint is written (a crash between the two leaves it untruncated), the batches may
+    // begin below it (a DeleteRecords inside the first segment).
+    let mut on_disk = on_disk.clone();
+    on_disk.truncate_from_start(log_start);
     let a: Vec<EpochEntry> = on_disk
         .entries()
         .filter(|e| e.start_offset < below)
@@ -595,6 +604,7 @@ fn check_epochs_below(
             break;
         }
     }
+    derived.truncate_from_start(log_start);
     let b: Vec<EpochEntry> = derived
         .entries()
         .filter(|e| e.start_offset < below)
@@ -640,6 +650,75 @@ pub(crate) struct Inspected {
     pub(crate) bytes: u64,
 }
 
+/// The segments to read of a log starting at `log_start` (from its checkpoint, or its first
+/// segment): all but those wholly below the log start, which a DeleteRecords deletes after
+/// writing the checkpoint (a crash can leave them: the next segment starts at or below the log
+/// start). The first kept segment must start at or below the log start: a later one means the
+/// checkpoint is stale, [`FileLogError::Inconsistent`].
+fn segments_from_log_start(
+    dir: &Path,
+    bases: &[Offset],
+    log_start: Offset,
+) -> Result<(Vec<Offset>, Vec<Offset>), FileLogError> {
+    let below = bases.windows(2).take_while(|w| w[1] <= log_start).count();
+    let (gone, kept) = bases.split_at(below);
+    if let Some(&first) = kept.first() {
+        if first > log_start {
+            return Err(FileLogError::Inconsistent {
+                dir: dir.to_path_buf(),
+                reason: format!(
+                    "the first segment {} starts at offset {first} but {} says the log starts \
+                     at {log_start}; if the checkpoint is stale, delete it (or, in a node \
+                     destination, its line for this partition) to start the log at the first \
+                     segment",
+                    log_file_name(first),
+                    CheckpointKind::LogStartOffset.file_name()
+                ),
+            });
+        }
+    }
+    Ok((gone.to_vec(), kept.to_vec()))
+}
+
+/// Replays `batches` (headers and their file) from `replay_start` into a log whose high
+/// watermark is its checkpoint's (`ckpt_hw`, clamped into the log) and whose start is moved
+/// up to `log_start` (a DeleteRecords inside the first segment).
+fn replay<'a>(
+    dir: &Path,
+    replay_start: Offset,
+    log_start: Offset,
+    ckpt_hw: Option<Offset>,
+    batches: impl Iterator<Item = (&'a Path, &'a BatchEntry)>,
+) -> Result<(MemLog, Offset), FileLogError> {
+    let mut mem = MemLog::starting_at(replay_start).ok_or_else(|| FileLogError::Inconsistent {
+        dir: dir.to_path_buf(),
+        reason: format!("log start offset {replay_start} is negative"),
+    })?;
+    for (file, entry) in batches {
+        mem.append_as_follower(std::slice::from_ref(&entry.header))
+            .map_err(|source| FileLogError::Replay {
+                file: file.to_path_buf(),
+                position: entry.position,
+                offset: entry.header.base_offset,
+                source,
+            })?;
+    }
+    let leo = mem.log_end_offset();
+    if log_start > leo {
+        return Err(FileLogError::Inconsistent {
+            dir: dir.to_path_buf(),
+            reason: format!(
+                "{} says the log starts at {log_start}, beyond its last batch (log end {leo})",
+                CheckpointKind::LogStartOffset.file_name()
+            ),
+        });
+    }
+    let hw = ckpt_hw.unwrap_or(log_start).clamp(log_start, leo);
+    mem.advance_high_watermark(hw)?;
+    mem.increment_log_start_offset(log_start)?;
+    Ok((mem, hw))
+}
+
 /// Reads `dir` as the log of `tp` the way [`recover`] does (the same checks, the same
 /// refusals below the recovery point) **without changing anything**: no leftover removed, no
 /// tail cut (the scan stops where recovery would cut), no index rebuilt, no checkpoint written,
@@ -672,22 +751,12 @@ pub(crate) fn inspect(
     let ckpt_hw = read(CheckpointKind::HighWatermark)?;
     let ckpt_rp = read(CheckpointKind::RecoveryPoint)?;
     let log_start = ckpt_log_start.or(bases.first().copied()).unwrap_or(0);
-    if let Some(&first) = bases.first() {
-        if first != log_start {
-            return Err(FileLogError::Inconsistent {
-                dir: dir.to_path_buf(),
-                reason: format!(
-                    "the first segment {} starts at offset {first} but {} says the log starts \
-                     at {log_start}",
-                    log_file_name(first),
-                    CheckpointKind::LogStartOffset.file_name()
-                ),
-            });
-        }
-    }
+    let bases: Vec<Offset> = bases.into_iter().collect();
+    let (_, bases) = segments_from_log_start(dir, &bases, log_start)?;
+    let replay_start = bases.first().copied().unwrap_or(log_start);
     let recovery_point = ckpt_rp.unwrap_or(log_start).max(log_start);
     let mut batches = Vec::new();
-    let mut expected = log_start;
+    let mut expected = replay_start;
     for &base in &bases {
         let path = dir.join(log_file_name(base));
         if base != expected {
@@ -714,23 +783,8 @@ pub(crate) fn inspect(
         }
         expected = scan.batches.last().map_or(base, |b| b.header.next_offset());
     }
-    let mut mem = MemLog::starting_at(log_start).ok_or_else(|| FileLogError::Inconsistent {
-        dir: dir.to_path_buf(),
-        reason: format!("log start offset {log_start} is negative"),
-    })?;
-    for (file, entry) in &batches {
-        mem.append_as_follower(std::slice::from_ref(&entry.header))
-            .map_err(|source| FileLogError::Replay {
-                file: file.clone(),
-                position: entry.position,
-                offset: entry.header.base_offset,
-                source,
-            })?;
-    }
-    let hw = ckpt_hw
-        .unwrap_or(log_start)
-        .clamp(log_start, mem.log_end_offset());
-    mem.advance_high_watermark(hw)?;
+    let entries = batches.iter().map(|(file, entry)| (file.as_path(), entry));
+    let (mem, _) = replay(dir, replay_start, log_start, ckpt_hw, entries)?;
     let bytes = batches.iter().map(|(_, e)| e.size).sum();
     Ok(Inspected {
         mem,
@@ -767,21 +821,20 @@ pub(crate) fn recover(
     }
 
     let log_start = ckpt_log_start.or(bases.first().copied()).unwrap_or(0);
-    if let Some(&first) = bases.first() {
-        if first != log_start {
-            return Err(FileLogError::Inconsistent {
-                dir: dir.to_path_buf(),
-                reason: format!(
-                    "the first segment {} starts at offset {first} but {} says the log starts \
-                     at {log_start}; if the checkpoint is stale, delete it (or, in a node \
-                     destination, its line for this partition) to start the log at the first \
-                     segment",
-                    log_file_name(first),
-                    CheckpointKind::LogStartOffset.file_name()
-                ),
-            });
+    let (gone, bases) = segments_from_log_start(dir, &bases, log_start)?;
+    for base in gone {
+        for path in [
+            dir.join(log_file_name(base)),
+            dir.join(index_file_name(base)),
+        ] {
+            match fs::remove_file(&path) {
+                Ok(()) => report.removed_files.push(path),
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Err(FileLogError::io("delete", path, e)),
+            }
         }
     }
+    let replay_start = bases.first().copied().unwrap_or(log_start);
     let recovery_point = ckpt_rp.unwrap_or(log_start).max(log_start);
     report.recovery_point = recovery_point;
     // A checkpoint that does not parse is damage, unless no batch lies below the recovery
@@ -799,11 +852,11 @@ pub(crate) fn recover(
     // Verify every segment, cutting a bad tail at or after the recovery point.
     let verify_from = match verify {
         Verify::FromRecoveryPoint => recovery_point,
-        Verify::All => log_start,
+        Verify::All => replay_start,
     };
     report.verified_from = verify_from;
     let mut verified: Vec<(Offset, Vec<BatchEntry>)> = Vec::new();
-    let mut expected = log_start;
+    let mut expected = replay_start;
     for (i, &base) in bases.iter().enumerate() {
         let path = dir.join(log_file_name(base));
         let in_place = base == expected;
@@ -896,33 +949,19 @@ pub(crate) fn recover(
     // epoch is reported at its own batch rather than where the replay trips over it.
     if let Some(on_disk) = &ckpt_epochs {
         let end = segments.last().map_or(log_start, Segment::next_offset);
-        check_epochs_below(dir, &segments, on_disk, recovery_point.min(end))?;
+        check_epochs_below(dir, &segments, on_disk, log_start, recovery_point.min(end))?;
     }
 
     // Rebuild the in-memory log by replay.
-    let mut mem = MemLog::starting_at(log_start).ok_or_else(|| FileLogError::Inconsistent {
-        dir: dir.to_path_buf(),
-        reason: format!("log start offset {log_start} is negative"),
-    })?;
-    for seg in &segments {
-        for entry in seg.batches() {
-            mem.append_as_follower(std::slice::from_ref(&entry.header))
-                .map_err(|source| FileLogError::Replay {
-                    file: seg.log_path().to_path_buf(),
-                    position: entry.position,
-                    offset: entry.header.base_offset,
-                    source,
-                })?;
-        }
-    }
+    let entries = segments
+        .iter()
+        .flat_map(|seg| seg.batches().iter().map(move |e| (seg.log_path(), e)));
+    let (mem, hw) = replay(dir, replay_start, log_start, ckpt_hw, entries)?;
     let leo = mem.log_end_offset();
-
     let hw_wanted = ckpt_hw.unwrap_or(log_start);
-    let hw = hw_wanted.clamp(log_start, leo);
     if hw != hw_wanted && ckpt_hw.is_some() {
         report.high_watermark_clamped = Some((hw_wanted, hw));
     }
-    mem.advance_high_watermark(hw)?;
     if recovery_point > leo {
         report.recovery_point_clamped = Some((recovery_point, leo));
     }

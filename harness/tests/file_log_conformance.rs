@@ -636,18 +636,80 @@ fn a_first_epoch_checkpoint_cut_by_a_crash_is_rebuilt_from_the_batches() {
     }
 }
 
+/// A log start checkpoint past the log end, or before the first segment, is stale: the log
+/// does not open. (Inside the first segment it is a DeleteRecords', below.)
 #[test]
-fn a_log_start_checkpoint_past_the_first_segment_is_inconsistent() {
+fn a_log_start_checkpoint_past_the_log_end_or_before_the_first_segment_is_inconsistent() {
     let root = tempfile::tempdir().unwrap();
     let config = FileLogConfig::default();
     let (mut log, _) = open(root.path(), config);
+    log.truncate_fully_and_start_at(5).unwrap();
     log.append_as_leader(0, records(2)).unwrap();
     log.close().unwrap();
     let dir = root.path().join(tp().dir_name());
-    fs::write(dir.join(LOG_START_OFFSET_FILE), "0\n1\nmirror-topic 0 1\n").unwrap();
-    let err = reopen(root.path(), config).unwrap_err();
-    assert!(matches!(err, FileLogError::Inconsistent { .. }), "{err}");
-    assert!(err.to_string().contains(LOG_START_OFFSET_FILE), "{err}");
+    for stale in [8, 4] {
+        let text = format!("0\n1\nmirror-topic 0 {stale}\n");
+        fs::write(dir.join(LOG_START_OFFSET_FILE), text).unwrap();
+        let err = reopen(root.path(), config).unwrap_err();
+        assert!(matches!(err, FileLogError::Inconsistent { .. }), "{err}");
+        assert!(err.to_string().contains(LOG_START_OFFSET_FILE), "{err}");
+    }
+}
+
+/// DeleteRecords: the log start moves to an offset inside a segment, at most the high
+/// watermark and never back; the segments wholly below it are deleted; a reopen keeps it; and
+/// the segments a crash left between the checkpoint and their deletion are deleted by
+/// recovery.
+#[test]
+fn delete_records_moves_the_log_start_and_deletes_the_segments_wholly_below() {
+    let root = tempfile::tempdir().unwrap();
+    let config = tiny();
+    let (mut log, _) = open(root.path(), config);
+    for _ in 0..12 {
+        log.append_as_leader(0, records(2)).unwrap();
+    }
+    log.advance_high_watermark(20).unwrap();
+    let bases: Vec<Offset> = log.segments().iter().map(|s| s.base_offset()).collect();
+    assert!(bases.len() >= 4, "the test wants segments: {bases:?}");
+    assert!(matches!(
+        log.delete_records_before(21),
+        Err(FileLogError::Log(
+            kmirror_kernel::log::LogError::OffsetOutOfRange { .. }
+        ))
+    ));
+    let start = bases[1] + 1;
+    assert_eq!(log.delete_records_before(start).unwrap(), start);
+    assert_eq!(log.log_start_offset(), start);
+    assert!(!segment_of(root.path(), bases[0]).exists());
+    assert!(segment_of(root.path(), bases[1]).exists());
+    let first = log.read(start, 20)[0].header().base_offset;
+    assert_eq!(
+        first, bases[1],
+        "the batch holding the log start is read whole"
+    );
+    assert_eq!(log.delete_records_before(1).unwrap(), start, "never back");
+    log.close().unwrap();
+
+    let (log, report) = reopen(root.path(), config).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (start, 24));
+    assert_eq!(log.high_watermark(), 20);
+    assert!(report.is_clean(), "{report:?}");
+    drop(log);
+
+    // A crash after the checkpoint, before the deletion: the segments wholly below are back.
+    let later = bases[3] + 1;
+    let dir = root.path().join(tp().dir_name());
+    let text = format!("0\n1\nmirror-topic 0 {later}\n");
+    fs::write(dir.join(LOG_START_OFFSET_FILE), text).unwrap();
+    let (log, report) = reopen(root.path(), config).unwrap();
+    assert_eq!(log.log_start_offset(), later);
+    assert_eq!(log.segments()[0].base_offset(), bases[3]);
+    for gone in &bases[1..3] {
+        assert!(report
+            .removed_files
+            .contains(&segment_of(root.path(), *gone)));
+        assert!(!segment_of(root.path(), *gone).exists());
+    }
 }
 
 #[test]

@@ -39,6 +39,14 @@
 //! - **High watermark**: only [`advance_high_watermark`](PartitionLog::advance_high_watermark)
 //!   moves it forward (within `[HW, LEO]`, else [`LogError::OffsetOutOfRange`]); truncation
 //!   clamps it to the new LEO. Appends never move it.
+//! - **Log start offset**: [`MemLog::increment_log_start_offset`] moves it forward, as Kafka's
+//!   `UnifiedLog.maybeIncrementLogStartOffset` does for DeleteRecords: up to the high watermark
+//!   (beyond is [`LogError::OffsetOutOfRange`]), never back. Batches wholly below it are dropped;
+//!   a batch it falls inside is kept whole (a read from the log start returns it, as Kafka's
+//!   does), the epoch cache is truncated from the start (Kafka's `truncateFromStart`), and the
+//!   producer state is rebuilt from the batches kept, as a replay of the log would build it.
+//!   (Kafka keeps a producer whose batches are all deleted, from its producer-state snapshots;
+//!   a log without snapshots forgets it, here at once rather than at the next restart.)
 //!
 //! Every refused operation leaves the log exactly as it was: operations work on a clone (O(1)
 //! for `im` collections) that replaces `self` only on success.
@@ -105,6 +113,24 @@ impl MemLog {
                 }
             })
             .unwrap_or_else(|i| i)
+    }
+
+    /// Moves the log start offset forward to `offset` (see the [module documentation](self)):
+    /// whether it moved (`false`: `offset` is at or below it already).
+    pub fn increment_log_start_offset(&mut self, offset: Offset) -> Result<bool, LogError> {
+        if offset > self.high_watermark {
+            return Err(self.out_of_range(offset));
+        }
+        if offset <= self.log_start_offset {
+            return Ok(false);
+        }
+        let drop = self.first_batch_ending_at_or_after(offset);
+        self.batches = self.batches.skip(drop);
+        self.log_start_offset = offset;
+        self.epoch_cache.truncate_from_start(offset);
+        self.producer_state = ProducerStateTable::rebuild(self.batches.iter());
+        self.producer_state.on_high_watermark(self.high_watermark);
+        Ok(true)
     }
 
     /// Refuses an append at `epoch` if it is negative.
@@ -414,6 +440,30 @@ mod tests {
     #[test]
     fn conformance_suite_passes() {
         crate::testkit::run_all(MemLog::new);
+    }
+
+    #[test]
+    fn the_log_start_moves_up_to_the_high_watermark_dropping_the_batches_wholly_below() {
+        let mut log = MemLog::new();
+        for _ in 0..3 {
+            log.append_as_leader(4, records(10)).unwrap();
+        }
+        log.advance_high_watermark(25).unwrap();
+        assert!(matches!(
+            log.clone().increment_log_start_offset(26),
+            Err(LogError::OffsetOutOfRange { offset: 26, .. })
+        ));
+        assert_eq!(log.increment_log_start_offset(15), Ok(true));
+        assert_eq!(log.log_start_offset(), 15);
+        let kept: Vec<Offset> = log.batches().iter().map(|b| b.base_offset).collect();
+        assert_eq!(kept, [10, 20], "the batch holding 15 is kept whole");
+        assert_eq!(
+            log.epoch_cache().entries().next().map(|e| e.start_offset),
+            Some(15)
+        );
+        assert_eq!(log.increment_log_start_offset(12), Ok(false), "never back");
+        assert_eq!(log.increment_log_start_offset(25), Ok(true));
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (25, 30));
     }
 
     #[test]

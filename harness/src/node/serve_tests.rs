@@ -143,27 +143,29 @@ pub(super) fn produce(conn: &mut Connection, partition: i32, batch: &RawBatch) -
     (p.error_code, p.base_offset)
 }
 
-/// The error codes of DeleteRecords (orders-0), CreatePartitions and DeleteTopics of orders.
-fn admin_codes(conn: &mut Connection) -> [i16; 3] {
-    use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+/// DeleteRecords of `orders-<partition>` before `offset`: the error code and low watermark.
+fn delete_records(conn: &mut Connection, partition: i32, offset: i64) -> (i16, i64) {
     use kafka_protocol::messages::delete_records_request::{
         DeleteRecordsPartition, DeleteRecordsTopic,
     };
-    use kafka_protocol::messages::{
-        CreatePartitionsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
-    };
+    use kafka_protocol::messages::DeleteRecordsRequest;
+    let request = DeleteRecordsRequest::default().with_topics(vec![DeleteRecordsTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("orders")))
+        .with_partitions(vec![DeleteRecordsPartition::default()
+            .with_partition_index(partition)
+            .with_offset(offset)])]);
+    let response = conn.send("DeleteRecords", &request, 2).unwrap();
+    let p = &response.topics[0].partitions[0];
+    (p.error_code, p.low_watermark)
+}
+
+/// The error codes of DeleteRecords (orders-0 before offset 1), CreatePartitions and
+/// DeleteTopics of orders.
+fn admin_codes(conn: &mut Connection) -> [i16; 3] {
+    use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+    use kafka_protocol::messages::{CreatePartitionsRequest, DeleteTopicsRequest};
     let orders = || TopicName(StrBytes::from_static_str("orders"));
-    let records = conn
-        .send(
-            "DeleteRecords",
-            &DeleteRecordsRequest::default().with_topics(vec![DeleteRecordsTopic::default()
-                .with_name(orders())
-                .with_partitions(vec![DeleteRecordsPartition::default()
-                    .with_partition_index(0)
-                    .with_offset(1)])]),
-            2,
-        )
-        .unwrap();
+    let (records, _) = delete_records(conn, 0, 1);
     let partitions = conn
         .send(
             "CreatePartitions",
@@ -182,7 +184,7 @@ fn admin_codes(conn: &mut Connection) -> [i16; 3] {
         )
         .unwrap();
     [
-        records.topics[0].partitions[0].error_code,
+        records,
         partitions.results[0].error_code,
         topics.responses[0].error_code,
     ]
@@ -298,10 +300,12 @@ fn a_producer_is_refused_while_mirroring_and_accepted_after_a_stop_on_the_same_c
     // The same connection, the same producer: accepted from the next request on.
     let (code, base) = produce(&mut conn, 0, &client_batch(3, pid, 0));
     assert_eq!(code, 0, "a STOPPED partition accepts writes");
+    let policy = crate::serve::admin::POLICY_VIOLATION;
     assert_eq!(
         admin_codes(&mut conn),
-        [crate::serve::admin::POLICY_VIOLATION; 3],
-        "not a mirror any more: refused only as what this node does not do yet"
+        [0, policy, policy],
+        "not a mirror any more: records are deleted; partitions and topics are refused as \
+         what this node does not do"
     );
     let driver = running.stop();
     let log = driver
@@ -335,11 +339,10 @@ fn a_producer_is_refused_while_mirroring_and_accepted_after_a_stop_on_the_same_c
     running.stop().close().unwrap();
 }
 
-#[test]
-fn a_fetch_with_nothing_new_waits_and_is_answered_when_a_producer_writes() {
-    let dir = tempfile::tempdir().unwrap();
-    let (_fake, mut driver) = mirrored(dir.path());
-    // As `kmirror stop` runs it: no source (pay.eu would otherwise keep fetching).
+/// The fake's topics mirrored into `root`, then STOPPED (writable), as `kmirror stop` leaves
+/// them: no source (pay.eu would otherwise keep fetching).
+fn stopped(root: &Path) -> NodeDriver {
+    let (_fake, mut driver) = mirrored(root);
     driver.set_source(None);
     driver
         .request_topics(TopicsVerb::Stop, "orders", None, 0)
@@ -348,11 +351,23 @@ fn a_fetch_with_nothing_new_waits_and_is_answered_when_a_producer_writes() {
     driver
         .run(&mut clock, NodeUntil::Settled, &mut |_, _| {})
         .unwrap();
-    let end = driver
-        .log(&PartitionKey::new(ORDERS, 1))
+    driver
+}
+
+/// The log end offset of `orders-<partition>`.
+fn log_end(driver: &NodeDriver, partition: i32) -> i64 {
+    driver
+        .log(&PartitionKey::new(ORDERS, partition))
         .unwrap()
         .mem_log()
-        .log_end_offset();
+        .log_end_offset()
+}
+
+#[test]
+fn a_fetch_with_nothing_new_waits_and_is_answered_when_a_producer_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let driver = stopped(dir.path());
+    let end = log_end(&driver, 1);
     let running = Running::start(driver);
 
     // A consumer at the log end, willing to wait 20 s for one byte.
@@ -384,6 +399,156 @@ fn a_fetch_with_nothing_new_waits_and_is_answered_when_a_producer_writes() {
         waited < Duration::from_secs(15),
         "answered when the data came, not at the end of its wait ({waited:?})"
     );
+    running.stop().close().unwrap();
+}
+
+/// DeleteRecords on a STOPPED partition: above the high watermark or negative (but -1) is
+/// OFFSET_OUT_OF_RANGE; otherwise the log start moves there (-1: the high watermark), a fetch
+/// below it is OFFSET_OUT_OF_RANGE, ListOffsets earliest answers it, and a restart keeps it.
+#[test]
+fn delete_records_on_a_stopped_partition_moves_its_log_start_durably() {
+    use crate::serve::fetch::OFFSET_OUT_OF_RANGE;
+    let dir = tempfile::tempdir().unwrap();
+    let driver = stopped(dir.path());
+    let key = PartitionKey::new(ORDERS, 0);
+    let hw = driver.log(&key).unwrap().mem_log().high_watermark();
+    assert!(hw > 3, "the test wants records: {hw}");
+    let running = Running::start(driver);
+    let mut conn = connect(&running.address);
+    let mut c = client(&running.address);
+
+    assert_eq!(
+        delete_records(&mut conn, 0, hw + 1),
+        (OFFSET_OUT_OF_RANGE, -1)
+    );
+    assert_eq!(delete_records(&mut conn, 0, -2), (OFFSET_OUT_OF_RANGE, -1));
+    assert_eq!(delete_records(&mut conn, 0, 2), (0, 2));
+    assert_eq!(delete_records(&mut conn, 0, 1), (0, 2), "never back");
+    let earliest = c.list_offset("orders", 0, -2, READ_UNCOMMITTED).unwrap();
+    assert_eq!(earliest.0, 2);
+    let at = |c: &mut KafkaClient, fetch_offset| {
+        c.fetch(&FetchParams {
+            topic_id: ORDERS,
+            partition: 0,
+            fetch_offset,
+            last_fetched_epoch: None,
+            isolation_level: READ_UNCOMMITTED,
+            max_wait_ms: 0,
+            max_bytes: 1 << 20,
+        })
+        .unwrap()
+    };
+    assert_eq!(at(&mut c, 1).error_code, OFFSET_OUT_OF_RANGE);
+    let from_start = at(&mut c, 2);
+    assert_eq!((from_start.error_code, from_start.log_start_offset), (0, 2));
+    assert_eq!(
+        delete_records(&mut conn, 0, -1),
+        (0, hw),
+        "-1: the high watermark"
+    );
+    running.stop().close().unwrap();
+
+    let driver = NodeDriver::open(dir.path(), None, super::fixture::options()).unwrap();
+    assert_eq!(driver.log(&key).unwrap().mem_log().log_start_offset(), hw);
+    driver.close().unwrap();
+}
+
+/// A Fetch v13 of `orders` in session `id` at `epoch`: `partitions` (index, fetch offset)
+/// added or updated, `forget` dropped, waiting up to `max_wait_ms` for a byte.
+fn session_fetch(
+    id: i32,
+    epoch: i32,
+    partitions: &[(i32, i64)],
+    forget: &[i32],
+    max_wait_ms: i32,
+) -> kafka_protocol::messages::FetchRequest {
+    let orders = uuid::Uuid::from_bytes(ORDERS.0);
+    crate::serve::fetch_session::tests::request_of(orders, id, epoch, partitions, forget)
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+}
+
+/// KIP-227 over the wire: a full Fetch opens a session; an incremental one with nothing new
+/// lists no partition, waits for data on the session's partitions (not a forgotten one), and
+/// is answered with only the partition written to; the session outlives its connection; a
+/// wrong epoch, an unknown id and a closed session are refused.
+#[test]
+fn an_incremental_fetch_session_answers_only_what_changed() {
+    use crate::serve::fetch_session::tests::answered;
+    use crate::serve::fetch_session::{FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH};
+    let dir = tempfile::tempdir().unwrap();
+    let driver = stopped(dir.path());
+    let ends: Vec<i64> = (0..3).map(|p| log_end(&driver, p)).collect();
+    let running = Running::start(driver);
+    let mut conn = connect(&running.address);
+
+    let at_ends: Vec<(i32, i64)> = (0..3).map(|p| (p, ends[p as usize])).collect();
+    let full = conn
+        .send("Fetch", &session_fetch(0, 0, &at_ends, &[], 0), 13)
+        .unwrap();
+    assert_eq!(full.error_code, 0);
+    assert_eq!(answered(&full), [0, 1, 2], "a full Fetch answers all");
+    let id = full.session_id;
+    assert_ne!(id, 0, "a session was opened");
+
+    let idle = conn
+        .send("Fetch", &session_fetch(id, 1, &[], &[], 0), 13)
+        .unwrap();
+    assert_eq!((idle.error_code, idle.session_id), (0, id));
+    assert!(answered(&idle).is_empty(), "nothing new: no partition");
+    let replayed = conn
+        .send("Fetch", &session_fetch(id, 1, &[], &[], 0), 13)
+        .unwrap();
+    assert_eq!(replayed.error_code, INVALID_FETCH_SESSION_EPOCH);
+    let unknown = conn
+        .send("Fetch", &session_fetch(id ^ 1, 2, &[], &[], 0), 13)
+        .unwrap();
+    assert_eq!(unknown.error_code, FETCH_SESSION_ID_NOT_FOUND);
+
+    // On a new connection, forgetting orders-2: a write to it does not answer the wait, a
+    // write to orders-1 does, with orders-1 alone.
+    let address = running.address.clone();
+    let waiting = std::thread::spawn(move || {
+        let started = Instant::now();
+        let answer = connect(&address)
+            .send("Fetch", &session_fetch(id, 2, &[], &[2], 20_000), 13)
+            .unwrap();
+        (answer, started.elapsed())
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(produce(&mut conn, 2, &client_batch(2, -1, 0)), (0, ends[2]));
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        !waiting.is_finished(),
+        "a forgotten partition's data does not answer"
+    );
+    assert_eq!(produce(&mut conn, 1, &client_batch(2, -1, 0)), (0, ends[1]));
+    let (woken, waited) = waiting.join().unwrap();
+    assert_eq!((woken.error_code, woken.session_id), (0, id));
+    assert_eq!(answered(&woken), [1], "only the partition written to");
+    let records = woken.responses[0].partitions[0].records.clone().unwrap();
+    let batches = RawBatch::parse_many(&records).unwrap();
+    assert_eq!(batches[0].header().base_offset, ends[1]);
+    assert!(waited < Duration::from_secs(15), "{waited:?}");
+
+    let moved_on = conn
+        .send(
+            "Fetch",
+            &session_fetch(id, 3, &[(1, ends[1] + 2)], &[], 0),
+            13,
+        )
+        .unwrap();
+    assert!(answered(&moved_on).is_empty(), "caught up again");
+    let closed = conn
+        .send("Fetch", &session_fetch(id, -1, &[], &[], 0), 13)
+        .unwrap();
+    assert_eq!((closed.error_code, closed.session_id), (0, 0));
+    let after = conn
+        .send("Fetch", &session_fetch(id, 4, &[], &[], 0), 13)
+        .unwrap();
+    assert_eq!(after.error_code, FETCH_SESSION_ID_NOT_FOUND);
     running.stop().close().unwrap();
 }
 

@@ -11,7 +11,7 @@ use kmirror_kernel::batch::BatchHeader;
 use kmirror_kernel::coordinator::Coordinator;
 use kmirror_kernel::log::LogView;
 use kmirror_kernel::node::PartitionKey;
-use kmirror_kernel::types::{LeaderEpoch, MirrorPartition, PartitionIndex};
+use kmirror_kernel::types::{LeaderEpoch, MirrorPartition, Offset, PartitionIndex};
 
 use crate::file_log::FileLog;
 use crate::node::dest::NodeMeta;
@@ -19,6 +19,7 @@ use crate::record_batch::RawBatch;
 use crate::sync::local::MetadataDir;
 
 use super::fetch::{self, FetchAnswer};
+use super::fetch_session::{FetchContext, FetchSessions};
 use super::group::{GroupAnswer, GroupClient, GroupCoordinator, GroupRequest, GROUP_API_VERSIONS};
 use super::produce::ProducerIds;
 use super::{admin, configs, metadata, offsets, produce, CallId, ClientCall, ServeError};
@@ -44,6 +45,10 @@ pub trait ServedNode {
         leader_epoch: LeaderEpoch,
         batch: &RawBatch,
     ) -> Result<BatchHeader, ServeError>;
+    /// DeleteRecords on `key`: moves its log start offset forward to `offset` (at most the
+    /// high watermark, never back), durably, deleting the segments wholly below it
+    /// ([`FileLog::delete_records_before`]); returns the log start offset.
+    fn delete_records(&mut self, key: &PartitionKey, offset: Offset) -> Result<Offset, ServeError>;
 }
 
 /// The partition `partition` of topic `name` on `node`, if the node has it.
@@ -76,6 +81,8 @@ pub fn leader_epoch(node: &dyn ServedNode, name: &str, key: &PartitionKey) -> Le
 /// A Fetch waiting for data.
 struct Parked {
     call: ClientCall,
+    /// Its session step, taken when it came.
+    context: FetchContext,
     deadline_ms: i64,
 }
 
@@ -84,6 +91,7 @@ pub struct Broker {
     host: String,
     port: i32,
     parked: Vec<Parked>,
+    sessions: FetchSessions,
     producer_ids: ProducerIds,
     groups: GroupCoordinator,
     /// JoinGroup and SyncGroup calls the coordinator holds until their rebalance completes.
@@ -95,6 +103,7 @@ impl std::fmt::Debug for Broker {
         f.debug_struct("Broker")
             .field("advertised", &format!("{}:{}", self.host, self.port))
             .field("parked", &self.parked.len())
+            .field("fetch_sessions", &self.sessions.open_sessions())
             .finish_non_exhaustive()
     }
 }
@@ -112,6 +121,7 @@ impl Broker {
             host,
             port,
             parked: Vec::new(),
+            sessions: FetchSessions::default(),
             producer_ids: ProducerIds::open(root)?,
             groups,
             group_calls: BTreeMap::new(),
@@ -158,20 +168,29 @@ impl Broker {
             RequestKind::OffsetForLeaderEpoch(r) => {
                 ResponseKind::OffsetForLeaderEpoch(offsets::for_leader_epoch(node, r))
             }
-            RequestKind::Fetch(r) => match fetch::answer(node, r, version, false) {
-                FetchAnswer::Ready(response) => ResponseKind::Fetch(response),
-                FetchAnswer::Wait => {
-                    let deadline_ms = now_ms.saturating_add(i64::from(r.max_wait_ms.max(0)));
-                    self.parked.push(Parked { call, deadline_ms });
-                    return Ok(());
+            RequestKind::Fetch(r) => {
+                let context = self.sessions.context(now_ms, r, version);
+                match self.fetch(now_ms, context, r, version, node, false) {
+                    Some(response) => ResponseKind::Fetch(response),
+                    None => {
+                        let deadline_ms = now_ms.saturating_add(i64::from(r.max_wait_ms.max(0)));
+                        self.parked.push(Parked {
+                            call,
+                            context,
+                            deadline_ms,
+                        });
+                        return Ok(());
+                    }
                 }
-            },
+            }
             RequestKind::DescribeConfigs(r) => {
                 ResponseKind::DescribeConfigs(configs::describe_configs(node, r))
             }
             RequestKind::DescribeAcls(_) => ResponseKind::DescribeAcls(configs::describe_acls()),
             RequestKind::DeleteRecords(r) => {
-                ResponseKind::DeleteRecords(admin::delete_records(node, r))
+                let (response, failure) = admin::delete_records(node, r);
+                let _ = call.reply.send(ResponseKind::DeleteRecords(response));
+                return failure.map_or(Ok(()), Err);
             }
             RequestKind::CreatePartitions(r) => {
                 ResponseKind::CreatePartitions(admin::create_partitions(node, r))
@@ -280,15 +299,33 @@ impl Broker {
                 continue;
             };
             let version = parked.call.header.request_api_version;
-            match fetch::answer(node, r, version, expired) {
-                FetchAnswer::Ready(response) => {
+            match self.fetch(now_ms, parked.context, r, version, node, expired) {
+                Some(response) => {
                     let _ = parked.call.reply.send(ResponseKind::Fetch(response));
                 }
-                FetchAnswer::Wait => still.push(parked),
+                None => still.push(parked),
             }
         }
         self.parked = still;
         Ok(())
+    }
+
+    /// Reads the partitions of a Fetch under its session step `context` and answers it, or
+    /// `None`: it waits for data.
+    fn fetch(
+        &mut self,
+        now_ms: i64,
+        context: FetchContext,
+        request: &kafka_protocol::messages::FetchRequest,
+        version: i16,
+        node: &dyn ServedNode,
+        expired: bool,
+    ) -> Option<kafka_protocol::messages::FetchResponse> {
+        let wanted = self.sessions.wanted(context, request, version);
+        match fetch::answer(node, request, wanted, expired) {
+            FetchAnswer::Ready(read) => Some(self.sessions.respond(now_ms, context, version, read)),
+            FetchAnswer::Wait => None,
+        }
     }
 }
 

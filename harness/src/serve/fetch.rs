@@ -3,15 +3,15 @@
 //! transactions of the records returned), KIP-320's diverging epoch, and long polls (the
 //! [`Broker`](super::Broker) parks a Fetch with fewer than `min_bytes` for up to `max_wait_ms`).
 //!
-//! Every answer is a full one (session id 0): Kafka's clients then send full Fetches, which
-//! they accept from any broker that declines a session.
+//! Which partitions a Fetch reads and which of their answers it gets is its fetch session's
+//! business ([`fetch_session`](super::fetch_session)); this module reads them.
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::fetch_request::FetchPartition;
 use kafka_protocol::messages::fetch_response::{
-    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, PartitionData,
+    AbortedTransaction, EpochEndOffset, LeaderIdAndEpoch, PartitionData,
 };
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId};
+use kafka_protocol::messages::{BrokerId, FetchRequest, ProducerId};
 use kmirror_kernel::batch::ControlType;
 use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::types::{Offset, ProducerId as Pid, TopicId};
@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use crate::file_log::FileLog;
 
 use super::broker::{leader_epoch, partition_key, ServedNode};
+use super::fetch_session::{TopicRef, Wanted};
 use super::metadata::{UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION};
 use super::offsets::{check_leader_epoch, KAFKA_STORAGE_ERROR};
 
@@ -32,64 +33,57 @@ const READ_BATCHES: usize = 64;
 /// their transactions aborted.
 const MARKER_WINDOW: i64 = 10_000;
 
-/// A Fetch's answer, or that it waits for data.
+/// A Fetch's partitions read, or that it waits for data.
 #[derive(Debug)]
 pub enum FetchAnswer {
-    /// The response.
-    Ready(FetchResponse),
+    /// Each partition read, with its answer, in the order asked.
+    Ready(Vec<(Wanted, PartitionData)>),
     /// Fewer bytes than `min_bytes` and no error: park it until data comes or its wait ends.
     Wait,
 }
 
-/// Answers `request` (`expired`: its wait is over, answer whatever there is).
+/// Reads `wanted`, the partitions of `request` or of its fetch session
+/// ([`fetch_session`](super::fetch_session)); `expired`: its wait is over, answer whatever
+/// there is.
 pub fn answer(
     node: &dyn ServedNode,
     request: &FetchRequest,
-    version: i16,
+    wanted: Vec<Wanted>,
     expired: bool,
 ) -> FetchAnswer {
     let read_committed = request.isolation_level == 1;
     let mut budget = usize::try_from(request.max_bytes.max(0)).unwrap_or(usize::MAX);
     let mut total = 0usize;
     let mut errors = false;
-    let mut response = FetchResponse::default();
-    for t in &request.topics {
-        let name = if version >= 13 {
-            node.meta()
-                .topic_name(TopicId(*t.topic_id.as_bytes()))
-                .map(str::to_owned)
-        } else {
-            Some(t.topic.0.to_string())
+    // Kafka answers at once a Fetch that reads no partition (a client closing its session
+    // sends one), that may not wait, that has enough bytes, or that met an error.
+    let asks_for_data = !wanted.is_empty();
+    let mut read = Vec::with_capacity(wanted.len());
+    for w in wanted {
+        let name = match &w.topic {
+            TopicRef::Id(id) => node
+                .meta()
+                .topic_name(TopicId(*id.as_bytes()))
+                .map(str::to_owned),
+            TopicRef::Name(name) => Some(name.clone()),
         };
-        let mut out = FetchableTopicResponse::default()
-            .with_topic(t.topic.clone())
-            .with_topic_id(t.topic_id);
-        for p in &t.partitions {
-            let data = match &name {
-                None => {
-                    errors = true;
-                    failed(p.partition, UNKNOWN_TOPIC_ID)
-                }
-                Some(name) => {
-                    let first = total == 0;
-                    let data = partition(node, name, p, read_committed, &mut budget, first);
-                    errors |= data.error_code != 0;
-                    total += data.records.as_ref().map_or(0, Bytes::len);
-                    data
-                }
-            };
-            out.partitions.push(data);
-        }
-        response.responses.push(out);
+        let data = match &name {
+            None => failed(w.params.partition, UNKNOWN_TOPIC_ID),
+            Some(name) => {
+                let first = total == 0;
+                let data = partition(node, name, &w.params, read_committed, &mut budget, first);
+                total += data.records.as_ref().map_or(0, Bytes::len);
+                data
+            }
+        };
+        errors |= data.error_code != 0;
+        read.push((w, data));
     }
-    // Kafka answers at once a Fetch that asks for no partition (a client closing its
-    // session sends one), that may not wait, that has enough bytes, or that met an error.
-    let asks_for_data = request.topics.iter().any(|t| !t.partitions.is_empty());
     if asks_for_data && !expired && !errors && request.max_wait_ms > 0 && total < min_bytes(request)
     {
         return FetchAnswer::Wait;
     }
-    FetchAnswer::Ready(response)
+    FetchAnswer::Ready(read)
 }
 
 fn min_bytes(request: &FetchRequest) -> usize {

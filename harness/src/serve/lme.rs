@@ -277,6 +277,13 @@ mod tests {
         ) -> Result<kmirror_kernel::batch::BatchHeader, super::super::ServeError> {
             Err(super::super::ServeError::NoLog { partition: *key })
         }
+        fn delete_records(
+            &mut self,
+            key: &kmirror_kernel::node::PartitionKey,
+            _: kmirror_kernel::types::Offset,
+        ) -> Result<kmirror_kernel::types::Offset, super::super::ServeError> {
+            Err(super::super::ServeError::NoLog { partition: *key })
+        }
     }
 
     fn stub(mirror_name: Option<&str>) -> Stub {

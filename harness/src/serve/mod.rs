@@ -25,15 +25,16 @@
 //!   ([`ServeOptions`]); a bad frame closes its connection with one log line.
 //!
 //! What is served, at which versions: [`versions`]; beside Kafka's APIs, the LME lookup a
-//! failing-back mirror asks ([`lme`]). Not yet: transactions (InitProducerId
-//! with a transactional id is refused), incremental fetch sessions (every Fetch is answered
-//! in full, session id 0, which Kafka's clients accept), SASL mechanisms other than PLAIN, ACLs.
+//! failing-back mirror asks ([`lme`]); incremental fetch sessions ([`fetch_session`]). Not
+//! yet: transactions (InitProducerId with a transactional id is refused), SASL mechanisms
+//! other than PLAIN, ACLs.
 //! TLS (a PEM keystore) and SASL/PLAIN: [`security`].
 
 pub mod admin;
 pub mod broker;
 pub mod configs;
 pub mod fetch;
+pub mod fetch_session;
 pub mod group;
 pub mod listener;
 pub mod lme;

@@ -14,7 +14,7 @@ use kmirror_kernel::coordinator::Coordinator;
 use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::node::PartitionKey;
 use kmirror_kernel::partitioner::mirror_state_partition;
-use kmirror_kernel::types::{LeaderEpoch, MirrorPartition};
+use kmirror_kernel::types::{LeaderEpoch, MirrorPartition, Offset};
 
 use crate::file_log::FileLog;
 use crate::record_batch::RawBatch;
@@ -94,6 +94,17 @@ impl ServedNode for View<'_> {
                 .map_err(|e| failed(log, e))?;
         }
         Ok(header)
+    }
+
+    fn delete_records(&mut self, key: &PartitionKey, offset: Offset) -> Result<Offset, ServeError> {
+        let Some(log) = self.logs.get_mut(key) else {
+            return Err(ServeError::NoLog { partition: *key });
+        };
+        log.delete_records_before(offset)
+            .map_err(|source| ServeError::Log {
+                dir: log.dir().to_path_buf(),
+                source: Box::new(source),
+            })
     }
 }
 
