@@ -53,7 +53,10 @@ fn topic_refusal(node: &dyn ServedNode, name: &str, verb: &str) -> Option<(i16, 
     } else {
         (
             POLICY_VIOLATION,
-            format!("this kmirror node does not {verb} topics yet ({name})"),
+            format!(
+                "{name} cannot be {verb} on this kmirror node: it does not add partitions or \
+                 delete topics yet"
+            ),
         )
     })
 }
