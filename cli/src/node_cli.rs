@@ -330,11 +330,16 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
         }
         .to_string());
     }
-    // The selection resolved on the source cluster.
+    // The selection resolved on the source cluster, by the client that then follows it (its
+    // connections open once: across a link each new one costs round trips).
     let security = crate::log_cli::source_security(args.source_config.as_deref())?;
-    let mut resolver =
-        SourceCluster::new(bootstrap, include.clone(), SourceClusterOptions::default())
-            .with_security(security.clone());
+    let source_options = SourceClusterOptions {
+        metadata_max_age: std::time::Duration::from_millis(args.metadata_refresh_ms.max(1)),
+        fetches_in_flight: args.fetches_in_flight,
+        ..SourceClusterOptions::default()
+    };
+    let mut resolver = SourceCluster::new(bootstrap, include.clone(), source_options)
+        .with_security(security.clone());
     let metadata = resolver.metadata().map_err(|e| e.to_string())?.clone();
     // A missing Read ACL (or a refused login): nothing is created or run.
     match resolver.check_read_access() {
@@ -495,15 +500,8 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
     driver
         .set_source_bootstrap(bootstrap)
         .map_err(|e| e.to_string())?;
-    let source_options = SourceClusterOptions {
-        metadata_max_age: std::time::Duration::from_millis(args.metadata_refresh_ms.max(1)),
-        fetches_in_flight: args.fetches_in_flight,
-        ..SourceClusterOptions::default()
-    };
-    let selection = follow.source_selection(driver.dest().meta());
-    driver.set_source(Some(
-        SourceCluster::new(bootstrap, selection, source_options).with_security(security.clone()),
-    ));
+    resolver.set_selection(follow.source_selection(driver.dest().meta()));
+    driver.set_source(Some(resolver));
     driver.follow(follow, found.left.keys().cloned().collect());
     driver.interrupt_on(crate::signals::stop_flag());
     // `kmirror stop|pause|resume --topics` reach this run through the control channel.

@@ -61,6 +61,7 @@ mod lane_tests;
 mod metadata;
 mod offsets;
 mod partition_error;
+mod per_broker;
 mod read_access;
 #[cfg(test)]
 mod tests;
@@ -248,6 +249,13 @@ impl SourceCluster {
     /// The topic selection.
     pub fn selection(&self) -> &TopicSelection {
         &self.selection
+    }
+
+    /// Selects `selection` from now on: the metadata is asked again with the next request,
+    /// over the connections already open.
+    pub fn set_selection(&mut self, selection: TopicSelection) {
+        self.selection = selection;
+        self.invalidate_metadata();
     }
 
     /// The options.

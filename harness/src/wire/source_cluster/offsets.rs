@@ -1,4 +1,5 @@
-//! ListOffsets of many partitions of a [`SourceCluster`], one request per leader broker.
+//! ListOffsets of many partitions of a [`SourceCluster`], one request per leader broker, every
+//! broker asked at once.
 
 use std::collections::BTreeMap;
 
@@ -12,7 +13,7 @@ use super::{PartitionFetchError, SourceCluster};
 impl SourceCluster {
     /// ListOffsets of many partitions at `timestamp` ([`EARLIEST_TIMESTAMP`](crate::wire::client::EARLIEST_TIMESTAMP): the log start;
     /// [`LATEST_TIMESTAMP`](crate::wire::client::LATEST_TIMESTAMP): the HW for read-uncommitted, the LSO for read-committed), one
-    /// request per leader broker; one result per partition, in the order asked, with the
+    /// request per leader broker, all in flight together; one result per partition, in the order asked, with the
     /// errors of [`fetch`](Self::fetch).
     pub fn list_offsets(
         &mut self,
@@ -38,12 +39,17 @@ impl SourceCluster {
                     .push((index, leader.topic)),
             }
         }
-        for (broker, (address, items)) in groups {
-            let mut connection = self.take_connection(broker, &address);
-            let asked: Vec<(String, i32)> = items
-                .iter()
-                .map(|(i, topic)| (topic.clone(), partitions[*i].1))
-                .collect();
+        let jobs: BTreeMap<i32, (String, Vec<(String, i32)>)> = groups
+            .iter()
+            .map(|(broker, (address, items))| {
+                let asked = items
+                    .iter()
+                    .map(|(i, topic)| (topic.clone(), partitions[*i].1))
+                    .collect();
+                (*broker, (address.clone(), asked))
+            })
+            .collect();
+        let mut answers = self.per_broker(jobs, |connection, asked: Vec<(String, i32)>| {
             connection.stats.list_offsets_requests += 1;
             let answer =
                 connection
@@ -51,8 +57,14 @@ impl SourceCluster {
                     .list_offsets(&asked, timestamp, isolation_level(isolation));
             if answer.is_err() {
                 connection.stats.failed_requests += 1;
-                refresh = true;
             }
+            answer
+        });
+        for (broker, (address, items)) in groups {
+            let Some(answer) = answers.remove(&broker) else {
+                continue;
+            };
+            refresh |= answer.is_err();
             for (k, (index, topic)) in items.into_iter().enumerate() {
                 let (topic_id, partition) = partitions[index];
                 let at = PartitionAt {
@@ -71,7 +83,6 @@ impl SourceCluster {
                 }
                 out[index] = Some(result);
             }
-            self.brokers.insert(broker, connection);
         }
         if refresh {
             self.stale = true;

@@ -10,7 +10,8 @@ use super::SourceCluster;
 
 impl SourceCluster {
     /// Checks that this client may read every selected partition before anything is mirrored:
-    /// one Fetch per leader broker with all its selected partitions, nothing waited for and at
+    /// one Fetch per leader broker with all its selected partitions, every broker asked at
+    /// once, nothing waited for and at
     /// most one byte asked (Kafka still returns at most one whole batch). The first
     /// authorization error ([`WireError::Denied`], or a TLS / SASL failure) is returned; other
     /// errors are left to the mirror, which reports them per partition.
@@ -31,11 +32,14 @@ impl SourceCluster {
                 },
             ));
         }
-        for (broker, partitions) in by_leader {
-            let Some(address) = metadata.brokers.get(&broker) else {
-                continue;
-            };
-            let mut connection = self.take_connection(broker, address);
+        let jobs: BTreeMap<i32, (String, Vec<(String, FetchPartitionParams)>)> = by_leader
+            .into_iter()
+            .filter_map(|(broker, partitions)| {
+                let address = metadata.brokers.get(&broker)?.clone();
+                Some((broker, (address, partitions)))
+            })
+            .collect();
+        let answers = self.per_broker(jobs, |connection, partitions| {
             let params = FetchManyParams {
                 isolation_level: READ_UNCOMMITTED,
                 max_wait_ms: 0,
@@ -47,7 +51,10 @@ impl SourceCluster {
             connection.stats.partitions_sent += partitions.len() as u64;
             let answer = connection.client_mut().fetch_many(&params);
             let principal = connection.client().security().principal();
-            self.brokers.insert(broker, connection);
+            let address = connection.client().address().to_owned();
+            (answer, principal, address, partitions)
+        });
+        for (answer, principal, address, partitions) in answers.into_values() {
             let answers = match answer {
                 Err(e) if e.is_security() => return Err(e),
                 Err(_) => continue,
