@@ -148,7 +148,7 @@ const HELP: &str = "link_mirroring: a 60- and a 1,000-partition mirror over link
 ms of round trip, one Fetch in flight per broker against the default number (from the measured \
 round trip), the default over a 50 ms link capped at 200 MiB/s, and the lag while following a \
 producer at half that cap.
-  cargo bench -p kmirror-benches --bench link_mirroring            # everything (about 10 minutes)
+  cargo bench -p kmirror-benches --bench link_mirroring            # everything (about 11 minutes)
   cargo bench -p kmirror-benches --bench link_mirroring -- 'link_mirroring/'   # 60 partitions
   cargo bench -p kmirror-benches --bench link_mirroring -- 50ms    # one round trip
   cargo bench -p kmirror-benches --bench link_mirroring -- capped  # the capped link only (60 partitions, 694.6 MiB)
