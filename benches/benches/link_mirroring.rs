@@ -27,9 +27,20 @@
 //! `LINK_MIRRORING_CAP_MIB` says otherwise; the cap is each broker link's, shared by its
 //! connections), to compare with the cap: copying a backlog should fill it.
 //!
+//! And the group `link_mirroring_follow`, `follow_<rate>MiBps_capped_<cap>MiBps_50ms`: the same
+//! 60 partitions over the same capped link, empty at first, while a producer thread makes them
+//! grow at half the cap (one batch of every partition at a time, at the times that keep the
+//! rate) for [`FOLLOW_PRODUCING`], and the driver follows until it has everything. The time is
+//! the whole follow; every [`LAG_EVERY`] the producer thread samples the lag: the bytes the
+//! source shows minus the bytes the driver appended (its `bytes` counter, published after every
+//! step). Each follow prints the lag's median, 99th percentile and maximum, in bytes and in
+//! round trips of data at the producer's rate, and the group their total over the follows with
+//! a warm client, against the target of two round trips of data.
+//!
 //! ```sh
 //! cargo bench -p kmirror-benches --bench link_mirroring
 //! LINK_MIRRORING_BROKERS=3 cargo bench -p kmirror-benches --bench link_mirroring -- 50ms
+//! cargo bench -p kmirror-benches --bench link_mirroring -- follow
 //! ```
 //!
 //! Figures: BENCHMARKS.md, `link_mirroring`.
@@ -43,10 +54,12 @@ mod node_setup;
 
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use criterion::{criterion_group, Criterion, SamplingMode, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, BenchmarkGroup, Criterion, SamplingMode, Throughput};
 use fake_source::{FakePartition, FakeSource, FakeTopic};
 use kmirror_harness::file_log::FlushPolicy;
 use kmirror_harness::node::{NodeDriver, NodeDriverOptions};
@@ -96,6 +109,18 @@ const SIXTY_CAPPED: Layout = Layout {
     batches: 1024,
 };
 
+/// The capped link's 60 partitions, grown by a producer at half the cap.
+const SIXTY_FOLLOW: Layout = Layout {
+    group: "link_mirroring_follow",
+    ..SIXTY_CAPPED
+};
+
+/// How long the producer of `link_mirroring_follow` makes the source grow.
+const FOLLOW_PRODUCING: Duration = Duration::from_secs(5);
+
+/// How often the producer of `link_mirroring_follow` raises the source and samples the lag.
+const LAG_EVERY: Duration = Duration::from_millis(2);
+
 /// 1,000 partitions (100 topics x 10) of 16 batches: 180.9 MiB.
 const THOUSAND: Layout = Layout {
     group: "link_mirroring_1000",
@@ -121,13 +146,15 @@ fn cap_mib() -> u64 {
 /// How to reproduce, printed by `--help` before criterion's own help.
 const HELP: &str = "link_mirroring: a 60- and a 1,000-partition mirror over links of 0, 10 and 50 \
 ms of round trip, one Fetch in flight per broker against the default number (from the measured \
-round trip), and the default over a 50 ms link capped at 200 MiB/s.
-  cargo bench -p kmirror-benches --bench link_mirroring            # everything (about 10 minutes)
+round trip), the default over a 50 ms link capped at 200 MiB/s, and the lag while following a \
+producer at half that cap.
+  cargo bench -p kmirror-benches --bench link_mirroring            # everything (about 11 minutes)
   cargo bench -p kmirror-benches --bench link_mirroring -- 'link_mirroring/'   # 60 partitions
   cargo bench -p kmirror-benches --bench link_mirroring -- 50ms    # one round trip
   cargo bench -p kmirror-benches --bench link_mirroring -- capped  # the capped link only (60 partitions, 694.6 MiB)
+  cargo bench -p kmirror-benches --bench link_mirroring -- follow  # the lag behind a producer at half the cap (about 70 s)
   LINK_MIRRORING_BROKERS=3 ...                                     # leaders over 3 brokers (default 1)
-  LINK_MIRRORING_CAP_MIB=100 ...                                   # the capped link's MiB/s (default 200)
+  LINK_MIRRORING_CAP_MIB=100 ...                                   # the capped link's MiB/s (default 200; the producer's is half)
 Figures and the machine: BENCHMARKS.md, section link_mirroring.
 ";
 
@@ -151,9 +178,9 @@ fn brokers() -> i32 {
     }
 }
 
-/// The source: every partition the same batches (epoch 0, one buffer shared), leaders spread
-/// over `brokers`.
-fn source_topics(layout: &Layout, brokers: i32) -> Vec<FakeTopic> {
+/// One partition of `layout` (epoch 0): its bytes and, per batch, its last offset and the byte
+/// position where it ends.
+fn one_partition(layout: &Layout) -> (Bytes, Vec<(i64, usize)>) {
     let mut one = Vec::new();
     let mut ends = Vec::new();
     for b in 0..layout.batches {
@@ -162,7 +189,13 @@ fn source_topics(layout: &Layout, brokers: i32) -> Vec<FakeTopic> {
         one.extend_from_slice(batch.bytes());
         ends.push((header.last_offset, one.len()));
     }
-    let bytes = Bytes::from(one);
+    (Bytes::from(one), ends)
+}
+
+/// The source: every partition the same batches ([`one_partition`], one buffer shared), leaders
+/// spread over `brokers`.
+fn source_topics(layout: &Layout, brokers: i32) -> Vec<FakeTopic> {
+    let (bytes, ends) = one_partition(layout);
     (0..layout.topics)
         .map(|t| FakeTopic {
             name: topic_name(t),
@@ -265,11 +298,32 @@ fn sample(
     let start = Instant::now();
     node_setup::mirror_backlog(&mut driver, total);
     let elapsed = start.elapsed();
+    (elapsed, finish(linked, driver, root))
+}
+
+/// Closes `driver` (untimed), deletes its destination at `root` and empties the source.
+/// Returns the source's client, to keep warm.
+fn finish(linked: &LinkedSource, mut driver: NodeDriver, root: &Path) -> SourceCluster {
     let source = driver.set_source(None).expect("the source");
     driver.close().expect("closed");
     std::fs::remove_dir_all(root).expect("dest removed");
-    fake.set_filled(false);
-    (elapsed, source)
+    linked.fake.set_filled(false);
+    source
+}
+
+/// A criterion group of `name`: `bytes` a sample, 10 flat samples over `measurement`.
+fn bytes_group<'c>(
+    c: &'c mut Criterion,
+    name: &str,
+    bytes: u64,
+    measurement: Duration,
+) -> BenchmarkGroup<'c, WallTime> {
+    let mut group = c.benchmark_group(name);
+    group.throughput(Throughput::Bytes(bytes));
+    group.sample_size(10);
+    group.sampling_mode(SamplingMode::Flat);
+    group.measurement_time(measurement);
+    group
 }
 
 /// The most one Fetch in flight per broker moves over `rtt`: `fetch_max` bytes per round trip
@@ -286,18 +340,11 @@ fn one_fetch_limit(fetch_max: i32, brokers: i32, rtt: Duration) -> String {
 /// MiB/s): uncapped, one Fetch in flight and the default; capped, the default.
 fn over_links(c: &mut Criterion, layout: &Layout, links: &[(u64, Option<u64>)]) {
     let brokers = brokers();
-    let total = {
-        let one: u64 = source_topics(layout, 1)[0].partitions[0].bytes.len() as u64;
-        one * layout.partitions() as u64
-    };
+    let total = one_partition(layout).0.len() as u64 * layout.partitions() as u64;
     let fetch_max = SourceClusterOptions::default().fetch_max_bytes;
     let work = work_dir();
     let root: PathBuf = work.path().join("dest");
-    let mut group = c.benchmark_group(layout.group);
-    group.throughput(Throughput::Bytes(total));
-    group.sample_size(10);
-    group.sampling_mode(SamplingMode::Flat);
-    group.measurement_time(Duration::from_secs(10));
+    let mut group = bytes_group(c, layout.group, total, Duration::from_secs(10));
     let per_broker = layout.partitions().div_ceil(brokers as usize);
     for &(rtt_ms, cap_mib) in links {
         let rtt = Duration::from_millis(rtt_ms);
@@ -364,11 +411,170 @@ fn link_mirroring_capped(c: &mut Criterion) {
     over_links(c, &SIXTY_CAPPED, &[(CAPPED_ROUND_TRIP_MS, Some(cap_mib()))]);
 }
 
+/// One follow of `link_mirroring_follow`.
+struct Follow {
+    /// The whole follow: from the producer's start until the destination has everything.
+    elapsed: Duration,
+    /// From the producer's end until the destination has everything.
+    catch_up: Duration,
+    /// The lag in bytes every [`LAG_EVERY`] while the producer runs.
+    lags: Vec<u64>,
+    /// The driver's fetch rounds over the whole follow.
+    rounds: u64,
+}
+
+/// One follow: a fresh destination brought to MIRRORING against the empty source (untimed);
+/// then, timed, a producer thread shows one more batch of every partition each time the
+/// source's bytes fall behind `rate` bytes a second, for [`FOLLOW_PRODUCING`], sampling the lag
+/// as it goes, while the driver runs on the wall clock until it has everything; then the
+/// driver closed and the destination deleted (untimed). Returns the client, to keep warm.
+fn follow_sample(
+    linked: &LinkedSource,
+    source: SourceCluster,
+    root: &Path,
+    rate: f64,
+) -> (Follow, SourceCluster) {
+    let ends = one_partition(linked.layout).1;
+    let partitions = linked.layout.partitions() as u64;
+    // The bytes the source shows with its first `n` batches of every partition.
+    let shown = |n: usize| {
+        n.checked_sub(1)
+            .map_or(0, |i| ends[i].1 as u64 * partitions)
+    };
+    let step = shown(ends.len()) as f64 / ends.len() as f64;
+    let last = (FOLLOW_PRODUCING.as_secs_f64() * rate / step) as usize;
+    assert!(last <= ends.len(), "the layout holds too few batches");
+    let mut driver = mirroring_dest(linked, source, root);
+    let before = driver.stats();
+    let appended = AtomicU64::new(0);
+    let fake = &linked.fake;
+    let start = Instant::now();
+    let (lags, produced) = std::thread::scope(|s| {
+        let producer = s.spawn(|| {
+            let mut lags = Vec::new();
+            loop {
+                let n = ((start.elapsed().as_secs_f64() * rate / step) as usize).min(last);
+                fake.set_visible_batches(n);
+                if n == last {
+                    return (lags, start.elapsed());
+                }
+                lags.push(shown(n) - appended.load(Ordering::SeqCst));
+                std::thread::sleep(LAG_EVERY);
+            }
+        });
+        loop {
+            let now = 1_000_000 + i64::try_from(start.elapsed().as_millis()).expect("ms");
+            driver.run_once(now).expect("runs");
+            let bytes = driver.stats().bytes - before.bytes;
+            appended.store(bytes, Ordering::SeqCst);
+            if bytes >= shown(last) && driver.all_caught_up() {
+                break;
+            }
+        }
+        producer.join().expect("the producer")
+    });
+    let elapsed = start.elapsed();
+    let follow = Follow {
+        elapsed,
+        catch_up: elapsed.saturating_sub(produced),
+        lags,
+        rounds: driver.stats().rounds - before.rounds,
+    };
+    (follow, finish(linked, driver, root))
+}
+
+/// The median, 99th percentile and maximum of `lags`, in MiB and in round trips of data
+/// (`round_trip` bytes each).
+fn lag_figures(lags: &[u64], round_trip: f64) -> String {
+    let mut sorted = lags.to_vec();
+    sorted.sort_unstable();
+    let at = |q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize] as f64;
+    let mib = f64::from(1 << 20);
+    [("median", 0.5), ("p99", 0.99), ("max", 1.0)]
+        .iter()
+        .map(|&(name, q)| {
+            format!(
+                "{name} {:.2} MiB ({:.2} round trips)",
+                at(q) / mib,
+                at(q) / round_trip
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A producer at half the capped link's bandwidth, followed across it.
+fn link_mirroring_follow(c: &mut Criterion) {
+    let layout = &SIXTY_FOLLOW;
+    let cap = cap_mib();
+    let rate = (cap << 20) as f64 / 2.0;
+    let rtt = Duration::from_millis(CAPPED_ROUND_TRIP_MS);
+    let round_trip = rate * rtt.as_secs_f64();
+    let produced = (FOLLOW_PRODUCING.as_secs_f64() * rate) as u64;
+    let work = work_dir();
+    let root: PathBuf = work.path().join("dest");
+    let linked = LinkedSource::start(layout, brokers(), rtt, Some(cap << 20));
+    let mut group = bytes_group(c, layout.group, produced, Duration::from_secs(40));
+    group.warm_up_time(Duration::from_secs(1));
+    let name = format!(
+        "follow_{}MiBps_capped_{cap}MiBps_{}ms",
+        cap / 2,
+        CAPPED_ROUND_TRIP_MS
+    );
+    let mut warm: Option<SourceCluster> = None;
+    let mut warm_lags = Vec::new();
+    let mut catch_ups = Vec::new();
+    group.bench_function(&name, |b| {
+        b.iter_custom(|iters| {
+            let mut sum = Duration::ZERO;
+            for _ in 0..iters {
+                let was_warm = warm.is_some();
+                let source = warm.take().unwrap_or_else(|| linked.client(None));
+                let (follow, source) = follow_sample(&linked, source, &root, rate);
+                println!(
+                    "{} {name}{}: lag over {} samples: {}; caught up {:?} after the producer \
+                     stopped ({:?} in all, {} fetch rounds, {:.1} ms each)",
+                    layout.group,
+                    if was_warm { "" } else { " (cold client)" },
+                    follow.lags.len(),
+                    lag_figures(&follow.lags, round_trip),
+                    follow.catch_up,
+                    follow.elapsed,
+                    follow.rounds,
+                    follow.elapsed.as_secs_f64() * 1e3 / follow.rounds as f64
+                );
+                if was_warm {
+                    warm_lags.extend_from_slice(&follow.lags);
+                    catch_ups.push(follow.catch_up);
+                }
+                sum += follow.elapsed;
+                warm = Some(source);
+            }
+            sum
+        })
+    });
+    group.finish();
+    if let Some(slowest) = catch_ups.iter().max() {
+        let max = warm_lags.iter().max().copied().unwrap_or(0) as f64;
+        println!(
+            "{} {name}: {} follows with a warm client, lag over {} samples: {}; the most after \
+             the producer stopped {slowest:?}; within two round trips of data ({:.2} MiB): {}",
+            layout.group,
+            catch_ups.len(),
+            warm_lags.len(),
+            lag_figures(&warm_lags, round_trip),
+            2.0 * round_trip / f64::from(1 << 20),
+            if max <= 2.0 * round_trip { "yes" } else { "no" }
+        );
+    }
+}
+
 criterion_group!(
     benches,
     link_mirroring,
     link_mirroring_1000,
-    link_mirroring_capped
+    link_mirroring_capped,
+    link_mirroring_follow
 );
 
 fn main() {
