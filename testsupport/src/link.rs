@@ -508,27 +508,38 @@ mod tests {
         assert!(elapsed < 1500 * MS, "{elapsed:?}");
     }
 
-    #[test]
-    fn the_bandwidth_cap_paces_the_bytes() {
-        const CAP: u64 = 4 << 20;
-        const SENT: usize = 2 << 20;
-        let link = Link::start(
+    /// A link to a [`counting_sink`] capped at 4 MiB/s, no delay.
+    fn capped_sink() -> Link {
+        Link::start(
             counting_sink(),
             LinkOptions {
                 one_way_delay: Duration::ZERO,
-                bandwidth_bytes_per_sec: Some(CAP),
+                bandwidth_bytes_per_sec: Some(4 << 20),
             },
         )
-        .unwrap();
-        let mut client = connect(&link);
-        let started = Instant::now();
-        client.write_all(&vec![7; SENT]).unwrap();
+        .unwrap()
+    }
+
+    /// Sends `len` bytes on `client`, closes its sending half, and returns the count the sink
+    /// answers.
+    fn send_counted(mut client: TcpStream, len: usize) -> u64 {
+        client.write_all(&vec![7; len]).unwrap();
         client.shutdown(Shutdown::Write).unwrap();
         let mut count = [0; 8];
         client.read_exact(&mut count).unwrap();
+        u64::from_be_bytes(count)
+    }
+
+    #[test]
+    fn the_bandwidth_cap_paces_the_bytes() {
+        const SENT: usize = 2 << 20;
+        let link = capped_sink();
+        let client = connect(&link);
+        let started = Instant::now();
+        let count = send_counted(client, SENT);
         let elapsed = started.elapsed();
         println!("2 MiB over a 4 MiB/s link: {elapsed:?}");
-        assert_eq!(u64::from_be_bytes(count), SENT as u64);
+        assert_eq!(count, SENT as u64);
         // 0.5 s at the cap, less the first piece that goes at once; uncapped it takes ms.
         assert!(elapsed >= 350 * MS, "{elapsed:?}");
         assert!(elapsed < 3000 * MS, "{elapsed:?}");
@@ -536,27 +547,13 @@ mod tests {
 
     #[test]
     fn the_bandwidth_cap_is_shared_by_the_links_connections() {
-        const CAP: u64 = 4 << 20;
         const SENT: usize = 1 << 20;
-        let link = Link::start(
-            counting_sink(),
-            LinkOptions {
-                one_way_delay: Duration::ZERO,
-                bandwidth_bytes_per_sec: Some(CAP),
-            },
-        )
-        .unwrap();
+        let link = capped_sink();
         let started = Instant::now();
         let senders: Vec<_> = (0..2)
             .map(|_| {
-                let mut client = connect(&link);
-                thread::spawn(move || {
-                    client.write_all(&vec![7; SENT]).unwrap();
-                    client.shutdown(Shutdown::Write).unwrap();
-                    let mut count = [0; 8];
-                    client.read_exact(&mut count).unwrap();
-                    u64::from_be_bytes(count)
-                })
+                let client = connect(&link);
+                thread::spawn(move || send_counted(client, SENT))
             })
             .collect();
         for sender in senders {
