@@ -43,6 +43,8 @@
 //! and the untimed copies included; some 3 GiB of disk at a time). `kmirror stop` prints a
 //! status line per partition during the setup.
 
+#[path = "support/bench_main.rs"]
+mod bench_main;
 #[path = "support/copy_dir.rs"]
 mod copy_dir;
 #[path = "support/fake_source.rs"]
@@ -430,12 +432,5 @@ criterion_group!(benches, failback);
 
 /// The benches, under `cargo bench` only.
 fn main() {
-    // Only under `cargo bench` (`--bench`): a test build runs nothing.
-    if !std::env::args().any(|a| a == "--bench") {
-        return;
-    }
-    benches();
-    criterion::Criterion::default()
-        .configure_from_args()
-        .final_summary();
+    bench_main::run("", benches);
 }

@@ -45,6 +45,8 @@
 //!
 //! Figures: BENCHMARKS.md, `link_mirroring`.
 
+#[path = "support/bench_main.rs"]
+mod bench_main;
 // `FakeSource::start` (no link) is the other benches'.
 #[allow(dead_code)]
 #[path = "support/fake_source.rs"]
@@ -578,15 +580,5 @@ criterion_group!(
 );
 
 fn main() {
-    if std::env::args().any(|a| a == "--help" || a == "-h") {
-        print!("{HELP}");
-    }
-    // Only under `cargo bench` (`--bench`): a test build runs nothing.
-    if !std::env::args().any(|a| a == "--bench") {
-        return;
-    }
-    benches();
-    criterion::Criterion::default()
-        .configure_from_args()
-        .final_summary();
+    bench_main::run(HELP, benches);
 }

@@ -62,6 +62,8 @@ use kmirror_kernel::types::MirrorName;
 use kmirror_testsupport::jvm::Oracle;
 use kmirror_testsupport::kafka_broker::KafkaCluster;
 
+#[path = "support/bench_main.rs"]
+mod bench_main;
 #[path = "support/kmirror_cli.rs"]
 mod kmirror_cli;
 #[path = "support/perf_test.rs"]
@@ -405,12 +407,5 @@ fn live_cluster(c: &mut Criterion) {
 criterion_group!(benches, live_cluster);
 
 fn main() {
-    // Only under `cargo bench` (`--bench`): a test build runs nothing.
-    if !std::env::args().any(|a| a == "--bench") {
-        return;
-    }
-    benches();
-    criterion::Criterion::default()
-        .configure_from_args()
-        .final_summary();
+    bench_main::run("", benches);
 }

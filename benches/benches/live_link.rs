@@ -27,6 +27,8 @@ use kmirror_testsupport::jvm::Oracle;
 use kmirror_testsupport::kafka_broker::KafkaCluster;
 use kmirror_testsupport::link::LinkOptions;
 
+#[path = "support/bench_main.rs"]
+mod bench_main;
 #[path = "support/kmirror_cli.rs"]
 mod kmirror_cli;
 #[path = "support/perf_test.rs"]
@@ -114,12 +116,5 @@ fn live_link(c: &mut Criterion) {
 criterion_group!(benches, live_link);
 
 fn main() {
-    // Only under `cargo bench` (`--bench`): a test build runs nothing.
-    if !std::env::args().any(|a| a == "--bench") {
-        return;
-    }
-    benches();
-    criterion::Criterion::default()
-        .configure_from_args()
-        .final_summary();
+    bench_main::run("", benches);
 }

@@ -29,6 +29,8 @@
 //! Run: `cargo bench -p kmirror-benches --bench node_failover` (about ten minutes; the
 //! 10,000-partition copies take some 2 GB of disk until the end of the run).
 
+#[path = "support/bench_main.rs"]
+mod bench_main;
 #[path = "support/copy_dir.rs"]
 mod copy_dir;
 #[path = "support/fake_source.rs"]
@@ -338,12 +340,5 @@ fn node_failover(c: &mut Criterion) {
 criterion_group!(benches, node_failover);
 
 fn main() {
-    // Only under `cargo bench` (`--bench`): a test build runs nothing.
-    if !std::env::args().any(|a| a == "--bench") {
-        return;
-    }
-    benches();
-    criterion::Criterion::default()
-        .configure_from_args()
-        .final_summary();
+    bench_main::run("", benches);
 }

@@ -72,6 +72,8 @@
 //! only the timed part of the mirror's and the raw copy's samples (the recipe: BENCHMARKS.md,
 //! `node_mirroring`).
 
+#[path = "support/bench_main.rs"]
+mod bench_main;
 #[path = "support/fake_source.rs"]
 mod fake_source;
 #[path = "support/node_setup.rs"]
@@ -762,12 +764,5 @@ fn node_mirroring(c: &mut Criterion) {
 criterion_group!(benches, node_mirroring);
 
 fn main() {
-    // Only under `cargo bench` (`--bench`): a test build runs nothing.
-    if !std::env::args().any(|a| a == "--bench") {
-        return;
-    }
-    benches();
-    criterion::Criterion::default()
-        .configure_from_args()
-        .final_summary();
+    bench_main::run("", benches);
 }

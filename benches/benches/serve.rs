@@ -40,6 +40,8 @@ use kmirror_harness::serve::ServeOptions;
 use kmirror_testsupport::jvm::Oracle;
 use kmirror_testsupport::kafka_broker::KafkaCluster;
 
+#[path = "support/bench_main.rs"]
+mod bench_main;
 #[path = "support/kmirror_cli.rs"]
 mod kmirror_cli;
 #[path = "support/perf_test.rs"]
@@ -297,12 +299,5 @@ fn mirror_once(
 criterion_group!(benches, serve);
 
 fn main() {
-    // Only under `cargo bench` (`--bench`): a test build runs nothing.
-    if !std::env::args().any(|a| a == "--bench") {
-        return;
-    }
-    benches();
-    criterion::Criterion::default()
-        .configure_from_args()
-        .final_summary();
+    bench_main::run("", benches);
 }
