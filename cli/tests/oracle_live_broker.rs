@@ -7,7 +7,7 @@
 //! middle of a held Fetch, a mirror whose broker is gone, the broker's return, a wrong topic id.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kmirror_testsupport::oracle_support::run;
@@ -27,6 +27,10 @@ use kmirror_testsupport::jvm::Oracle;
 use kmirror_testsupport::kafka_broker::KafkaBroker;
 use serde_json::Value;
 
+mod serving;
+
+use serving::{kmirror, kmirror_ok};
+
 /// Kafka's Java producer (`LiveProducer`): the JSON line of each step.
 fn produce(oracle: &Oracle, bootstrap: &str, topic: &str, steps: &[&str]) -> Vec<Value> {
     let mut command = oracle.command("dev.kmirror.oracle.LiveProducer");
@@ -41,23 +45,6 @@ fn produce(oracle: &Oracle, bootstrap: &str, topic: &str, steps: &[&str]) -> Vec
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
         .collect()
-}
-
-fn kmirror(args: &[&str]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_kmirror"));
-    command.args(args);
-    run(command, Duration::from_secs(120))
-}
-
-fn kmirror_ok(args: &[&str]) -> String {
-    let output = kmirror(args);
-    assert!(
-        output.status.success(),
-        "kmirror {args:?} failed: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 fn step_offset(step: &Value, field: &str) -> Offset {

@@ -21,7 +21,7 @@
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kmirror_testsupport::jvm::Oracle;
@@ -29,22 +29,9 @@ use kmirror_testsupport::kafka_broker::KafkaCluster;
 use kmirror_testsupport::oracle_support::run;
 use serde_json::Value;
 
-fn kmirror(args: &[&str]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_kmirror"));
-    command.args(args);
-    run(command, Duration::from_secs(180))
-}
+mod serving;
 
-fn kmirror_ok(args: &[&str]) -> String {
-    let output = kmirror(args);
-    assert!(
-        output.status.success(),
-        "kmirror {args:?} failed: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
+use serving::{kmirror, kmirror_ok};
 
 /// Kafka's producer and admin (`LiveCluster`): one JSON line per step.
 fn live_cluster(oracle: &Oracle, bootstrap: &str, steps: &[&str]) {

@@ -1,12 +1,13 @@
-//! What the oracle tests of a serving node share: running the `kmirror` binary, the oracle's
-//! Java programs, and a `kmirror mirror --listen` that follows its source while it serves.
+//! What the oracle tests share: running the `kmirror` binary and the oracle's Java programs,
+//! and, for the tests of a serving node, a `kmirror mirror --listen` that follows its source
+//! while it serves.
 
 #![allow(dead_code)] // each test binary uses its own subset
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -14,11 +15,16 @@ use kmirror_testsupport::jvm::Oracle;
 use kmirror_testsupport::oracle_support::run;
 use serde_json::Value;
 
-/// Runs `kmirror ARGS` to completion; its stdout (a failure fails the test).
-pub fn kmirror_ok(args: &[&str]) -> String {
+/// Runs `kmirror ARGS` to completion (at most 180 s).
+pub fn kmirror(args: &[&str]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_kmirror"));
     command.args(args);
-    let output = run(command, Duration::from_secs(180));
+    run(command, Duration::from_secs(180))
+}
+
+/// Runs `kmirror ARGS` to completion; its stdout (a failure fails the test).
+pub fn kmirror_ok(args: &[&str]) -> String {
+    let output = kmirror(args);
     assert!(
         output.status.success(),
         "kmirror {args:?} failed: {}{}",

@@ -45,9 +45,15 @@ impl SourceCluster {
                     })
                 })
                 .collect();
+            // A broker's thread that panicked panics the caller, as the same work done inline
+            // would.
             handles
                 .into_iter()
-                .filter_map(|handle| handle.join().ok())
+                .map(|handle| {
+                    handle
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
                 .collect()
         });
         for (broker, connection, result) in done {
