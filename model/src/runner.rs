@@ -5,8 +5,9 @@
 //! # BFS or DFS
 //!
 //! Breadth-first search ([`RunOptions::default`], `kmirror check --bfs`) finds the shortest
-//! counterexamples but keeps its whole frontier of full states in memory: 3.95 GB of the
-//! default configuration's peak. Depth-first search (`kmirror check`'s default) keeps only the visited fingerprints and the current path, so its
+//! counterexamples but keeps its whole frontier of full states in memory, gigabytes for the
+//! default configuration (figures: `BENCHMARKS.md`, `model_check`). Depth-first search
+//! (`kmirror check`'s default) keeps only the visited fingerprints and the current path, so its
 //! memory grows with the unique-state count alone (8 bytes and the map's overhead per state),
 //! at the price of longer first counterexamples, which the runner shortens afterwards with a
 //! per-property BFS that stops at the first discovery. Replica symmetry always runs depth-first:
