@@ -569,6 +569,60 @@ fn partitions_are_spread_over_n_fetchers_by_a_stable_hash() {
 }
 
 #[test]
+fn resizing_the_fetchers_asks_every_fetch_in_flight_again_on_its_new_fetcher() {
+    let mut n = Node::new(NodeConfig::new(ME));
+    n.mirroring(A0);
+    n.mirroring(A1);
+    n.mirroring(B0);
+    sources(&mut n);
+    let first = n.node.poll_fetches(0);
+    assert_eq!(first.len(), 2, "one fetcher per source broker");
+    assert_eq!(n.node.poll_fetches(0), vec![], "all in flight");
+    assert_eq!(
+        n.node.set_num_fetchers(0),
+        Err(InvalidNodeConfig::NoFetchers)
+    );
+    n.node.set_num_fetchers(1).unwrap();
+    assert_eq!(
+        n.node.poll_fetches(0),
+        vec![],
+        "the same number changes nothing"
+    );
+
+    n.node.set_num_fetchers(4).unwrap();
+    assert_eq!(n.node.config().num_fetchers, 4);
+    let again = n.node.poll_fetches(0);
+    let asked: Vec<(FetcherKey, Vec<PartitionKey>)> = again
+        .iter()
+        .map(|f| (f.fetcher, f.partitions.iter().map(|(k, _)| *k).collect()))
+        .collect();
+    let on = |source_broker, key: &PartitionKey| FetcherKey {
+        source_broker,
+        fetcher_id: fetcher_id(key, 4),
+    };
+    assert_eq!(
+        asked,
+        vec![
+            (on(101, &A1), vec![A1]),
+            (on(101, &A0), vec![A0]),
+            (on(102, &B0), vec![B0]),
+        ],
+        "each fetch in flight asked again on its new fetcher, with the same request"
+    );
+    assert!(again.iter().all(|f| f
+        .partitions
+        .iter()
+        .all(|(_, r)| *r == fetch_request(0, None))));
+    // An answer to a request of the old fetchers changes nothing.
+    let out = n.respond(&first[0], |_, f| Some(no_data(f)));
+    assert!(matches!(
+        out.errors.as_slice(),
+        [NodeError::NoFetchInFlight { .. }] | [NodeError::StaleFetch { .. }, ..]
+    ));
+    assert!(out.effects.is_empty());
+}
+
+#[test]
 fn paused_and_backing_off_partitions_are_left_out_without_delaying_the_others() {
     let mut n = Node::new(NodeConfig::new(ME));
     n.mirroring(A0);

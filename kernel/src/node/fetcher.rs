@@ -29,7 +29,7 @@ use std::collections::BTreeMap;
 use crate::config::MirrorConfig;
 use crate::input::Input;
 
-use super::{NodeError, NodeLogs, NodeMirror, NodeOutput, PartitionKey};
+use super::{InvalidNodeConfig, NodeError, NodeLogs, NodeMirror, NodeOutput, PartitionKey};
 
 /// The fetcher of partition `key` among `num_fetchers` (Kafka's `num.replica.fetchers`):
 /// `to_positive(murmur2(topic id bytes, partition as int32 big-endian)) % num_fetchers`.
@@ -205,6 +205,32 @@ impl NodeMirror {
                 }
             })
             .collect()
+    }
+
+    /// Sets the number of fetchers per source broker (Kafka's `num.replica.fetchers`, which a
+    /// broker resizes at runtime: `AbstractFetcherManager.resizeThreadPool`). As Kafka's resize
+    /// does, every partition's fetch is taken off its old fetcher: the fetches in flight are
+    /// ready again (at once), and an answer to one of the old requests that still comes back is
+    /// stale ([`NodeError::StaleFetch`]) or finds no request in flight
+    /// ([`NodeError::NoFetchInFlight`]), and changes nothing. A caller that resizes only while
+    /// nothing is in flight never sees either. The same number changes nothing.
+    pub fn set_num_fetchers(&mut self, num_fetchers: u32) -> Result<(), InvalidNodeConfig> {
+        if num_fetchers == 0 {
+            return Err(InvalidNodeConfig::NoFetchers);
+        }
+        if num_fetchers == self.config.num_fetchers {
+            return Ok(());
+        }
+        self.config.num_fetchers = num_fetchers;
+        for led in self.led.values_mut() {
+            if let Some(slot) = led.fetch.as_mut() {
+                if matches!(slot.status, FetchStatus::InFlight(_)) {
+                    slot.status = FetchStatus::Ready { not_before: None };
+                }
+            }
+        }
+        self.in_flight.clear();
+        Ok(())
     }
 
     pub(super) fn on_fetch_response(

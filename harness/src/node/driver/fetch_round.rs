@@ -37,7 +37,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use kmirror_kernel::effect::RequestId;
 use kmirror_kernel::input::FetchOutcome;
 use kmirror_kernel::node::{
-    CoalescedFetch, CoalescedFetchResponse, NodeInput, PartitionFetchResponse,
+    CoalescedFetch, CoalescedFetchResponse, FetchRequest, NodeInput, PartitionFetchResponse,
     PartitionFetchResult, PartitionKey,
 };
 
@@ -64,16 +64,16 @@ pub(super) struct SourceView {
 }
 
 /// One partition of a fetch round.
-struct RoundItem {
-    key: PartitionKey,
+pub(super) struct RoundItem {
+    pub(super) key: PartitionKey,
     /// The kernel's request id.
-    request: RequestId,
-    asked: PartitionFetchRequest,
-    answer: RoundAnswer,
+    pub(super) request: RequestId,
+    pub(super) asked: PartitionFetchRequest,
+    pub(super) answer: RoundAnswer,
 }
 
 /// Where a partition's answer in a fetch round is.
-enum RoundAnswer {
+pub(super) enum RoundAnswer {
     /// Asked of the source in this round's Fetches; not read yet.
     Waiting,
     /// The source's answer, or the one read ahead.
@@ -100,7 +100,7 @@ struct RoundStream {
 /// The next fetch round as a round's answers predict it
 /// ([`fetch_ahead`](crate::node::fetch_ahead)).
 #[derive(Default)]
-struct NextRound {
+pub(super) struct NextRound {
     /// The guessed next request of each partition answered with records, or left out.
     guesses: Vec<(PartitionKey, PartitionFetchRequest)>,
     /// Whether an answer said the source has more: only then is the next round read ahead.
@@ -174,7 +174,7 @@ impl RoundStream {
 impl SourceView {
     /// A partition's answer as the kernel hears it: records what it tells of the source (the
     /// source position, caught up, the last error) and the guess of its next request.
-    fn hear(
+    pub(super) fn hear(
         &mut self,
         item: &mut RoundItem,
         batches: &mut BTreeMap<PartitionKey, Vec<RawBatch>>,
@@ -227,6 +227,23 @@ impl SourceView {
     }
 }
 
+/// What the source is asked for `key`'s fetch `req` of the kernel.
+pub(super) fn fetch_request(
+    key: &PartitionKey,
+    req: &FetchRequest,
+    max_batches: usize,
+) -> PartitionFetchRequest {
+    PartitionFetchRequest {
+        topic_id: key.topic_id,
+        partition: key.partition,
+        fetch_offset: req.fetch_offset,
+        last_fetched_epoch: req.last_fetched_epoch,
+        current_leader_epoch: CurrentLeaderEpoch::FromMetadata,
+        isolation: req.isolation,
+        max_batches,
+    }
+}
+
 impl NodeDriver {
     /// One fetch round: every ready coalesced fetch, sent as one call to the source cluster
     /// (one Fetch per source broker), except the partitions whose request the last round's
@@ -238,6 +255,13 @@ impl NodeDriver {
     pub(super) fn fetch_round(&mut self) -> Result<bool, NodeError> {
         if self.source.is_none() {
             return Ok(false);
+        }
+        let wanted = self.wanted_fetchers();
+        if wanted != self.node.config().num_fetchers {
+            self.resize_fetchers(wanted)?;
+        }
+        if wanted > 1 {
+            return self.fetch_pipelined();
         }
         // Group commit of the offsets the last round's flushes moved: one write per file.
         self.write_checkpoints()?;
@@ -267,15 +291,7 @@ impl NodeDriver {
         let mut requests = Vec::new();
         for f in &fetches {
             for (key, req) in &f.partitions {
-                let asked = PartitionFetchRequest {
-                    topic_id: key.topic_id,
-                    partition: key.partition,
-                    fetch_offset: req.fetch_offset,
-                    last_fetched_epoch: req.last_fetched_epoch,
-                    current_leader_epoch: CurrentLeaderEpoch::FromMetadata,
-                    isolation: req.isolation,
-                    max_batches,
-                };
+                let asked = fetch_request(key, req, max_batches);
                 let answer = match ahead.take(key, &asked) {
                     Some(AheadAnswer::Fetched(fetched)) => {
                         self.stats.fetched_ahead += 1;

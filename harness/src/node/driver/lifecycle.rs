@@ -133,6 +133,7 @@ impl NodeDriver {
             timers: BTreeMap::new(),
             heard: SourceView::default(),
             fetched_ahead: FetchedAhead::default(),
+            pipelined: Default::default(),
             leaders_fed: BTreeMap::new(),
             events: Vec::new(),
             stats: NodeStats::default(),

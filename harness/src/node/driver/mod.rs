@@ -29,6 +29,7 @@
 
 mod clients;
 mod execute;
+mod fetch_pipeline;
 mod fetch_round;
 mod lifecycle;
 mod requests;
@@ -206,6 +207,8 @@ pub struct NodeDriver {
     heard: SourceView,
     /// The answers read ahead for the next round.
     fetched_ahead: FetchedAhead,
+    /// The fetchers' requests on the wire, when fetching is pipelined.
+    pipelined: fetch_pipeline::Pipelined,
     leaders_fed: BTreeMap<TopicId, Vec<Option<i32>>>,
     events: Vec<String>,
     stats: NodeStats,
@@ -276,6 +279,7 @@ impl NodeDriver {
     /// resume need none). Returns the previous one.
     pub fn set_source(&mut self, source: Option<SourceCluster>) -> Option<SourceCluster> {
         self.fetched_ahead.clear();
+        self.abandon_pipelined();
         std::mem::replace(&mut self.source, source)
     }
 

@@ -77,31 +77,47 @@ pub struct PartitionFetchResult {
 
 /// The partitions of one fetch lane of a broker in a round, and the lane, taken out of its
 /// [`BrokerConnection`] while the lane's thread uses it.
-struct BrokerJob {
-    broker: i32,
-    lane_index: usize,
-    lane: FetchLane,
-    items: Vec<JobItem>,
+pub(super) struct BrokerJob {
+    pub(super) broker: i32,
+    pub(super) lane_index: usize,
+    pub(super) lane: FetchLane,
+    pub(super) items: Vec<JobItem>,
 }
 
-struct JobItem {
-    index: usize,
+/// One partition of a lane's Fetch.
+pub(super) struct JobItem {
+    /// Its index in the requests asked.
+    pub(super) index: usize,
     topic: String,
-    request: PartitionFetchRequest,
+    /// What is asked.
+    pub(super) request: PartitionFetchRequest,
     current_leader_epoch: Option<LeaderEpoch>,
 }
 
 /// One partition's outcome.
-type Outcome = Result<PartitionFetched, PartitionFetchError>;
+pub(super) type Outcome = Result<PartitionFetched, PartitionFetchError>;
 
 /// What one lane's share of a round gives back: the lane, the requests it sent and the answers.
-struct JobOutput {
-    broker: i32,
-    lane_index: usize,
-    lane: FetchLane,
-    stats: BrokerStats,
-    results: Vec<(usize, Outcome)>,
-    refresh: bool,
+pub(super) struct JobOutput {
+    pub(super) broker: i32,
+    pub(super) lane_index: usize,
+    pub(super) lane: FetchLane,
+    pub(super) stats: BrokerStats,
+    pub(super) results: Vec<(usize, Outcome)>,
+    pub(super) refresh: bool,
+}
+
+/// Requests grouped by leader ([`SourceCluster::plan`]).
+#[derive(Default)]
+pub(super) struct Plan {
+    /// The results known without asking, with their index.
+    pub(super) early: Vec<(usize, Option<i32>, Outcome)>,
+    /// The partitions each broker leads.
+    pub(super) jobs: BTreeMap<i32, Vec<JobItem>>,
+    /// Each broker's address.
+    pub(super) addresses: BTreeMap<i32, String>,
+    /// Whether the metadata should be asked again.
+    pub(super) refresh: bool,
 }
 
 /// A broker's connection during a round: its lanes out with their threads, back in their slots.
@@ -159,46 +175,12 @@ impl SourceCluster {
                 .collect();
             on_answered(results);
         };
-        let mut early = Vec::new();
-        self.refresh_if_due();
-        let mut jobs: BTreeMap<i32, Vec<JobItem>> = BTreeMap::new();
-        let mut addresses: BTreeMap<i32, String> = BTreeMap::new();
-        let mut seen = HashSet::new();
-        let mut refresh = false;
-        for (index, request) in requests.iter().enumerate() {
-            let hex = || request.topic_id.to_string();
-            if !seen.insert((request.topic_id, request.partition)) {
-                early.push((
-                    index,
-                    None,
-                    Err(PartitionFetchError::Duplicate {
-                        topic_id: hex(),
-                        partition: request.partition,
-                    }),
-                ));
-                continue;
-            }
-            match self.resolve(request.topic_id, request.partition) {
-                Err(error) => {
-                    refresh |= !matches!(error, PartitionFetchError::NoMetadata { .. });
-                    early.push((index, None, Err(error)));
-                }
-                Ok(leader) => {
-                    addresses.insert(leader.broker, leader.address);
-                    jobs.entry(leader.broker).or_default().push(JobItem {
-                        index,
-                        topic: leader.topic,
-                        request: *request,
-                        current_leader_epoch: match request.current_leader_epoch {
-                            CurrentLeaderEpoch::FromMetadata => Some(leader.leader_epoch),
-                            CurrentLeaderEpoch::Unchecked => None,
-                            CurrentLeaderEpoch::Known(e) => Some(e),
-                        },
-                    });
-                }
-            }
-        }
-
+        let Plan {
+            early,
+            jobs,
+            addresses,
+            mut refresh,
+        } = self.plan(requests);
         let (mut connections, lane_jobs) = self.lane_jobs(jobs, &addresses);
         let options = self.options;
         let (done, outputs) = std::sync::mpsc::channel();
@@ -248,6 +230,48 @@ impl SourceCluster {
         if !missing.is_empty() {
             deliver(&mut answered, missing);
         }
+    }
+
+    /// `requests` grouped by their leader in the metadata (refreshed first if due), and the
+    /// results known without asking: a partition asked twice, one with no known leader.
+    pub(super) fn plan(&mut self, requests: &[PartitionFetchRequest]) -> Plan {
+        let mut plan = Plan::default();
+        self.refresh_if_due();
+        let mut seen = HashSet::new();
+        for (index, request) in requests.iter().enumerate() {
+            let hex = || request.topic_id.to_string();
+            if !seen.insert((request.topic_id, request.partition)) {
+                plan.early.push((
+                    index,
+                    None,
+                    Err(PartitionFetchError::Duplicate {
+                        topic_id: hex(),
+                        partition: request.partition,
+                    }),
+                ));
+                continue;
+            }
+            match self.resolve(request.topic_id, request.partition) {
+                Err(error) => {
+                    plan.refresh |= !matches!(error, PartitionFetchError::NoMetadata { .. });
+                    plan.early.push((index, None, Err(error)));
+                }
+                Ok(leader) => {
+                    plan.addresses.insert(leader.broker, leader.address);
+                    plan.jobs.entry(leader.broker).or_default().push(JobItem {
+                        index,
+                        topic: leader.topic,
+                        request: *request,
+                        current_leader_epoch: match request.current_leader_epoch {
+                            CurrentLeaderEpoch::FromMetadata => Some(leader.leader_epoch),
+                            CurrentLeaderEpoch::Unchecked => None,
+                            CurrentLeaderEpoch::Known(e) => Some(e),
+                        },
+                    });
+                }
+            }
+        }
+        plan
     }
 
     /// Each broker's share of a round split into its lanes' jobs (each lane taken out of its
@@ -321,7 +345,7 @@ impl SourceCluster {
 
 /// The result of a partition whose broker's fetch did not finish (only a panicked fetch
 /// thread leaves one).
-fn unfinished(request: &PartitionFetchRequest) -> PartitionFetchResult {
+pub(super) fn unfinished(request: &PartitionFetchRequest) -> PartitionFetchResult {
     PartitionFetchResult {
         topic_id: request.topic_id,
         partition: request.partition,
@@ -341,7 +365,7 @@ fn unfinished(request: &PartitionFetchRequest) -> PartitionFetchResult {
 
 /// One lane's share of a round: its Fetch (one per isolation level), then ListOffsets for the
 /// partitions out of range.
-fn run_job(mut job: BrokerJob, options: &SourceClusterOptions) -> JobOutput {
+pub(super) fn run_job(mut job: BrokerJob, options: &SourceClusterOptions) -> JobOutput {
     let broker = job.broker;
     let mut results = Vec::with_capacity(job.items.len());
     let mut refresh = false;

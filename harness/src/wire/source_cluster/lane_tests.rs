@@ -16,7 +16,7 @@ use crate::wire::fake_link::behind_links;
 const ORDERS: TopicId = TopicId([1; 16]);
 
 /// `orders` with 8 partitions, led alternately by brokers 1 and 2, 3 batches each.
-fn fake() -> FakeCluster {
+pub(super) fn fake() -> FakeCluster {
     FakeCluster::start(
         2,
         vec![FakeTopic {
@@ -29,7 +29,7 @@ fn fake() -> FakeCluster {
     )
 }
 
-fn cluster(fake: &FakeCluster, fetches_in_flight: Option<usize>) -> SourceCluster {
+pub(super) fn cluster(fake: &FakeCluster, fetches_in_flight: Option<usize>) -> SourceCluster {
     SourceCluster::new(
         &fake.address(1),
         TopicSelection::parse("orders").expect("selection"),
@@ -43,7 +43,7 @@ fn cluster(fake: &FakeCluster, fetches_in_flight: Option<usize>) -> SourceCluste
     )
 }
 
-fn all(from: Offset) -> Vec<PartitionFetchRequest> {
+pub(super) fn all(from: Offset) -> Vec<PartitionFetchRequest> {
     (0..8)
         .map(|partition| PartitionFetchRequest {
             topic_id: ORDERS,
@@ -58,7 +58,7 @@ fn all(from: Offset) -> Vec<PartitionFetchRequest> {
 }
 
 /// Each partition's answer as (broker, next offset, batches), in the order asked.
-fn answers(results: &[PartitionFetchResult]) -> Vec<(Option<i32>, Offset, usize)> {
+pub(super) fn answers(results: &[PartitionFetchResult]) -> Vec<(Option<i32>, Offset, usize)> {
     results
         .iter()
         .map(|r| match &r.outcome {

@@ -62,6 +62,9 @@ mod metadata;
 mod offsets;
 mod partition_error;
 mod per_broker;
+mod pipeline;
+#[cfg(test)]
+mod pipeline_tests;
 mod read_access;
 #[cfg(test)]
 mod tests;
@@ -182,6 +185,8 @@ pub struct SourceCluster {
     metadata_generation: u64,
     /// The shortest round trip any connection's handshake measured.
     round_trip: Option<Duration>,
+    /// The fetches kept in flight between calls ([`SourceCluster::send_fetches`]).
+    pipeline: pipeline::Pipeline,
 }
 
 impl SourceCluster {
@@ -208,6 +213,7 @@ impl SourceCluster {
             brokers: HashMap::new(),
             metadata_generation: 0,
             round_trip: None,
+            pipeline: pipeline::Pipeline::new(),
         }
     }
 
@@ -229,6 +235,7 @@ impl SourceCluster {
             *client = plain.with_security(security.clone());
         }
         self.brokers.clear();
+        self.pipeline.disconnect();
         self.security = security;
     }
 
@@ -265,7 +272,12 @@ impl SourceCluster {
 
     /// Requests sent so far, per broker id.
     pub fn request_stats(&self) -> BTreeMap<i32, BrokerStats> {
-        self.brokers.iter().map(|(id, c)| (*id, c.stats)).collect()
+        let mut stats: BTreeMap<i32, BrokerStats> =
+            self.brokers.iter().map(|(id, c)| (*id, c.stats)).collect();
+        for (id, pipelined) in &self.pipeline.stats {
+            *stats.entry(*id).or_default() += *pipelined;
+        }
+        stats
     }
 
     /// The shortest round trip to the source the connections' handshakes measured so far
@@ -290,14 +302,16 @@ impl SourceCluster {
         )
     }
 
-    /// The most Fetches one broker had in flight in the last rounds (its fetch lanes), one
-    /// before any round.
+    /// The most Fetches one broker had in flight in the last rounds or in the pipeline (its
+    /// fetch lanes), one before any.
     pub fn most_fetches_in_flight(&self) -> usize {
         self.brokers
             .values()
             .map(|c| c.lanes.len())
+            .chain([self.pipeline.most_lanes()])
             .max()
             .unwrap_or(1)
+            .max(1)
     }
 
     /// Metadata requests sent to the bootstrap addresses (not yet known by broker id).
