@@ -1,5 +1,7 @@
 //! One fetch round ([`NodeDriver::fetch_round`]): the node manager's fetches asked of the
 //! source, each fetcher's answer fed as soon as it is complete, and the next round read ahead.
+//! This is how the driver fetches with one Fetch in flight per source broker; with more (a long
+//! round trip), it fetches pipelined instead ([`fetch_pipeline`](super::fetch_pipeline)).
 //!
 //! **Fetches** are the node manager's: [`NodeMirror::poll_fetches`] gives one coalesced fetch
 //! per source leader (and fetcher); all of a round go to [`SourceCluster::fetch`] in one call,

@@ -6,9 +6,10 @@
 //! partitions are shared among several **fetch lanes**, each its own connection (and its own
 //! fetch session) carrying one Fetch of its partitions, all the lanes' Fetches in flight at once,
 //! as Kafka's `num.replica.fetchers` threads share a broker's partitions. A partition is always
-//! in the same lane ([`LaneAssignment`]) while the leaders and the number of lanes stay, so each lane's fetch session
-//! stays incremental; a round's answers per partition are still one per round, so the kernel sees
-//! the same inputs in the same order, only more bytes per round trip.
+//! in the same lane ([`LaneAssignment`]) while the leaders and the number of lanes stay, so each
+//! lane's fetch session stays incremental; a round's answers per partition are still one per
+//! round, so the kernel sees the same inputs in the same order, only more bytes per round trip.
+//! (The pipeline, `pipeline.rs`, has lanes of its own, named by its caller.)
 //!
 //! How many lanes ([`fetch_lanes`]): as many as the bandwidth-delay product needs, the round trip
 //! measured by the connections' handshakes ([`KafkaClient::round_trip`]) times

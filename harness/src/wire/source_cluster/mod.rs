@@ -37,8 +37,13 @@
 //! [`SourceCluster::request_stats`] counts the requests sent to each broker (to see the
 //! coalescing: one Fetch per broker and lane per round, whatever the number of partitions).
 //!
+//! - **The pipeline** ([`SourceCluster::send_fetches`], [`SourceCluster::poll_fetched`]): the
+//!   same Fetches kept in flight between calls, each on the lane its caller names, each lane's
+//!   answer handed over alone, so that no lane waits for another (Kafka's fetcher threads).
+//!
 //! The module's files, one concept each: `metadata.rs` (the metadata cache: what the source
-//! has and who leads it), `fetch.rs` (the coalesced fetch engine), `answer.rs` (one partition's
+//! has and who leads it), `fetch.rs` (the coalesced fetch engine), `pipeline.rs` (the same,
+//! kept in flight lane by lane), `answer.rs` (one partition's
 //! Fetch answer as the kernel's), `partition_error.rs` (each partition's own error),
 //! `offsets.rs` (ListOffsets) and `read_access.rs` (the check before mirroring).
 
