@@ -345,6 +345,59 @@ fn deleting_a_stopped_topic_removes_its_logs_configs_and_group_offsets() {
     driver.close().unwrap();
 }
 
+#[test]
+fn a_topic_in_no_mirror_grows_and_is_deleted_and_the_mirrored_one_beside_it_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    stopped(dir.path()).close().unwrap();
+    let mut dest = super::NodeDest::open(dir.path()).unwrap();
+    let local = kmirror_kernel::types::TopicId([7; 16]);
+    dest.add_topic("local", local, 1, None).unwrap();
+    let driver = NodeDriver::from_dest(dest, None, options()).unwrap();
+    let running = Running::start(driver);
+    let mut conn = connect(&running.address);
+
+    assert_eq!(
+        create_partitions(
+            &mut conn,
+            vec![grow("local", 2, None), grow("pay.eu", 3, None)],
+            false
+        )
+        .iter()
+        .map(|(code, _)| *code)
+        .collect::<Vec<_>>(),
+        [0, READ_ONLY_TOPIC]
+    );
+    let pid = init_producer(&mut conn).producer_id.0;
+    let request = kafka_protocol::messages::ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5_000)
+        .with_topic_data(vec![
+            kafka_protocol::messages::produce_request::TopicProduceData::default()
+                .with_name(name("local"))
+                .with_partition_data(vec![
+                    kafka_protocol::messages::produce_request::PartitionProduceData::default()
+                        .with_index(1)
+                        .with_records(Some(bytes::Bytes::copy_from_slice(
+                            client_batch(2, pid, 0).bytes(),
+                        ))),
+                ]),
+        ]);
+    let produced = conn.send("Produce", &request, 9).unwrap();
+    assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+    let deleted = delete_topics(&mut conn, &[(Some("local"), None), (Some("pay.eu"), None)]);
+    let codes: Vec<i16> = deleted.responses.iter().map(|r| r.error_code).collect();
+    assert_eq!(codes, [0, READ_ONLY_TOPIC]);
+    assert_eq!(
+        deleted.responses[0].topic_id,
+        Uuid::from_bytes(local.0),
+        "Kafka answers the id of a topic deleted by name"
+    );
+    let driver = running.stop();
+    assert!(!driver.dest().meta().topics.contains_key("local"));
+    assert!(!driver.dest().log_dir().join("local-1").exists());
+    driver.close().unwrap();
+}
+
 /// Whether the log dir's checkpoint files have no line of `topic`.
 fn assert_no_checkpoint_of(log_dir: &Path, topic: &str) {
     let checkpoints = LogDirCheckpoints::open_read_only(log_dir).unwrap();

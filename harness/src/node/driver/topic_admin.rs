@@ -179,6 +179,7 @@ impl NodeDriver {
             self.heard.caught_up.remove(key);
         }
         self.leaders_fed.remove(&topic_id);
+        // Answers read ahead may name its partitions: dropped, the others are fetched again.
         self.fetched_ahead.clear();
         // 2. The topic no longer exists.
         let mut meta = self.dest.meta().clone();
