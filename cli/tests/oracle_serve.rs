@@ -9,6 +9,9 @@
 //! writes, its records after the `MIRROR_PID_RESET` marker. A consumer group that read part of
 //! the topic on the source resumes on the destination at the offsets the metadata sync
 //! committed there: nothing lost, and read twice only what it read after the last synced commit.
+//! Kafka's Admin client is refused adding partitions or deleting the topic while it is
+//! MIRRORING (`READ_ONLY_TOPIC`); after the stop it adds a partition, which the producer
+//! writes to, and deletes the topic.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -190,6 +193,24 @@ fn oracle_serve_java_clients_read_a_serving_mirror_and_write_after_a_stop() {
         &["produce:orders:6:true"],
     );
     assert_eq!(refused[0]["acked"], 0, "{refused:?}");
+    // So is Kafka's Admin client, adding partitions or deleting the topic: a mirror's
+    // partitions and existence are the source's (134 is GROUP_DELETION_FAILED to a 4.4 client;
+    // the message is kmirror's).
+    let admin = java(
+        &oracle,
+        "dev.kmirror.oracle.ServeClients",
+        &serving.address,
+        &["grow:orders:4", "delete:orders"],
+    );
+    assert_eq!(admin.len(), 2, "{admin:?}");
+    for line in &admin {
+        assert!(
+            line["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("READ_ONLY_TOPIC")),
+            "{line}"
+        );
+    }
 
     // 3. `kmirror stop` reaches the running mirror; the producer then writes after the
     //    MIRROR_PID_RESET marker of each partition.
@@ -263,6 +284,30 @@ fn oracle_serve_java_clients_read_a_serving_mirror_and_write_after_a_stop() {
             "{a} after {s}"
         );
     }
+
+    // 5. Failed over, the topic is a regular topic: Kafka's Admin client adds a partition
+    //    (written STOPPED by the kernel: it never mirrored), the producer writes to it, and the
+    //    topic is deleted.
+    let steps = ["grow:orders:4", "produce:orders:8:true", "delete:orders"];
+    let regular = java(
+        &oracle,
+        "dev.kmirror.oracle.ServeClients",
+        &serving.address,
+        &steps,
+    );
+    assert_eq!(regular.len(), 3, "{regular:?}");
+    assert_eq!(regular[0]["error"], Value::Null, "{regular:?}");
+    assert_eq!(regular[1]["acked"], 8, "{regular:?}");
+    assert_eq!(
+        regular[1]["offsets"]["3"],
+        serde_json::json!([0, 1]),
+        "the new partition's first records: {regular:?}"
+    );
+    assert_eq!(regular[2]["error"], Value::Null, "{regular:?}");
+    assert!(
+        !dest_path.join("data/orders-0").exists(),
+        "the deleted topic's directories are gone"
+    );
     assert_eq!(
         serving.stop(),
         Some(0),

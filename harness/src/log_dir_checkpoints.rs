@@ -189,6 +189,28 @@ impl LogDirCheckpoints {
         self.write_kind(&mut files, kind)
     }
 
+    /// Forgets every entry of `tp` (a deleted partition), in memory; the next
+    /// [`LogDirCheckpoints::write`] leaves it out of the files.
+    pub fn forget(&self, tp: &TopicPartition) {
+        let at = (tp.topic.clone(), tp.partition);
+        for entries in &mut self.lock().current {
+            entries.remove(&at);
+        }
+    }
+
+    /// The partitions with an entry of any kind (in memory).
+    pub fn partitions(&self) -> Vec<(String, PartitionIndex)> {
+        let files = self.lock();
+        let mut all: Vec<(String, PartitionIndex)> = files
+            .current
+            .iter()
+            .flat_map(|e| e.keys().cloned())
+            .collect();
+        all.sort();
+        all.dedup();
+        all
+    }
+
     /// Whether some entry differs from the files on disk.
     pub fn is_dirty(&self) -> bool {
         let files = self.lock();

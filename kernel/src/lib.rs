@@ -67,6 +67,7 @@
 //! stateDiagram-v2
 //!     [*] --> UNKNOWN
 //!     UNKNOWN --> PREPARING
+//!     UNKNOWN --> STOPPED
 //!     PREPARING --> MIRRORING
 //!     PREPARING --> STOPPING
 //!     MIRRORING --> PAUSED

@@ -220,6 +220,7 @@ impl TransitionTable {
         use MirrorState::*;
         let mut edges: BTreeSet<_> = [
             (Unknown, Preparing),
+            (Unknown, Stopped),
             (Stopped, Preparing),
             (Preparing, Mirroring),
             (Mirroring, Paused),
@@ -438,6 +439,7 @@ mod tests {
             .collect();
         let expected: BTreeSet<_> = [
             (Unknown, Preparing),
+            (Unknown, Stopped),
             (Stopped, Preparing),
             (Preparing, Mirroring),
             (Mirroring, Paused),

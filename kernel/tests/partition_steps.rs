@@ -975,6 +975,32 @@ fn a_topic_that_is_not_mirrored_needs_nothing() {
 }
 
 #[test]
+fn a_partition_added_after_the_failover_is_written_stopped_and_opens_its_gate() {
+    // Nothing persisted under a topic asking STOP: a partition that never mirrored.
+    let mut d = Driver::new(MirrorConfig::default());
+    d.mirror = PartitionMirror::new(ME, key().topic_id, 0, DesiredState::Stop(mirror()));
+    d.lead(1, &[ME]);
+    let written = d.read(1);
+    assert_eq!(
+        written,
+        vec![write(
+            2,
+            value(MirrorState::Stopped, 1, 0, MirrorState::Unknown),
+            None
+        )],
+        "STOPPED at once: no fetcher, no stop sequence"
+    );
+    assert_eq!(d.ack_write(&written), vec![Effect::SetWritable(true)]);
+    assert_eq!(d.mirror.state(), MirrorState::Stopped);
+    // The prototype's table has no such edge: its partition stays UNKNOWN and read-only.
+    let mut p = Driver::new(MirrorConfig::prototype());
+    p.mirror = PartitionMirror::new(ME, key().topic_id, 0, DesiredState::Stop(mirror()));
+    p.lead(1, &[ME]);
+    assert_eq!(p.read(1), vec![]);
+    assert_eq!(p.mirror.state(), MirrorState::Unknown);
+}
+
+#[test]
 fn a_resumed_stop_never_truncates_its_own_pid_reset() {
     let mut d = mirroring(MirrorConfig::default());
     d.log.append_as_follower(&[data(0, 4, 3)]).unwrap();

@@ -48,6 +48,8 @@ mod fixture;
 #[cfg(test)]
 mod link_tests;
 #[cfg(test)]
+mod serve_admin_tests;
+#[cfg(test)]
 mod serve_tests;
 #[cfg(test)]
 mod sync_crash_tests;

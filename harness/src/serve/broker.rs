@@ -22,6 +22,7 @@ use super::fetch::{self, FetchAnswer};
 use super::fetch_session::{FetchContext, FetchSessions};
 use super::group::{GroupAnswer, GroupClient, GroupCoordinator, GroupRequest, GROUP_API_VERSIONS};
 use super::produce::ProducerIds;
+use super::topic_admin::{self, TopicWork};
 use super::{admin, configs, metadata, offsets, produce, CallId, ClientCall, ServeError};
 
 /// What the broker reads and writes of the node, lent by the node driver for one call.
@@ -148,17 +149,19 @@ impl Broker {
     }
 
     /// Answers `call` (or parks it, a Fetch waiting for data). A failed disk write is an
-    /// error for the node; the client is answered first.
+    /// error for the node; the client is answered first. A CreatePartitions or DeleteTopics
+    /// that changes topics is not answered here: its [`TopicWork`] is returned, for the caller
+    /// to carry out and then answer.
     pub fn handle(
         &mut self,
         now_ms: i64,
         call: ClientCall,
         node: &mut dyn ServedNode,
-    ) -> Result<(), ServeError> {
+    ) -> Result<Option<TopicWork>, ServeError> {
         let version = call.header.request_api_version;
         let key = call.header.request_api_key;
         if GROUP_API_VERSIONS.iter().any(|(k, _, _)| *k as i16 == key) {
-            return self.handle_group(now_ms, call, node);
+            return self.handle_group(now_ms, call, node).map(|()| None);
         }
         let response = match &call.request {
             RequestKind::Metadata(r) => {
@@ -179,7 +182,7 @@ impl Broker {
                             context,
                             deadline_ms,
                         });
-                        return Ok(());
+                        return Ok(None);
                     }
                 }
             }
@@ -190,13 +193,17 @@ impl Broker {
             RequestKind::DeleteRecords(r) => {
                 let (response, failure) = admin::delete_records(node, r);
                 let _ = call.reply.send(ResponseKind::DeleteRecords(response));
-                return failure.map_or(Ok(()), Err);
+                return failure.map_or(Ok(None), Err);
             }
             RequestKind::CreatePartitions(r) => {
-                ResponseKind::CreatePartitions(admin::create_partitions(node, r))
+                let (response, edits) = topic_admin::create_partitions(node, r);
+                let answer = ResponseKind::CreatePartitions(response);
+                return Ok(TopicWork::of(edits, answer, call.reply));
             }
             RequestKind::DeleteTopics(r) => {
-                ResponseKind::DeleteTopics(admin::delete_topics(node, r))
+                let (response, edits) = topic_admin::delete_topics(node, r);
+                let answer = ResponseKind::DeleteTopics(response);
+                return Ok(TopicWork::of(edits, answer, call.reply));
             }
             RequestKind::InitProducerId(r) => {
                 ResponseKind::InitProducerId(self.producer_ids.answer(node, r)?)
@@ -205,7 +212,7 @@ impl Broker {
                 // acks=0: the connection thread writes no response (Kafka sends none).
                 let (response, failure) = produce::answer(node, r, version);
                 let _ = call.reply.send(ResponseKind::Produce(response));
-                return failure.map_or(Ok(()), Err);
+                return failure.map_or(Ok(None), Err);
             }
             other => {
                 // The listener passes only what `versions` lists; dropping the call closes the
@@ -214,11 +221,17 @@ impl Broker {
                     "serve: no handler for {:?}; closing the connection",
                     api_name(other)
                 );
-                return Ok(());
+                return Ok(None);
             }
         };
         let _ = call.reply.send(response);
-        Ok(())
+        Ok(None)
+    }
+
+    /// Topic `name` was deleted: every group's committed offsets of it go (from the group
+    /// files too), as Kafka's coordinator drops the offsets of deleted partitions.
+    pub fn forget_topic(&mut self, name: &str) -> Result<(), ServeError> {
+        Ok(self.groups.forget_topic(name)?)
     }
 
     /// Hands a group request to the coordinator; sends every answer it makes ready (this

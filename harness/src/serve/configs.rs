@@ -14,10 +14,11 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::sync::local::MetadataDir;
 
-use super::admin::POLICY_VIOLATION;
 use super::broker::ServedNode;
 use super::metadata::UNKNOWN_TOPIC_OR_PARTITION;
 
+/// `POLICY_VIOLATION`: what this node does not do.
+pub const POLICY_VIOLATION: i16 = 44;
 /// `SECURITY_DISABLED`: no authorizer.
 pub const SECURITY_DISABLED: i16 = 54;
 /// `KAFKA_STORAGE_ERROR`: a config file cannot be read.

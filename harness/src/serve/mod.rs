@@ -19,8 +19,9 @@
 //!   the node's thread, which owns the logs. There the node driver hands it to [`Broker`]
 //!   with a [`ServedNode`] view of its logs and gates; the Broker answers at once, or parks a
 //!   Fetch that waits for data (long poll) and answers it on a later
-//!   [`Broker::poll`]. Nothing else touches the logs, so a client read never races a mirror
-//!   write or a truncation.
+//!   [`Broker::poll`], or returns the [`TopicWork`] of a CreatePartitions or DeleteTopics,
+//!   which the driver carries out and then answers ([`topic_admin`]). Nothing else touches
+//!   the logs, so a client read never races a mirror write or a truncation.
 //! - **Bounded.** Frame size, connection count and idle time are limited
 //!   ([`ServeOptions`]); a bad frame closes its connection with one log line.
 //!
@@ -43,6 +44,7 @@ pub mod offsets;
 pub mod produce;
 pub mod sasl;
 pub mod security;
+pub mod topic_admin;
 pub mod versions;
 
 use std::path::PathBuf;
@@ -53,6 +55,7 @@ use kafka_protocol::messages::{RequestHeader, RequestKind, ResponseKind};
 
 pub use broker::{Broker, ServedNode};
 pub use listener::Listener;
+pub use topic_admin::{TopicEdit, TopicWork};
 
 /// Identifies one request handed to the node (unique in the process).
 pub type CallId = u64;

@@ -36,6 +36,12 @@
 //!   writes) and then retired: kept inert (no leadership, nothing in flight, nothing routed to
 //!   it) only so that its request numbering continues at the next leadership and late answers
 //!   from this one stay stale, exactly as for a partition that was never dropped.
+//! - **A deleted destination topic** has no input of its own: the executor hands each of its
+//!   led partitions `BecameFollower` (the smallest input that makes the manager let a
+//!   partition go: no fetch, no request, no gate of it acts again) and stops feeding the
+//!   topic. Its topic entry and retired partitions stay, inert; a topic id is never reused, and
+//!   should the same topic come back (re-created from its source) its partitions' request
+//!   numbering simply continues, as after any leadership change.
 //! - **`mirror.name`, per topic**: a changed desired state is fanned out to every partition of
 //!   the topic this node leads, in partition order.
 //! - **Fetches, coalesced** ([`fetcher`]): one [`CoalescedFetch`] per source leader and fetcher

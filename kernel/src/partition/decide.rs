@@ -134,6 +134,11 @@ impl PartitionMirror {
                     .then_some(Stopping);
             }
             (DesiredState::Mirror(_) | DesiredState::Pause(_), Unknown | Stopped) => Preparing,
+            // Nothing persisted under a topic that failed over: a partition added after the
+            // failover, which never mirrored (PREPARING is written before any fetch). There is
+            // nothing to stop; it is written STOPPED, so that its gate opens like its
+            // siblings' and a failback finds the whole topic STOPPED.
+            (DesiredState::Stop(_), Unknown) => Stopped,
             (DesiredState::Mirror(_), Paused) => Mirroring,
             (DesiredState::Pause(_), Mirroring) => Paused,
             (DesiredState::Stop(_), Preparing | Mirroring | Paused) => Stopping,

@@ -1,7 +1,8 @@
 //! Kafka clients of the node ([`crate::serve`]): the listener's calls are answered on the
 //! driver's thread, between the kernel's steps, from the logs the driver owns. A client's
 //! write meets the produce gate as the kernel last set it, so a stop or a pause reaches
-//! connected clients with the next request.
+//! connected clients with the next request. A CreatePartitions or DeleteTopics comes back
+//! from the broker as work, which the driver carries out (`topic_admin.rs`) before it answers.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -23,6 +24,7 @@ use crate::serve::{lme, Broker, Listener, NodeCall, ServeError, ServeOptions, Se
 use super::super::dest::{NodeDest, NodeMeta};
 use super::super::state_log::StatePartition;
 use super::super::NodeError;
+use super::topic_admin::Growing;
 use super::{gate_open, NodeDriver};
 
 /// Most client calls answered in one step (the kernel's work goes on between them).
@@ -38,6 +40,15 @@ pub(super) struct Clients {
     /// The driver's effect count when the parked Fetches were last looked at: the logs change
     /// only through effects and client writes.
     seen_effects: u64,
+    /// CreatePartitions carried out, waiting for their new partitions' gates.
+    pub(super) growing: Vec<Growing>,
+}
+
+impl Clients {
+    /// Topic `name` was deleted: the groups' committed offsets of it go.
+    pub(super) fn forget_topic(&mut self, name: &str) -> Result<(), ServeError> {
+        self.broker.forget_topic(name)
+    }
 }
 
 /// The driver's parts a client call reads and writes.
@@ -125,6 +136,7 @@ impl NodeDriver {
             broker,
             waiting: None,
             seen_effects: 0,
+            growing: Vec::new(),
         });
         Ok(address)
     }
@@ -134,9 +146,42 @@ impl NodeDriver {
         self.clients.as_ref().map(|c| c.listener.address())
     }
 
-    /// Answers the clients' new calls and the parked Fetches that can be answered. Returns
-    /// whether it answered a new call.
+    /// Answers the clients' new calls and the parked Fetches that can be answered. A call that
+    /// changes topics comes back from the broker as work ([`TopicWork`](crate::serve::TopicWork)): it is carried out,
+    /// and answered, before the next call is looked at. Returns whether it answered a new call.
     pub(super) fn poll_clients(&mut self, now_ms: i64) -> Result<bool, NodeError> {
+        let mut answered = 0;
+        while answered < CALLS_PER_STEP {
+            let Some(clients) = self.clients.as_mut() else {
+                return Ok(false);
+            };
+            let call = match clients.waiting.take() {
+                Some(call) => call,
+                None => match clients.calls.try_recv() {
+                    Ok(call) => call,
+                    Err(_) => break,
+                },
+            };
+            let mut view = View {
+                dest: &self.dest,
+                logs: &mut self.logs,
+                gates: &self.gates,
+                states: &self.states,
+                started: self.started,
+            };
+            let work = match call {
+                NodeCall::Client(call) => clients.broker.handle(now_ms, *call, &mut view)?,
+                NodeCall::MirrorStates(call) => {
+                    let _ = call.reply.send(lme::answer(&view, &call.request));
+                    None
+                }
+            };
+            answered += 1;
+            if let Some(work) = work {
+                self.carry_out(now_ms, work)?;
+            }
+        }
+        self.answer_grown(now_ms);
         let Some(clients) = self.clients.as_mut() else {
             return Ok(false);
         };
@@ -147,23 +192,6 @@ impl NodeDriver {
             states: &self.states,
             started: self.started,
         };
-        let mut answered = 0;
-        while answered < CALLS_PER_STEP {
-            let call = match clients.waiting.take() {
-                Some(call) => call,
-                None => match clients.calls.try_recv() {
-                    Ok(call) => call,
-                    Err(_) => break,
-                },
-            };
-            match call {
-                NodeCall::Client(call) => clients.broker.handle(now_ms, *call, &mut view)?,
-                NodeCall::MirrorStates(call) => {
-                    let _ = call.reply.send(lme::answer(&view, &call.request));
-                }
-            }
-            answered += 1;
-        }
         let moved = answered > 0 || clients.seen_effects != self.effects;
         clients.seen_effects = self.effects;
         clients.broker.poll(now_ms, moved, &mut view)?;

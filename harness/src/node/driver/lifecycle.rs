@@ -58,7 +58,7 @@ use crate::node::NodeError;
 use crate::wire::source_cluster::SourceCluster;
 
 use super::fetch_round::SourceView;
-use super::{NodeDriver, NodeDriverOptions, NodeStats, Queued};
+use super::{topic_admin, NodeDriver, NodeDriverOptions, NodeStats, Queued};
 
 /// Most threads [`NodeDriver::close`] closes partition logs on. The work is fsyncs, which
 /// wait on the disk rather than the CPU: the block layer merges the cache flushes of
@@ -110,6 +110,8 @@ impl NodeDriver {
                     source: Box::new(source),
                 })?,
             );
+        // What a crash left of a topic deletion or creation: directories no topic names.
+        let removed = topic_admin::remove_unnamed_partitions(&log_dir, &meta, &checkpoints)?;
         let mut states = BTreeMap::new();
         for k in 0..meta.mirror_state_partitions {
             let table = options.mirror.transitions.clone();
@@ -135,7 +137,15 @@ impl NodeDriver {
             fetched_ahead: FetchedAhead::default(),
             pipelined: Default::default(),
             leaders_fed: BTreeMap::new(),
-            events: Vec::new(),
+            events: removed
+                .iter()
+                .map(|dir| {
+                    format!(
+                        "removed {dir}: node.properties names no such partition (a topic \
+                         deletion or creation a crash interrupted)"
+                    )
+                })
+                .collect(),
             stats: NodeStats::default(),
             now_ms: 0,
             started: false,

@@ -24,6 +24,8 @@
 //! - `requests.rs`: mirror requests (from the API and from the control channel) and a topic's
 //!   growth to the source's partition count;
 //! - `clients.rs`: Kafka clients ([`crate::serve`]), answered between the kernel's steps;
+//! - `topic_admin.rs`: the topic changes clients ask (a growth, a deletion), durable before
+//!   they are answered, and what open removes of a deletion a crash interrupted;
 //! - `lifecycle.rs`: opening, starting, the periodic tick, writing the produce gates, and
 //!   closing, with the flush rules (what is on disk when).
 
@@ -34,6 +36,7 @@ mod fetch_round;
 mod lifecycle;
 mod requests;
 mod source;
+mod topic_admin;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -339,19 +339,39 @@ impl NodeDriver {
         if total <= topic.partitions {
             return Ok(());
         }
-        let mut meta = self.dest.meta().clone();
-        self.dest
-            .add_topic_to(&mut meta, &name, topic_id, total, topic.mirror_name.clone())?;
-        self.open_logs(&name, topic_id, topic.partitions..total)?;
-        self.make_created_durable()?;
-        self.dest.set_meta(meta)?;
+        self.grow_topic_to(topic_id, total)?;
         self.events.push(format!(
             "{name}: grown from {} to {total} partitions (the source's count)",
             topic.partitions
         ));
+        Ok(())
+    }
+
+    /// Grows topic `topic_id` to `total` partitions: new partition directories and logs made
+    /// durable, then `node.properties`, then the node manager hears the topic and the new
+    /// partitions are led. Nothing changes when `total` is not above the current count.
+    pub(super) fn grow_topic_to(
+        &mut self,
+        topic_id: TopicId,
+        total: PartitionIndex,
+    ) -> Result<(), NodeError> {
+        let Some(name) = self.dest.meta().topic_name(topic_id).map(str::to_owned) else {
+            return Ok(());
+        };
+        let topic = self.dest.meta().topics[&name].clone();
+        if total <= topic.partitions {
+            return Ok(());
+        }
+        let mut meta = self.dest.meta().clone();
+        self.dest
+            .add_topic_to(&mut meta, &name, topic_id, total, topic.mirror_name.clone())?;
+        let desired = topic.desired(&name)?;
+        self.open_logs(&name, topic_id, topic.partitions..total)?;
+        self.make_created_durable()?;
+        self.dest.set_meta(meta)?;
         self.queue.push_back(Queued::plain(NodeInput::Topic {
             topic_id,
-            desired: topic.desired(&name)?,
+            desired,
             partitions: total,
         }));
         self.lead(&name, topic_id, topic.partitions..total)

@@ -269,6 +269,32 @@ impl GroupCoordinator {
         }
     }
 
+    /// Drops every group's committed offsets of `topic` (a deleted topic), in memory and in
+    /// the group files, re-read first so that offsets the metadata sync committed go too.
+    pub fn forget_topic(&mut self, topic: &str) -> Result<(), GroupError> {
+        self.refresh_from_store();
+        if let Some(e) = self.failure.take() {
+            return Err(e);
+        }
+        for (id, group) in &mut self.groups {
+            if !group.offsets.keys().any(|tp| tp.topic == topic) {
+                continue;
+            }
+            let mut offsets = group.offsets.clone();
+            offsets.retain(|tp, _| tp.topic != topic);
+            let record = GroupRecord {
+                members: group.member_ids(),
+                offsets,
+            };
+            self.store
+                .write_group(id, &record)
+                .map_err(GroupError::Store)?;
+            group.offsets = record.offsets;
+            group.stored_members = record.members;
+        }
+        Ok(())
+    }
+
     /// Writes the group files whose member list changed, so that the metadata sync never
     /// commits over a group in use (a failure is kept for the caller; the write is retried
     /// on the next call).

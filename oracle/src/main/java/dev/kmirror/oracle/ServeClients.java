@@ -10,6 +10,11 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
 import java.util.concurrent.Future;
+import java.util.function.Function;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.NewPartitions;
 
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -19,6 +24,7 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
@@ -44,7 +50,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   <li>{@code produce:TOPIC:N:IDEMPOTENT} — a producer ({@code acks=all}, idempotence
  *       {@code true} or {@code false}) sends N records round-robin to TOPIC's partitions, one
  *       at a time; one line with the records acknowledged, their offsets per partition, and
- *       the errors by exception class and message.
+ *       the errors by exception class and message;
+ *   <li>{@code grow:TOPIC:N} — Admin {@code createPartitions} of TOPIC to N partitions, and
+ *       {@code delete:TOPIC} — Admin {@code deleteTopics} of TOPIC; one line each with the
+ *       error's exception class and message ({@code null} when it succeeded).
  * </ul>
  */
 public final class ServeClients {
@@ -63,6 +72,12 @@ public final class ServeClients {
                 case "group" -> group(bootstrap, parts[1], parts[2], Integer.parseInt(parts[3]));
                 case "produce" -> produce(bootstrap, parts[1], Integer.parseInt(parts[2]),
                         Boolean.parseBoolean(parts[3]));
+                case "grow" -> admin(bootstrap, "grow", parts[1], admin -> admin
+                        .createPartitions(Map.of(parts[1],
+                                NewPartitions.increaseTo(Integer.parseInt(parts[2]))))
+                        .all());
+                case "delete" -> admin(bootstrap, "delete", parts[1],
+                        admin -> admin.deleteTopics(List.of(parts[1])).all());
                 default -> {
                     System.err.println("unknown step " + args[i]);
                     System.exit(2);
@@ -240,6 +255,36 @@ public final class ServeClients {
         out.append("}}");
         System.out.println(out);
         System.out.flush();
+    }
+
+    /** One Admin call on {@code topic}: a line with its error's class and message, if any. */
+    private static void admin(String bootstrap, String step, String topic,
+            Function<Admin, KafkaFuture<Void>> call) throws Exception {
+        Properties props = new Properties();
+        props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "5000");
+        props.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "10000");
+        String error = null;
+        String message = null;
+        try (Admin admin = Admin.create(props)) {
+            try {
+                call.apply(admin).get();
+            } catch (java.util.concurrent.ExecutionException e) {
+                error = e.getCause().getClass().getSimpleName();
+                message = e.getCause().getMessage();
+            }
+        }
+        System.out.println("{\"step\":\"" + step + "\",\"topic\":\"" + topic
+                + "\",\"error\":" + json(error) + ",\"message\":" + json(message) + "}");
+        System.out.flush();
+    }
+
+    /** {@code s} as a JSON string, or {@code null}. */
+    private static String json(String s) {
+        if (s == null) {
+            return "null";
+        }
+        return '"' + s.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n") + '"';
     }
 
     private static String hex(byte[] bytes) {
