@@ -561,10 +561,11 @@ fn partitions_are_spread_over_n_fetchers_by_a_stable_hash() {
         .collect();
     assert_eq!(expected.len(), 3, "one request per fetcher of broker 101");
     assert_eq!(n.node.poll_fetches(0), expected);
-    // Pinned: murmur2 of (topic id, partition) modulo 4.
+    // Pinned: abs(31 * murmur2(topic id) + partition) modulo 4; A's partitions on
+    // consecutive fetchers.
     assert_eq!(
         [fetcher_id(&A0, 4), fetcher_id(&A1, 4), fetcher_id(&B0, 4)],
-        [1, 0, 2]
+        [2, 1, 0]
     );
 }
 

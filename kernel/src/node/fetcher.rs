@@ -21,7 +21,7 @@ use crate::config::FetchIsolation;
 use crate::effect::RequestId;
 use crate::input::FetchOutcome;
 use crate::mutant::{self, Mutant};
-use crate::partitioner::{murmur2, to_positive};
+use crate::partitioner::murmur2;
 use crate::types::{BrokerId, LeaderEpoch, Offset, TopicId};
 
 use std::collections::BTreeMap;
@@ -32,19 +32,23 @@ use crate::input::Input;
 use super::{InvalidNodeConfig, NodeError, NodeLogs, NodeMirror, NodeOutput, PartitionKey};
 
 /// The fetcher of partition `key` among `num_fetchers` (Kafka's `num.replica.fetchers`):
-/// `to_positive(murmur2(topic id bytes, partition as int32 big-endian)) % num_fetchers`.
+/// `abs(31 * murmur2(topic id bytes) + partition) % num_fetchers`, with Java's wrapping `int`
+/// arithmetic and Kafka's `Utils.abs` (`i32::MIN` is 0).
 ///
-/// Kafka's `AbstractFetcherManager.getFetcherId` hashes the topic name and partition the same
-/// way up to the hash function; topic ids are used here because the kernel knows no names.
-/// `num_fetchers == 0` is treated as 1.
+/// Kafka's `AbstractFetcherManager.getFetcherId` is `abs(31 * topic.hashCode() + partition) %
+/// numFetchersPerBroker`: a topic's consecutive partitions go to consecutive fetchers, so each
+/// fetcher gets an even share of every topic. The topic's hash here is murmur2 of its id,
+/// because the kernel knows no names. `num_fetchers == 0` is treated as 1.
 pub fn fetcher_id(key: &PartitionKey, num_fetchers: u32) -> u32 {
     if num_fetchers <= 1 {
         return 0; // Kafka's default of one fetcher: no hash needed.
     }
-    let mut bytes = [0u8; 20];
-    bytes[..16].copy_from_slice(&key.topic_id.0);
-    bytes[16..].copy_from_slice(&key.partition.to_be_bytes());
-    to_positive(murmur2(&bytes)).unsigned_abs() % num_fetchers.max(1)
+    let hash = 31i32
+        .wrapping_mul(murmur2(&key.topic_id.0))
+        .wrapping_add(key.partition);
+    // Kafka's `Utils.abs`: `Integer.MIN_VALUE` maps to 0.
+    let positive = if hash == i32::MIN { 0 } else { hash.unsigned_abs() };
+    positive % num_fetchers
 }
 
 /// One fetcher: a source broker and a fetcher number on it (Kafka's `BrokerIdAndFetcherId`).
@@ -355,6 +359,23 @@ mod tests {
         for n in 1..20 {
             assert!(fetcher_id(&key, n) < n);
             assert_eq!(fetcher_id(&key, n), fetcher_id(&key, n));
+        }
+    }
+
+    #[test]
+    fn a_topics_partitions_are_shared_evenly_by_the_fetchers() {
+        for topic in 0..50 {
+            let id = TopicId::from_u64(topic);
+            // Unless `31 * hash + partition` crosses zero (Java's `abs` then turns back).
+            let hash = 31i32.wrapping_mul(murmur2(&id.0));
+            if (0..12).any(|p| hash.wrapping_add(p).signum() != hash.signum()) {
+                continue;
+            }
+            let mut shares = [0; 6];
+            for p in 0..12 {
+                shares[fetcher_id(&PartitionKey::new(id, p), 6) as usize] += 1;
+            }
+            assert_eq!(shares, [2; 6], "topic {topic}");
         }
     }
 }

@@ -45,8 +45,9 @@
 //! - **`mirror.name`, per topic**: a changed desired state is fanned out to every partition of
 //!   the topic this node leads, in partition order.
 //! - **Fetches, coalesced** ([`fetcher`]): one [`CoalescedFetch`] per source leader and fetcher
-//!   ([`fetcher_id`]: `murmur2(topic id, partition) % num_fetchers`), covering every ready
-//!   partition; a partition not ready is left out without delaying the others.
+//!   ([`fetcher_id`]: `abs(31 * murmur2(topic id) + partition) % num_fetchers`, Kafka's
+//!   shape), covering every ready partition; a partition not ready is left out without
+//!   delaying the others.
 //! - **Source partition count**: a source topic with more partitions than the destination
 //!   yields [`NodeEffect::CreatePartitions`] (Kafka Admin `createPartitions`), asked once per
 //!   count by the node leading destination partition 0; fewer yields
