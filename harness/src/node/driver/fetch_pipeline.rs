@@ -14,15 +14,24 @@
 //! kernel hears the same inputs as in rounds, one coalesced response per fetcher, each
 //! partition's answers in the order asked; only the fetchers no longer wait for each other.
 //!
-//! A step waits at most [`ANSWER_WAIT`] for an answer, so that the control channel, the
-//! clients and the timers are looked at while the Fetches long-poll an idle source.
+//! **Spacing.** A broker's Fetches go out at least a round trip over the fetcher count apart
+//! ([`NodeDriver::fetch_spacing`]): a request asked sooner is held until then. Fetchers that
+//! start together (the first requests, or long polls that a producer's write ends at once) would
+//! otherwise stay together, every cycle a burst of answers and then a round trip of nothing,
+//! and a follower's lag would swing by a whole round trip of data; spaced, their answers come
+//! evenly through the round trip. Fetchers already apart are never held.
+//!
+//! A step waits at most [`ANSWER_WAIT`] for an answer (less when a held request falls due), so
+//! that the control channel, the clients and the timers are looked at while the Fetches
+//! long-poll an idle source.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kmirror_kernel::node::{
     CoalescedFetch, CoalescedFetchResponse, FetcherKey, NodeInput, PartitionFetchResponse,
 };
+use kmirror_kernel::types::BrokerId;
 
 use crate::node::NodeError;
 use crate::wire::source_cluster::PartitionFetchRequest;
@@ -42,6 +51,10 @@ pub(super) struct Pipelined {
     next_tag: u64,
     /// Answers fed since the log dir's checkpoints were last written.
     fed_since_checkpoint: u32,
+    /// The requests asked and held until their time, with it ([module documentation](self)).
+    held: Vec<(Instant, CoalescedFetch)>,
+    /// Per source broker, the earliest time its next Fetch may go out.
+    next_send: BTreeMap<BrokerId, Instant>,
 }
 
 /// One fetcher's request in flight.
@@ -76,7 +89,7 @@ impl NodeDriver {
             .map_err(|e| NodeError::Invalid {
                 message: e.to_string(),
             })?;
-        self.pipelined.jobs.clear();
+        self.pipelined = Pipelined::default();
         self.fetched_ahead.clear();
         Ok(())
     }
@@ -84,14 +97,29 @@ impl NodeDriver {
     /// Gives up the pipelined requests (the source they were sent to is replaced): each
     /// fetcher gets an empty answer, queued, so that its partitions are asked again.
     pub(super) fn abandon_pipelined(&mut self) {
-        for job in std::mem::take(&mut self.pipelined.jobs).into_values() {
+        let pipelined = std::mem::take(&mut self.pipelined);
+        let fetchers = pipelined.jobs.into_values().map(|job| job.fetcher);
+        let held = pipelined.held.into_iter().map(|(_, fetch)| fetch.fetcher);
+        for fetcher in fetchers.chain(held) {
             self.queue.push_back(Queued::plain(NodeInput::FetchResponse(
                 CoalescedFetchResponse {
-                    fetcher: job.fetcher,
+                    fetcher,
                     partitions: Vec::new(),
                 },
             )));
         }
+    }
+
+    /// How far apart a source broker's Fetches go out: the measured round trip over the
+    /// fetchers per broker (none before a round trip is measured). On the wall clock, as the
+    /// round trip is: this is the network's time, not the caller's.
+    pub(super) fn fetch_spacing(&self) -> Duration {
+        let round_trip = self
+            .source
+            .as_ref()
+            .and_then(|s| s.measured_round_trip())
+            .unwrap_or_default();
+        round_trip / self.node.config().num_fetchers.max(1)
     }
 
     /// One pipelined step: the fetches the kernel asks now are sent, each on its fetcher's
@@ -115,19 +143,47 @@ impl NodeDriver {
         if asked {
             self.stats.rounds += 1;
         }
+        let spacing = self.fetch_spacing();
+        let now = Instant::now();
         for fetch in fetches {
+            let next = self
+                .pipelined
+                .next_send
+                .entry(fetch.fetcher.source_broker)
+                .or_insert(now);
+            let due = (*next).max(now);
+            *next = due + spacing;
+            self.pipelined.held.push((due, fetch));
+        }
+        let (due, held): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pipelined.held)
+            .into_iter()
+            .partition(|(at, _)| *at <= now);
+        self.pipelined.held = held;
+        for (_, fetch) in due {
             self.send_pipelined(fetch);
         }
         if !self.queue.is_empty() {
             return Ok(true);
         }
+        // Wait for an answer, but not past the first held request's time.
+        let wait = self
+            .pipelined
+            .held
+            .iter()
+            .map(|(at, _)| at.saturating_duration_since(now))
+            .min()
+            .map_or(ANSWER_WAIT, |until| ANSWER_WAIT.min(until));
+        let holding = !self.pipelined.held.is_empty();
         let Some(source) = self.source.as_mut() else {
-            return Ok(asked);
+            return Ok(asked || holding);
         };
         if source.fetches_pending() == 0 {
-            return Ok(asked);
+            if holding {
+                std::thread::sleep(wait);
+            }
+            return Ok(asked || holding);
         }
-        let Some((tag, results)) = source.poll_fetched(ANSWER_WAIT) else {
+        let Some((tag, results)) = source.poll_fetched(wait) else {
             return Ok(true);
         };
         self.stats.source_fetches += 1;
