@@ -62,12 +62,16 @@ fn mirroring(fake: &FakeCluster, root: &std::path::Path, way: Way) -> NodeDriver
             ..SourceClusterOptions::default()
         },
     );
-    let options = NodeDriverOptions {
+    added_from(fake, root, source, options())
+}
+
+/// One batch a fetch, fetch-ahead on.
+fn options() -> NodeDriverOptions {
+    NodeDriverOptions {
         max_fetch_batches: 1,
         fetch_ahead: true,
         ..NodeDriverOptions::default()
-    };
-    added_from(fake, root, source, options)
+    }
 }
 
 /// The fake behind 5 ms links, mirrored into a destination until answers are in flight for
@@ -287,5 +291,35 @@ fn answers_in_flight_at_a_stop_are_never_appended() {
                     .collect::<Vec<_>>()
             );
         }
+    }
+}
+
+#[test]
+fn a_source_taken_over_with_fetches_on_the_wire_feeds_its_new_driver_only_its_own_answers() {
+    let mut mid = MidWay::start(Way::Pipelined);
+    let source = mid.driver.set_source(None).expect("the source");
+    assert!(source.fetches_pending() > 0, "fetches on the wire");
+    let dir = tempfile::tempdir().unwrap();
+    let mut driver = added_from(&mid.fake, &dir.path().join("east"), source, options());
+    let key = |p| PartitionKey::new(ORDERS, p);
+    let mut clock = ManualClock::default();
+    let caught_up = (0..2_000).any(|_| {
+        clock.now_ms += 10;
+        driver.run_once(clock.now_ms).unwrap();
+        driver.all_caught_up() && driver.log(&key(2)).unwrap().log_end_offset() == 12
+    });
+    assert!(caught_up, "{}", driver.status().render(0));
+    // Every partition is the source's, byte for byte: no answer of the old driver's fetches
+    // was taken for one of the new driver's.
+    for p in 0..3 {
+        let source = mid.fake.state().topics[0].partitions[p as usize]
+            .batches
+            .clone();
+        let log = driver.log(&key(p)).unwrap();
+        assert_eq!(
+            log.try_read(0, log.log_end_offset()).unwrap(),
+            source,
+            "orders-{p}"
+        );
     }
 }

@@ -47,7 +47,11 @@ pub fn fetcher_id(key: &PartitionKey, num_fetchers: u32) -> u32 {
         .wrapping_mul(murmur2(&key.topic_id.0))
         .wrapping_add(key.partition);
     // Kafka's `Utils.abs`: `Integer.MIN_VALUE` maps to 0.
-    let positive = if hash == i32::MIN { 0 } else { hash.unsigned_abs() };
+    let positive = if hash == i32::MIN {
+        0
+    } else {
+        hash.unsigned_abs()
+    };
     positive % num_fetchers
 }
 

@@ -45,10 +45,8 @@ pub(super) const ANSWER_WAIT: Duration = Duration::from_millis(20);
 /// The fetchers' requests on the wire ([module documentation](self)).
 #[derive(Default)]
 pub(super) struct Pipelined {
-    /// Each fetcher's request in flight, by the tag it was sent with.
+    /// Each fetcher's request in flight, by the tag the source cluster gave it.
     jobs: BTreeMap<u64, InFlight>,
-    /// The tag of the next request.
-    next_tag: u64,
     /// Answers fed since the log dir's checkpoints were last written.
     fed_since_checkpoint: u32,
     /// The requests asked and held until their time, with it ([module documentation](self)).
@@ -187,7 +185,8 @@ impl NodeDriver {
             return Ok(true);
         };
         self.stats.source_fetches += 1;
-        // An answer to a request given up (its fetcher resized) is dropped.
+        // An answer to a request given up (its fetcher resized, or sent by the driver that had
+        // this source before) is dropped.
         let Some(job) = self.pipelined.jobs.get_mut(&tag) else {
             return Ok(true);
         };
@@ -235,11 +234,10 @@ impl NodeDriver {
             })
             .collect();
         let requests: Vec<PartitionFetchRequest> = items.iter().map(|i| i.asked).collect();
-        let tag = self.pipelined.next_tag;
-        self.pipelined.next_tag += 1;
         let lane = usize::try_from(fetch.fetcher.fetcher_id).unwrap_or(0);
         let mut unanswered = items.len();
-        for (index, result) in source.send_fetches(tag, lane, &requests) {
+        let (tag, early) = source.send_fetches(lane, &requests);
+        for (index, result) in early {
             if let Some(item) = items.get_mut(index) {
                 item.answer = RoundAnswer::Answered(result.outcome);
                 unanswered -= 1;

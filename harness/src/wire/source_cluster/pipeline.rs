@@ -40,6 +40,8 @@ pub(super) struct Pipeline {
     waiting: BTreeMap<LaneKey, VecDeque<Waiting>>,
     /// The requests sent through the pipeline, per broker.
     pub(super) stats: BTreeMap<i32, BrokerStats>,
+    /// The tag of the next fetch sent.
+    next_tag: u64,
     done: Sender<Done>,
     answers: Receiver<Done>,
 }
@@ -83,6 +85,7 @@ impl Pipeline {
             busy: BTreeMap::new(),
             waiting: BTreeMap::new(),
             stats: BTreeMap::new(),
+            next_tag: 0,
             done,
             answers,
         }
@@ -106,16 +109,18 @@ impl Pipeline {
 impl SourceCluster {
     /// Sends `requests` through lane `lane` of each partition's leader in the metadata, each
     /// lane's share as one Fetch on a thread of its own (after the lane's Fetch in flight, if
-    /// it has one), and returns at once with the results known without asking (a partition
-    /// asked twice, one with no known leader), each with its index in `requests`. The others'
-    /// come from [`SourceCluster::poll_fetched`] with `tag`. See the
-    /// [module documentation](self).
+    /// it has one), and returns at once with the fetch's tag and the results known without
+    /// asking (a partition asked twice, one with no known leader), each with its index in
+    /// `requests`. The others come from [`SourceCluster::poll_fetched`] with the tag, which no
+    /// other fetch of this cluster has (so a caller that takes over a cluster with fetches in
+    /// flight tells their answers from its own). See the [module documentation](self).
     pub fn send_fetches(
         &mut self,
-        tag: u64,
         lane: usize,
         requests: &[PartitionFetchRequest],
-    ) -> Vec<(usize, PartitionFetchResult)> {
+    ) -> (u64, Vec<(usize, PartitionFetchResult)>) {
+        let tag = self.pipeline.next_tag;
+        self.pipeline.next_tag += 1;
         let Plan {
             early,
             jobs,
@@ -138,7 +143,7 @@ impl SourceCluster {
                 });
             self.start_waiting((broker, lane));
         }
-        early
+        let early = early
             .into_iter()
             .map(|(index, broker, outcome)| {
                 let request = &requests[index];
@@ -150,7 +155,8 @@ impl SourceCluster {
                 };
                 (index, result)
             })
-            .collect()
+            .collect();
+        (tag, early)
     }
 
     /// The answers of the next lane whose Fetch is read, waiting at most `timeout` for one:

@@ -22,12 +22,13 @@ fn pipelined_fetches_answer_as_a_round_does() {
     let mut round = cluster(&fake, None);
     let expected = answers(&round.fetch(&all(0)));
     let mut pipelined = cluster(&fake, None);
-    assert!(pipelined.send_fetches(7, 0, &all(0)).is_empty());
+    let (tag, early) = pipelined.send_fetches(0, &all(0));
+    assert!(early.is_empty());
     let got = poll_all(&mut pipelined);
     assert_eq!(got.len(), 2, "one Fetch per leader (brokers 1 and 2)");
     let mut results: Vec<(usize, PartitionFetchResult)> = Vec::new();
-    for (tag, answered) in got {
-        assert_eq!(tag, 7);
+    for (answered_tag, answered) in got {
+        assert_eq!(answered_tag, tag);
         results.extend(answered);
     }
     results.sort_by_key(|(index, _)| *index);
@@ -51,14 +52,17 @@ fn a_lane_answered_at_once_does_not_wait_for_a_lane_long_polling() {
     // up to 500 ms.
     let end = all(6).remove(0);
     let from_start = all(0).remove(2);
-    assert!(cluster.send_fetches(1, 0, &[end]).is_empty());
-    assert!(cluster.send_fetches(2, 1, &[from_start]).is_empty());
+    let (long_poll, early) = cluster.send_fetches(0, &[end]);
+    assert!(early.is_empty());
+    let (at_once, early) = cluster.send_fetches(1, &[from_start]);
+    assert!(early.is_empty());
+    assert_ne!(long_poll, at_once, "each fetch its own tag");
     assert_eq!(cluster.fetches_pending(), 2);
     let started = Instant::now();
     let (tag, results) = cluster
         .poll_fetched(Duration::from_secs(2))
         .expect("an answer");
-    assert_eq!(tag, 2, "lane 1's answer first");
+    assert_eq!(tag, at_once, "lane 1's answer first");
     assert!(
         started.elapsed() < Duration::from_millis(400),
         "lane 1 did not wait for lane 0: {:?}",
@@ -68,10 +72,14 @@ fn a_lane_answered_at_once_does_not_wait_for_a_lane_long_polling() {
     assert_eq!(cluster.fetches_pending(), 1, "lane 0 still long-polls");
     assert_eq!(cluster.most_fetches_in_flight(), 2, "two lanes to broker 1");
     // Lane 1 is free again: its next fetch goes out while lane 0 still waits.
-    assert!(cluster.send_fetches(3, 1, &[all(6).remove(2)]).is_empty());
+    let (again, early) = cluster.send_fetches(1, &[all(6).remove(2)]);
+    assert!(early.is_empty());
     let tags: Vec<u64> = poll_all(&mut cluster).into_iter().map(|(t, _)| t).collect();
     assert_eq!(tags.len(), 2);
-    assert!(tags.contains(&1) && tags.contains(&3), "{tags:?}");
+    assert!(
+        tags.contains(&long_poll) && tags.contains(&again),
+        "{tags:?}"
+    );
 }
 
 #[test]
@@ -84,7 +92,7 @@ fn a_partition_asked_twice_or_unknown_is_answered_without_asking() {
     let mut unknown = requests[1];
     unknown.topic_id = TopicId([9; 16]);
     requests.push(unknown);
-    let early = cluster.send_fetches(4, 0, &requests);
+    let (_, early) = cluster.send_fetches(0, &requests);
     let indices: Vec<usize> = early.iter().map(|(i, _)| *i).collect();
     assert_eq!(indices, vec![2, 3]);
     assert!(matches!(
