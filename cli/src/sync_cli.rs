@@ -11,13 +11,13 @@ use kmirror_kernel::sync::acl::{AclFilter, ResourceType};
 use kmirror_kernel::sync::gate::SyncRefused;
 use kmirror_kernel::sync::pattern::{Glob, NameFilter};
 
+use kmirror_harness::driver::consumer;
+use kmirror_harness::driver::metadata_sync::{LocalMetadataSink, LocalMetadataSource};
 use kmirror_harness::driver::{Cluster, DriverError};
 use kmirror_harness::node::{
     NodeDest, NodeDriver, NodeDriverOptions, NodeError, NodeSync, NodeSyncPolicy, NodeSyncReport,
 };
-use kmirror_harness::sync::consumer;
 use kmirror_harness::sync::local::MetadataDir;
-use kmirror_harness::sync::local_cluster::{LocalMetadataSink, LocalMetadataSource};
 use kmirror_harness::sync::{
     run_round, MetadataSink, MetadataSource, RoundReport, SyncError, SyncPolicy,
 };
@@ -474,4 +474,20 @@ fn list(dir: &Path) -> Result<(), SyncError> {
         eprintln!("kmirror: {r}");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_busy_cluster_directory_is_found_through_the_boxed_cause() {
+        let busy = SyncError::from(DriverError::Busy {
+            dir: PathBuf::from("/clusters/west"),
+        });
+        assert_eq!(busy_dir(&busy), Some(Path::new("/clusters/west")));
+        let invalid = SyncError::from(DriverError::Invalid("no".into()));
+        assert_eq!(busy_dir(&invalid), None);
+        assert_eq!(busy_dir(&SyncError::Halted { writes: 1 }), None);
+    }
 }
