@@ -1,5 +1,5 @@
 //! [`MetadataSource`] and [`MetadataSink`] on cluster directories: the metadata files of
-//! [`local`](crate::sync::local), the partition's logs for offsets, `cluster.properties` and
+//! [`local`], the partition's logs for offsets, `cluster.properties` and
 //! `__mirror_state` for the gate.
 
 use std::collections::{BTreeMap, BTreeSet};
