@@ -11,13 +11,13 @@ use kmirror_kernel::sync::acl::{AclFilter, ResourceType};
 use kmirror_kernel::sync::gate::SyncRefused;
 use kmirror_kernel::sync::pattern::{Glob, NameFilter};
 
+use kmirror_harness::driver::consumer;
+use kmirror_harness::driver::metadata_sync::{LocalMetadataSink, LocalMetadataSource};
 use kmirror_harness::driver::{Cluster, DriverError};
 use kmirror_harness::node::{
     NodeDest, NodeDriver, NodeDriverOptions, NodeError, NodeSync, NodeSyncPolicy, NodeSyncReport,
 };
-use kmirror_harness::sync::consumer;
 use kmirror_harness::sync::local::MetadataDir;
-use kmirror_harness::sync::local_cluster::{LocalMetadataSink, LocalMetadataSource};
 use kmirror_harness::sync::{
     run_round, MetadataSink, MetadataSource, RoundReport, SyncError, SyncPolicy,
 };
@@ -134,7 +134,7 @@ impl SyncPolicyArgs {
 
 fn parse_acl_filter(text: &str) -> Result<AclFilter, SyncError> {
     let invalid = |why: String| {
-        SyncError::Cluster(DriverError::Invalid(format!(
+        SyncError::from(DriverError::Invalid(format!(
             "--acl-filter {text:?}: {why}; write TYPE:GLOB, e.g. TOPIC:orders or GROUP:*"
         )))
     };
@@ -155,13 +155,24 @@ fn parse_acl_filter(text: &str) -> Result<AclFilter, SyncError> {
     })
 }
 
+/// The cluster directory another process holds, when that is why `e` stopped the round.
+fn busy_dir(e: &SyncError) -> Option<&Path> {
+    match e {
+        SyncError::Cluster(cause) => match cause.downcast_ref::<DriverError>() {
+            Some(DriverError::Busy { dir }) => Some(dir),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// Runs `open` until it does not fail because the directory is busy, for at most
 /// [`BUSY_WAIT`].
 fn wait_busy<T>(mut open: impl FnMut() -> Result<T, SyncError>) -> Result<T, SyncError> {
     let start = Instant::now();
     loop {
         match open() {
-            Err(SyncError::Cluster(DriverError::Busy { .. })) if start.elapsed() < BUSY_WAIT => {
+            Err(e) if busy_dir(&e).is_some() && start.elapsed() < BUSY_WAIT => {
                 std::thread::sleep(Duration::from_millis(20));
             }
             other => return other,
@@ -176,7 +187,7 @@ fn round(args: &SyncArgs) -> Result<RoundReport, SyncError> {
     let mut source: Box<dyn MetadataSource> = match (&args.source, &args.source_bootstrap) {
         (_, Some(bootstrap)) => {
             let security = crate::log_cli::source_security(args.source_config.as_deref())
-                .map_err(|e| SyncError::Cluster(DriverError::Invalid(e)))?;
+                .map_err(|e| SyncError::from(DriverError::Invalid(e)))?;
             Box::new(
                 KafkaMetadataSource::new(bootstrap, &topic, KafkaSourceOptions::default())
                     .with_security(security),
@@ -184,7 +195,7 @@ fn round(args: &SyncArgs) -> Result<RoundReport, SyncError> {
         }
         (Some(dir), None) => Box::new(LocalMetadataSource::new(dir)),
         (None, None) => {
-            return Err(SyncError::Cluster(DriverError::Invalid(
+            return Err(SyncError::from(DriverError::Invalid(
                 "give --source DIR or --source-bootstrap HOST:PORT".into(),
             )))
         }
@@ -209,7 +220,7 @@ fn ends_sync(refused: &SyncRefused) -> bool {
 /// `--sync-interval-ms`).
 fn node_round(args: &SyncArgs) -> Result<NodeSyncReport, SyncError> {
     let Some(bootstrap) = &args.source_bootstrap else {
-        return Err(SyncError::Cluster(DriverError::Invalid(format!(
+        return Err(SyncError::from(DriverError::Invalid(format!(
             "{} is a node destination, mirrored from a live cluster: give --source-bootstrap \
              HOST:PORT",
             args.dest.display()
@@ -217,7 +228,7 @@ fn node_round(args: &SyncArgs) -> Result<NodeSyncReport, SyncError> {
     };
     let driver = match NodeDriver::open(&args.dest, None, NodeDriverOptions::default()) {
         Err(NodeError::Busy { dir }) => {
-            return Err(SyncError::Cluster(DriverError::Invalid(format!(
+            return Err(SyncError::from(DriverError::Invalid(format!(
                 "{} is held by a running kmirror (its .lock is taken), most likely `kmirror \
                  mirror --topics`: run the sync inside that process with --sync-interval-ms MS \
                  (see docs/sync.md), or sync when it ends",
@@ -236,7 +247,7 @@ fn node_round(args: &SyncArgs) -> Result<NodeSyncReport, SyncError> {
         .cloned()
         .unwrap_or_default();
     let security = crate::log_cli::source_security(args.source_config.as_deref())
-        .map_err(|e| SyncError::Cluster(DriverError::Invalid(e)))?;
+        .map_err(|e| SyncError::from(DriverError::Invalid(e)))?;
     let mut source = KafkaMetadataSource::new(bootstrap, &first, KafkaSourceOptions::default())
         .with_security(security);
     let report = NodeSync::new(policy, 1).round(&driver, &mut source);
@@ -295,7 +306,7 @@ pub fn sync(args: SyncArgs) -> Result<ExitCode, SyncError> {
         .as_ref()
         .is_some_and(|s| std::path::absolute(s).ok() == std::path::absolute(&args.dest).ok())
     {
-        return Err(SyncError::Cluster(DriverError::Invalid(
+        return Err(SyncError::from(DriverError::Invalid(
             "the source and the destination are the same directory".into(),
         )));
     }
@@ -325,15 +336,19 @@ pub fn sync(args: SyncArgs) -> Result<ExitCode, SyncError> {
                     }
                 }
             }
-            Err(SyncError::Cluster(DriverError::Busy { dir })) => println!(
-                "round {rounds}: {} stayed busy; round skipped",
-                dir.display()
-            ),
-            // A broker that is down for a while: the next round tries again.
-            Err(e @ SyncError::SourceUnavailable { .. }) => {
-                println!("round {rounds}: {e}; round skipped")
+            Err(e) => {
+                if let Some(dir) = busy_dir(&e) {
+                    println!(
+                        "round {rounds}: {} stayed busy; round skipped",
+                        dir.display()
+                    );
+                } else if matches!(e, SyncError::SourceUnavailable { .. }) {
+                    // A broker that is down for a while: the next round tries again.
+                    println!("round {rounds}: {e}; round skipped");
+                } else {
+                    return Err(e);
+                }
             }
-            Err(e) => return Err(e),
         }
         if args.max_rounds.is_some_and(|m| rounds >= m) {
             return Ok(ExitCode::SUCCESS);
@@ -437,7 +452,7 @@ pub fn group(args: GroupArgs) -> Result<ExitCode, SyncError> {
 
 fn list(dir: &Path) -> Result<(), SyncError> {
     if !dir.is_dir() {
-        return Err(SyncError::Cluster(DriverError::Missing {
+        return Err(SyncError::from(DriverError::Missing {
             path: dir.to_path_buf(),
             hint: String::new(),
         }));
@@ -459,4 +474,20 @@ fn list(dir: &Path) -> Result<(), SyncError> {
         eprintln!("kmirror: {r}");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_busy_cluster_directory_is_found_through_the_boxed_cause() {
+        let busy = SyncError::from(DriverError::Busy {
+            dir: PathBuf::from("/clusters/west"),
+        });
+        assert_eq!(busy_dir(&busy), Some(Path::new("/clusters/west")));
+        let invalid = SyncError::from(DriverError::Invalid("no".into()));
+        assert_eq!(busy_dir(&invalid), None);
+        assert_eq!(busy_dir(&SyncError::Halted { writes: 1 }), None);
+    }
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use kmirror_testsupport::oracle_support::run;
 
-use kmirror_harness::sync::consumer;
+use kmirror_harness::driver::consumer;
 use kmirror_harness::sync::local::MetadataDir;
 use kmirror_harness::sync::MetadataSource;
 use kmirror_harness::wire::{KafkaMetadataSource, KafkaSourceOptions};

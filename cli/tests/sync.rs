@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use kmirror_harness::driver::cluster::{ClusterConfig, ClusterDir};
+use kmirror_harness::driver::consumer::{self, consume_as_group};
+use kmirror_harness::driver::metadata_sync::{LocalMetadataSink, LocalMetadataSource};
 use kmirror_harness::driver::LocalSource;
 use kmirror_harness::driver::{Cluster, Driver, DriverOptions, ManualClock, RunEnd, Until};
 use kmirror_harness::producer::{self, ProduceOp};
-use kmirror_harness::sync::consumer::{self, consume_as_group};
 use kmirror_harness::sync::local::{AclsFile, MetadataDir};
-use kmirror_harness::sync::local_cluster::{LocalMetadataSink, LocalMetadataSource};
 use kmirror_harness::sync::report::Category;
 use kmirror_harness::sync::{land, read_round, run_round, GroupRecord, RoundReport, SyncPolicy};
 use kmirror_kernel::controller::MirrorRequest;

@@ -45,13 +45,19 @@
 //! flushes everything.
 //!
 //! **No clock**: every call takes `now_ms` from the caller; [`Driver::run`] takes a [`Clock`].
+//!
+//! Beside the driver, on the same cluster directories: [`metadata_sync`] (a
+//! [`sync`](crate::sync) round's source and sink) and [`consumer`] (a small consumer for tests
+//! and demos).
 
 pub mod clock;
 pub mod cluster;
+pub mod consumer;
 pub mod error;
 pub mod event;
 pub mod fetch_ahead;
 pub mod local_source;
+pub mod metadata_sync;
 pub mod run;
 pub mod status;
 

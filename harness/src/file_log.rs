@@ -119,216 +119,29 @@ use kmirror_kernel::epoch_cache::EpochCache;
 use kmirror_kernel::log::{LogError, LogView, PartitionLog};
 use kmirror_kernel::mem_log::MemLog;
 use kmirror_kernel::producer_state::ProducerStateTable;
-use kmirror_kernel::types::{LeaderEpoch, Offset, PartitionIndex};
+use kmirror_kernel::types::{LeaderEpoch, Offset};
 
-use crate::error::{CheckpointError, FileLogError, TopicPartitionError};
-use crate::log_dir_checkpoints::{CheckpointKind, LogDirCheckpoints};
+use crate::checkpoint_files::Persisted;
+use crate::error::FileLogError;
+use crate::log_dir_checkpoints::{CheckpointKind, Checkpoints, LogDirCheckpoints};
 use crate::read_buffer::ReadBuffer;
 use crate::record_batch::RawBatch;
 use crate::recovery::{self, RecoveryReport};
 use crate::segment::{self, Segment};
 
-/// File name of the high-watermark checkpoint (Kafka's log-dir-level name).
-pub const HIGH_WATERMARK_FILE: &str = "replication-offset-checkpoint";
-/// File name of the log-start-offset checkpoint (Kafka's log-dir-level name).
-pub const LOG_START_OFFSET_FILE: &str = "log-start-offset-checkpoint";
-/// File name of the recovery-point checkpoint (Kafka's log-dir-level name).
-pub const RECOVERY_POINT_FILE: &str = "recovery-point-offset-checkpoint";
-/// File name of the leader-epoch checkpoint (as Kafka, per partition).
-pub const LEADER_EPOCH_FILE: &str = kmirror_kernel::checkpoint::FILE_NAME;
-/// Kafka's default `log.segment.bytes` (1 GiB).
-pub const DEFAULT_SEGMENT_BYTES: u64 = 1 << 30;
-/// Kafka's default `log.index.interval.bytes`.
-pub const DEFAULT_INDEX_INTERVAL_BYTES: u64 = 4096;
+pub use crate::checkpoint_files::{
+    decode_offset_checkpoint, decode_offset_checkpoint_entries, encode_offset_checkpoint,
+    CheckpointEntry, HIGH_WATERMARK_FILE, LEADER_EPOCH_FILE, LOG_START_OFFSET_FILE,
+    RECOVERY_POINT_FILE,
+};
+pub use crate::log_config::{
+    FileLogConfig, FlushPolicy, UnknownFlushPolicy, Verify, DEFAULT_INDEX_INTERVAL_BYTES,
+    DEFAULT_SEGMENT_BYTES,
+};
+pub use crate::topic_partition::TopicPartition;
+
 /// Most bytes [`FileLog::try_read`] reads with one system call.
 pub const READ_CHUNK_BYTES: u64 = 16 << 20;
-
-/// A topic partition, named as in its directory `<topic>-<partition>`.
-#[derive(Clone, PartialEq, Eq, Hash, Debug)]
-pub struct TopicPartition {
-    /// The topic name (Kafka's rules: `[a-zA-Z0-9._-]`, 1 to 249 characters).
-    pub topic: String,
-    /// The partition index.
-    pub partition: PartitionIndex,
-}
-
-impl TopicPartition {
-    /// A topic partition. Fails when `topic` is not a legal Kafka topic name (so that
-    /// directory and checkpoint lines stay parseable) or `partition` is negative.
-    pub fn new(
-        topic: impl Into<String>,
-        partition: PartitionIndex,
-    ) -> Result<Self, TopicPartitionError> {
-        let topic = topic.into();
-        if topic.is_empty()
-            || topic.len() > 249
-            || topic == "."
-            || topic == ".."
-            || !topic
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-        {
-            return Err(TopicPartitionError::InvalidTopic(topic));
-        }
-        if partition < 0 {
-            return Err(TopicPartitionError::NegativePartition(partition));
-        }
-        Ok(TopicPartition { topic, partition })
-    }
-
-    /// The directory name `<topic>-<partition>`.
-    pub fn dir_name(&self) -> String {
-        format!("{}-{}", self.topic, self.partition)
-    }
-
-    /// Parses a directory name `<topic>-<partition>` (split at the last `-`).
-    pub fn from_dir_name(name: &str) -> Result<Self, TopicPartitionError> {
-        let invalid = || TopicPartitionError::InvalidDirName(name.to_owned());
-        let (topic, partition) = name.rsplit_once('-').ok_or_else(invalid)?;
-        if partition.is_empty() || !partition.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(invalid());
-        }
-        TopicPartition::new(topic, partition.parse().map_err(|_| invalid())?)
-    }
-}
-
-/// When appended data is fsynced. The [module documentation](self) argues for
-/// [`FlushPolicy::Kafka`], the default.
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
-pub enum FlushPolicy {
-    /// Kafka's default (`flush.messages` / `flush.ms` never), the default here: a follower
-    /// append (a batch fetched from a source or a leader, which can be fetched again) is written
-    /// with one write per call and left in the page cache; the offset index and the high
-    /// watermark are not fsynced or checkpointed. A leader append (a batch this log's own
-    /// cluster decided, such as `MIRROR_PID_RESET`, an ABORT marker or a local produce, which
-    /// nothing can re-fetch) is fsynced before it returns, unless the log defers durability
-    /// to its caller ([`FileLogConfig::deferred_durability`]: the node driver's group commit
-    /// makes it durable before anything names it). Segment rolls, [`FileLog::flush`],
-    /// [`FileLog::close`] and truncations fsync and move the recovery point; the leader-epoch
-    /// checkpoint is rewritten whenever the cache changes, before the append (in a node
-    /// destination's layout, by the next flush that writes it, before the recovery point passes
-    /// the new epoch: [`FileLog::stage_flush`]). A crash (of the
-    /// machine, not the process) may lose the unflushed tail of follower appends, which recovery
-    /// cuts and the fetcher fetches again.
-    #[default]
-    Kafka,
-    /// Every append fsyncs its segment before returning (and every high-watermark change is
-    /// checkpointed): nothing appended is lost in a crash. For the paranoid; mirroring is
-    /// slower (see BENCHMARKS.md, `mirroring` and `node_mirroring`).
-    EveryAppend,
-    /// No append fsyncs, not even a leader append: only [`FileLog::flush`],
-    /// [`FileLog::close`], segment rolls and truncations do. For tests and benchmarks that build
-    /// logs; a crash may lose any unflushed tail.
-    Manual,
-}
-
-impl FlushPolicy {
-    /// The name `kmirror mirror --flush` takes: `kafka`, `every-append` or `manual`.
-    pub fn name(self) -> &'static str {
-        match self {
-            FlushPolicy::Kafka => "kafka",
-            FlushPolicy::EveryAppend => "every-append",
-            FlushPolicy::Manual => "manual",
-        }
-    }
-}
-
-impl std::fmt::Display for FlushPolicy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// A flush policy name that is not one of [`FlushPolicy::name`]'s.
-#[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
-#[error("unknown flush policy {0:?}: use `kafka` (the default) or `every-append`")]
-pub struct UnknownFlushPolicy(pub String);
-
-impl std::str::FromStr for FlushPolicy {
-    type Err = UnknownFlushPolicy;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [
-            FlushPolicy::Kafka,
-            FlushPolicy::EveryAppend,
-            FlushPolicy::Manual,
-        ]
-        .into_iter()
-        .find(|p| p.name() == s)
-        .ok_or_else(|| UnknownFlushPolicy(s.to_owned()))
-    }
-}
-
-/// How much of a log [`FileLog::open_with`] CRC-checks.
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
-pub enum Verify {
-    /// Kafka's recovery: batches from the recovery point on are verified whole (CRC-32C
-    /// included) and a bad tail there is cut; below the recovery point (data known to have been
-    /// fsynced) only the batch headers are read and checked for structure (length, magic,
-    /// offsets in order), enough to rebuild the in-memory index, epoch cache and producer
-    /// state. A flipped payload byte below the recovery point goes unnoticed until the batch is
-    /// read (every read checks the CRC again). The default of [`FileLog::open`].
-    #[default]
-    FromRecoveryPoint,
-    /// Every batch of every segment is verified whole, CRC included (`kmirror verify`); a bad
-    /// batch below the recovery point is [`FileLogError::CorruptSegment`]. Costs a read of the
-    /// whole log.
-    All,
-}
-
-/// How a [`FileLog`] lays out and flushes its data.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct FileLogConfig {
-    /// A segment rolls when the next batch would take it past this size (Kafka's
-    /// `segment.bytes`); a batch larger than this gets a segment of its own.
-    pub segment_bytes: u64,
-    /// An offset index entry is added once more than this many bytes were appended since the
-    /// last one (Kafka's `index.interval.bytes`).
-    pub index_interval_bytes: u64,
-    /// When to fsync.
-    pub flush: FlushPolicy,
-    /// The timestamp (ms) leader appends through [`PartitionLog::append_as_leader`] stamp on
-    /// their records until [`FileLog::set_append_timestamp`] changes it. The library never reads
-    /// a clock.
-    pub append_timestamp_ms: i64,
-    /// Whether the caller makes this log's own decisions durable for many logs at once, before
-    /// it acts on them ([`FileLog::stage_flush`], a file-system barrier,
-    /// [`FileLog::finish_flush`]: a node's group commit): under [`FlushPolicy::Kafka`] a leader
-    /// append is then not fsynced when it returns, and a log recovered from an empty directory
-    /// is created without syncs. Off, the log makes each durable itself.
-    pub deferred_durability: bool,
-}
-
-impl Default for FileLogConfig {
-    fn default() -> Self {
-        FileLogConfig {
-            segment_bytes: DEFAULT_SEGMENT_BYTES,
-            index_interval_bytes: DEFAULT_INDEX_INTERVAL_BYTES,
-            flush: FlushPolicy::Kafka,
-            append_timestamp_ms: 0,
-            deferred_durability: false,
-        }
-    }
-}
-
-/// Where a log keeps its recovery point, high watermark and log start offset.
-#[derive(Clone, Debug)]
-pub(crate) enum Checkpoints {
-    /// In its own directory, one file each (the single-partition layout).
-    PerPartition,
-    /// In its log dir's [`LogDirCheckpoints`], with every other partition of that log dir
-    /// (the node layout, Kafka's).
-    LogDir(Arc<LogDirCheckpoints>),
-}
-
-/// The values last written to the checkpoint files, to skip rewriting unchanged ones.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Persisted {
-    pub(crate) log_start_offset: Offset,
-    pub(crate) high_watermark: Offset,
-    pub(crate) recovery_point: Offset,
-    pub(crate) epoch_cache: EpochCache,
-}
 
 /// A partition log on disk. See the [module documentation](self).
 #[derive(Debug)]
@@ -1405,143 +1218,67 @@ impl PartitionLog for FetchView<'_> {
     }
 }
 
-/// The text of a per-partition offset checkpoint holding `offset` for `tp`: Kafka's
-/// `OffsetCheckpointFile` format, `0\n1\n<topic> <partition> <offset>\n`.
-pub fn encode_offset_checkpoint(tp: &TopicPartition, offset: Offset) -> String {
-    format!("0\n1\n{} {} {offset}\n", tp.topic, tp.partition)
-}
-
-/// The offset `text` (Kafka's `OffsetCheckpointFile` format, read from `file`) holds for `tp`,
-/// or `None` when it holds no entry for `tp`. Several entries are accepted (a Kafka
-/// log-dir-level file): see [`decode_offset_checkpoint_entries`].
-pub fn decode_offset_checkpoint(
-    text: &str,
-    file: &Path,
-    tp: &TopicPartition,
-) -> Result<Option<Offset>, CheckpointError> {
-    Ok(decode_offset_checkpoint_entries(text, file)?
-        .into_iter()
-        .find(|((topic, partition), _)| *topic == tp.topic && *partition == tp.partition)
-        .map(|(_, offset)| offset))
-}
-
-/// One line of an offset checkpoint: `((topic, partition), offset)`.
-pub type CheckpointEntry = ((String, PartitionIndex), Offset);
-
-/// Every `(topic, partition) -> offset` entry of `text` (Kafka's `OffsetCheckpointFile`
-/// format, read from `file`), in file order, as long as the version is 0, the count matches,
-/// every line has three fields, offsets are not negative and no partition appears twice.
-pub fn decode_offset_checkpoint_entries(
-    text: &str,
-    file: &Path,
-) -> Result<Vec<CheckpointEntry>, CheckpointError> {
-    let err = |line: usize, reason: String| CheckpointError {
-        file: file.to_path_buf(),
-        line,
-        reason,
-    };
-    let mut lines = text.lines();
-    let version = lines
-        .next()
-        .ok_or_else(|| err(0, "the file is empty".into()))?;
-    if version != "0" {
-        return Err(err(1, format!("version {version:?} is not 0")));
-    }
-    let count_text = lines
-        .next()
-        .ok_or_else(|| err(2, "the entry count line is missing".into()))?;
-    let count: usize = count_text
-        .parse()
-        .map_err(|_| err(2, format!("entry count {count_text:?} is not a number")))?;
-    let mut out = Vec::new();
-    let mut seen = std::collections::BTreeSet::new();
-    for (i, line) in lines.enumerate() {
-        let line_no = i + 3;
-        let fields: Vec<&str> = line.split(' ').collect();
-        let [topic, partition, offset] = fields[..] else {
-            return Err(err(
-                line_no,
-                format!("expected `<topic> <partition> <offset>`, found {line:?}"),
-            ));
-        };
-        let partition: PartitionIndex = partition
-            .parse()
-            .map_err(|_| err(line_no, format!("partition {partition:?} is not a number")))?;
-        let offset: Offset = offset
-            .parse()
-            .map_err(|_| err(line_no, format!("offset {offset:?} is not a number")))?;
-        if offset < 0 {
-            return Err(err(line_no, format!("offset {offset} is negative")));
-        }
-        if !seen.insert((topic, partition)) {
-            return Err(err(
-                line_no,
-                format!("a second entry for {topic}-{partition}"),
-            ));
-        }
-        out.push(((topic.to_owned(), partition), offset));
-    }
-    if out.len() != count {
-        return Err(err(
-            2,
-            format!("the file announces {count} entries but holds {}", out.len()),
-        ));
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// A log in the node layout raises its recovery point only in memory (the owner's next
+    /// `write` persists it) and writes a lowered one before truncating; its unsynced follower
+    /// appends leave the epoch checkpoint to the flush.
     #[test]
-    fn topic_partition_dir_names_round_trip() {
-        let tp = TopicPartition::new("my-topic.v2", 7).unwrap();
-        assert_eq!(tp.dir_name(), "my-topic.v2-7");
-        assert_eq!(TopicPartition::from_dir_name("my-topic.v2-7"), Ok(tp));
+    fn a_log_defers_raises_and_writes_a_truncation_s_lowered_recovery_point_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(LogDirCheckpoints::open(dir.path()).unwrap());
+        let tp = TopicPartition::new("orders", 0).unwrap();
+        let open = |store: &Arc<LogDirCheckpoints>| {
+            FileLog::open_in_log_dir(
+                dir.path(),
+                tp.clone(),
+                FileLogConfig::default(),
+                Verify::FromRecoveryPoint,
+                Arc::clone(store),
+            )
+            .unwrap()
+            .0
+        };
+        let mut log = open(&store);
+        store.write().unwrap();
+        let records = LeaderBatch::Records {
+            record_count: 5,
+            producer: None,
+            transactional: false,
+        };
+        let batches: Vec<RawBatch> = (0..4)
+            .map(|i| RawBatch::from_leader_batch(&records, i * 5, 3, 0).unwrap())
+            .collect();
+        log.append_as_follower(&batches).unwrap();
+        let epochs = || fs::read_to_string(dir.path().join("orders-0").join(LEADER_EPOCH_FILE));
         assert_eq!(
-            TopicPartition::from_dir_name("topic-x"),
-            Err(TopicPartitionError::InvalidDirName("topic-x".into()))
+            epochs().unwrap(),
+            "0\n0\n",
+            "not rewritten by the unsynced append"
         );
+        log.flush().unwrap();
+        assert_eq!(epochs().unwrap(), "0\n1\n3 0\n", "written by the flush");
+        let rp = CheckpointKind::RecoveryPoint;
+        assert_eq!(store.get(rp, &tp), Some(20));
         assert_eq!(
-            TopicPartition::from_dir_name("-3"),
-            Err(TopicPartitionError::InvalidTopic("".into()))
+            store.on_disk(rp, &tp),
+            Some(0),
+            "a raise waits for the write"
         );
+        store.write().unwrap();
+        assert_eq!(store.on_disk(rp, &tp), Some(20));
+        log.truncate_to(10).unwrap();
         assert_eq!(
-            TopicPartition::new("a b", 0),
-            Err(TopicPartitionError::InvalidTopic("a b".into()))
+            store.on_disk(rp, &tp),
+            Some(10),
+            "a lowered one is written at once"
         );
-        assert_eq!(
-            TopicPartition::new("a", -1),
-            Err(TopicPartitionError::NegativePartition(-1))
-        );
-    }
-
-    #[test]
-    fn offset_checkpoint_format_round_trips_and_refuses_garbage() {
-        let tp = TopicPartition::new("t", 3).unwrap();
-        let f = Path::new("/x/replication-offset-checkpoint");
-        let text = encode_offset_checkpoint(&tp, 42);
-        assert_eq!(text, "0\n1\nt 3 42\n");
-        assert_eq!(decode_offset_checkpoint(&text, f, &tp), Ok(Some(42)));
-        assert_eq!(
-            decode_offset_checkpoint("0\n2\nu 0 5\nt 3 9\n", f, &tp),
-            Ok(Some(9))
-        );
-        assert_eq!(decode_offset_checkpoint("0\n0\n", f, &tp), Ok(None));
-        for (bad, line) in [
-            ("", 0),
-            ("1\n0\n", 1),
-            ("0\nx\n", 2),
-            ("0\n1\nt 3\n", 3),
-            ("0\n1\nt 3 -1\n", 3),
-            ("0\n1\nt 3 4x\n", 3),
-            ("0\n2\nt 3 4\n", 2),
-            ("0\n2\nt 3 4\nt 3 5\n", 4),
-        ] {
-            let e = decode_offset_checkpoint(bad, f, &tp).unwrap_err();
-            assert_eq!(e.line, line, "{bad:?}: {e}");
-            assert!(e.to_string().contains("replication-offset-checkpoint"));
-        }
+        assert!(!dir.path().join("orders-0").join(rp.file_name()).exists());
+        drop(log);
+        let store = Arc::new(LogDirCheckpoints::open(dir.path()).unwrap());
+        let log = open(&store);
+        assert_eq!(log.log_end_offset(), 10);
     }
 }

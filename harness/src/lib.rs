@@ -3,11 +3,14 @@
 //! The on-disk side: [`record_batch`] (Kafka record batch v2 codec), [`read_buffer`] (the
 //! shared buffer fetched batches are slices of), [`segment`] (segment files
 //! and their offset index), [`writeback`] (starting the disk's writes of appended bytes early), [`file_log`] (a partition log on disk implementing the kernel's log
-//! contract), [`log_dir_checkpoints`] (Kafka's log-dir-level offset checkpoints, the node
-//! layout's), [`recovery`] (what opening a log after a crash repaired), [`durability`] (every
-//! fsync and the file-system barrier, counted), [`error`]; every write
-//! of those files goes through one seam (`fault`, crate-private), where the test build injects
-//! torn writes.
+//! contract), [`log_config`] (how a log lays out, flushes and verifies its data),
+//! [`topic_partition`] (a partition's name on disk), [`checkpoint_files`] (a log's checkpoint
+//! files and Kafka's offset checkpoint format), [`log_dir_checkpoints`] (Kafka's log-dir-level
+//! offset checkpoints, the node layout's), [`recovery`] (what opening a log after a crash
+//! repaired), [`durability`] (every fsync and the file-system barrier, counted), [`error`];
+//! every write of those files goes through one seam (`fault`, crate-private), where the test
+//! build injects torn writes. [`file_log`] uses [`recovery`] and [`log_dir_checkpoints`],
+//! which use only the lower modules.
 //!
 //! Running the kernel on those logs: [`driver`] (a partition's kernel driven over a cluster
 //! directory), [`mirror_state_log`] (the `__mirror_state` coordinator's log), [`source`] (what
@@ -17,15 +20,18 @@
 //! kernel's node manager) and [`serve`] (that node on Kafka's wire, for Kafka's own clients).
 //! The `kmirror` binary lives in the `kmirror` crate (`cli/`).
 
+pub mod checkpoint_files;
 pub mod durability;
 pub mod error;
 mod fault;
 pub mod file_log;
+pub mod log_config;
 pub mod log_dir_checkpoints;
 pub mod read_buffer;
 pub mod record_batch;
 pub mod recovery;
 pub mod segment;
+pub mod topic_partition;
 pub mod writeback;
 
 pub mod driver;

@@ -28,16 +28,17 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use kmirror_kernel::types::{Offset, PartitionIndex};
 
-use crate::error::{CheckpointError, FileLogError};
-use crate::file_log::{
-    decode_offset_checkpoint_entries, TopicPartition, HIGH_WATERMARK_FILE, LOG_START_OFFSET_FILE,
+use crate::checkpoint_files::{
+    decode_offset_checkpoint_entries, HIGH_WATERMARK_FILE, LOG_START_OFFSET_FILE,
     RECOVERY_POINT_FILE,
 };
+use crate::error::{CheckpointError, FileLogError};
 use crate::segment;
+use crate::topic_partition::TopicPartition;
 
 /// One of the three log-dir-level offset checkpoints.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, PartialOrd, Ord)]
@@ -251,6 +252,16 @@ fn encode_offset_checkpoint_entries(entries: &Entries) -> String {
     out
 }
 
+/// Where a log keeps its recovery point, high watermark and log start offset.
+#[derive(Clone, Debug)]
+pub(crate) enum Checkpoints {
+    /// In its own directory, one file each (the single-partition layout).
+    PerPartition,
+    /// In its log dir's [`LogDirCheckpoints`], with every other partition of that log dir
+    /// (the node layout, Kafka's).
+    LogDir(Arc<LogDirCheckpoints>),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -289,72 +300,6 @@ mod tests {
         assert_eq!(c.on_disk(CheckpointKind::RecoveryPoint, &b), Some(5));
         assert_eq!(c.get(CheckpointKind::HighWatermark, &a), Some(7));
         assert_eq!(c.get(CheckpointKind::LogStartOffset, &a), None);
-    }
-
-    /// A log in the node layout raises its recovery point only in memory (the owner's next
-    /// `write` persists it) and writes a lowered one before truncating; its unsynced follower
-    /// appends leave the epoch checkpoint to the flush.
-    #[test]
-    fn a_log_defers_raises_and_writes_a_truncation_s_lowered_recovery_point_first() {
-        use crate::file_log::{FileLog, FileLogConfig, Verify, LEADER_EPOCH_FILE};
-        use crate::record_batch::RawBatch;
-        use kmirror_kernel::batch::LeaderBatch;
-        use kmirror_kernel::log::{LogView, PartitionLog};
-        use std::sync::Arc;
-
-        let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(LogDirCheckpoints::open(dir.path()).unwrap());
-        let tp = TopicPartition::new("orders", 0).unwrap();
-        let open = |store: &Arc<LogDirCheckpoints>| {
-            FileLog::open_in_log_dir(
-                dir.path(),
-                tp.clone(),
-                FileLogConfig::default(),
-                Verify::FromRecoveryPoint,
-                Arc::clone(store),
-            )
-            .unwrap()
-            .0
-        };
-        let mut log = open(&store);
-        store.write().unwrap();
-        let records = LeaderBatch::Records {
-            record_count: 5,
-            producer: None,
-            transactional: false,
-        };
-        let batches: Vec<RawBatch> = (0..4)
-            .map(|i| RawBatch::from_leader_batch(&records, i * 5, 3, 0).unwrap())
-            .collect();
-        log.append_as_follower(&batches).unwrap();
-        let epochs = || fs::read_to_string(dir.path().join("orders-0").join(LEADER_EPOCH_FILE));
-        assert_eq!(
-            epochs().unwrap(),
-            "0\n0\n",
-            "not rewritten by the unsynced append"
-        );
-        log.flush().unwrap();
-        assert_eq!(epochs().unwrap(), "0\n1\n3 0\n", "written by the flush");
-        let rp = CheckpointKind::RecoveryPoint;
-        assert_eq!(store.get(rp, &tp), Some(20));
-        assert_eq!(
-            store.on_disk(rp, &tp),
-            Some(0),
-            "a raise waits for the write"
-        );
-        store.write().unwrap();
-        assert_eq!(store.on_disk(rp, &tp), Some(20));
-        log.truncate_to(10).unwrap();
-        assert_eq!(
-            store.on_disk(rp, &tp),
-            Some(10),
-            "a lowered one is written at once"
-        );
-        assert!(!dir.path().join("orders-0").join(rp.file_name()).exists());
-        drop(log);
-        let store = Arc::new(LogDirCheckpoints::open(dir.path()).unwrap());
-        let log = open(&store);
-        assert_eq!(log.log_end_offset(), 10);
     }
 
     #[test]

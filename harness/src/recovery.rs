@@ -61,12 +61,12 @@ use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::mem_log::MemLog;
 use kmirror_kernel::types::Offset;
 
-use crate::error::{BatchError, CheckpointError, FileLogError};
-use crate::file_log::{
-    decode_offset_checkpoint, encode_offset_checkpoint, Checkpoints, FileLogConfig, Persisted,
-    TopicPartition, Verify, LEADER_EPOCH_FILE,
+use crate::checkpoint_files::{
+    decode_offset_checkpoint, encode_offset_checkpoint, Persisted, LEADER_EPOCH_FILE,
 };
-use crate::log_dir_checkpoints::CheckpointKind;
+use crate::error::{BatchError, CheckpointError, FileLogError};
+use crate::log_config::{FileLogConfig, Verify};
+use crate::log_dir_checkpoints::{CheckpointKind, Checkpoints};
 use crate::record_batch::{
     batch_size_from_prefix, decode_header, CONTROL_FLAG_MASK, LOG_OVERHEAD, MAGIC_V2,
     RECORD_BATCH_OVERHEAD, TRANSACTIONAL_FLAG_MASK,
@@ -75,6 +75,7 @@ use crate::segment::{
     self, index_file_name, log_file_name, parse_file_name, BatchEntry, Segment, DELETED_SUFFIX,
     INDEX_SUFFIX, LOG_SUFFIX,
 };
+use crate::topic_partition::TopicPartition;
 
 /// The tail recovery cut off: bytes at or after the recovery point that were not whole, valid
 /// batches (a torn write, or data never flushed).

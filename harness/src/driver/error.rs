@@ -8,6 +8,7 @@ use kmirror_kernel::types::InvalidMirrorName;
 use crate::error::FileLogError;
 use crate::mirror_state_log::MirrorStateLogError;
 use crate::source::SourceError;
+use crate::sync::SyncError;
 
 /// Everything the driver (and the commands around it) can fail with. Each message says what is
 /// wrong and what to do.
@@ -160,4 +161,11 @@ pub enum DriverError {
         /// Effects executed.
         effects: u64,
     },
+}
+
+/// A cluster directory that cannot be opened or read stops a metadata sync round.
+impl From<DriverError> for SyncError {
+    fn from(e: DriverError) -> Self {
+        SyncError::Cluster(Box::new(e))
+    }
 }

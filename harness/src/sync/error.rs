@@ -3,14 +3,14 @@
 
 use std::path::PathBuf;
 
-use crate::driver::DriverError;
-
 /// Why a sync round could not run at all.
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
-    /// A cluster directory could not be opened (missing, corrupt, busy...).
+    /// A cluster directory could not be opened (missing, corrupt, busy...): the driver's
+    /// [`DriverError`](crate::driver::DriverError), boxed so that this lower module does not
+    /// depend on the driver (which converts its error with `From`).
     #[error(transparent)]
-    Cluster(#[from] DriverError),
+    Cluster(Box<dyn std::error::Error + Send + Sync>),
     /// A metadata file could not be read or written.
     #[error("cannot {action} {}: {source}", path.display())]
     Io {

@@ -15,7 +15,6 @@ use kmirror_kernel::sync::topic_config::{plan_topic_config, ConfigPlan, ConfigSy
 
 use super::report::{Category, Rejection, RoundReport, WriteOutcome};
 use super::{MetadataSink, MetadataSource, SyncError};
-use crate::driver::PARTITION;
 
 /// What the operator configures about a sync.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,7 +93,7 @@ pub fn read_round(
             dest_topic: format!("{}: {topic} (id {topic_id})", sink.describe()),
         });
     }
-    let tp = TopicPartition::new(topic.clone(), PARTITION);
+    let tp = TopicPartition::new(topic.clone(), sink.partition());
     let source_config = source.topic_config(&topic);
     let source_groups = source.groups();
     let source_acls = source.acls();

@@ -21,17 +21,17 @@
 //! file or offset, an ACL binding) with a message naming it; the rest of the round proceeds.
 //! Only what stops the whole round is an error ([`SyncError`]).
 //!
-//! The local implementations ([`local_cluster`]) keep metadata in a cluster directory's
-//! `metadata/` directory ([`local`] documents the format). A Kafka wire source implements
-//! [`MetadataSource`] with `Metadata`, `ListOffsets`, `DescribeConfigs`, `ListGroups`,
-//! `FindCoordinator`, `DescribeGroups`, `OffsetFetch` and `DescribeAcls`; the destination stays a
-//! local cluster directory ([`local_cluster::LocalMetadataSink`]).
+//! The local implementations ([`driver::metadata_sync`](crate::driver::metadata_sync), beside
+//! the cluster directories they read, so that this module does not depend on the driver) keep
+//! metadata in a cluster directory's `metadata/` directory ([`local`] documents the format). A
+//! Kafka wire source implements [`MetadataSource`] with `Metadata`, `ListOffsets`,
+//! `DescribeConfigs`, `ListGroups`, `FindCoordinator`, `DescribeGroups`, `OffsetFetch` and
+//! `DescribeAcls`; the destination stays a local cluster directory
+//! ([`LocalMetadataSink`](crate::driver::metadata_sync::LocalMetadataSink)).
 
-pub mod consumer;
 pub mod error;
 pub mod executor;
 pub mod local;
-pub mod local_cluster;
 pub mod report;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -41,7 +41,7 @@ use kmirror_kernel::records::MirrorPartitionStateValue;
 use kmirror_kernel::sync::acl::{AclBinding, AclPlan, RawAclBinding};
 use kmirror_kernel::sync::group_offsets::{OffsetCommit, TopicPartition};
 use kmirror_kernel::sync::topic_config::ConfigChange;
-use kmirror_kernel::types::{MirrorName, Offset, TopicId};
+use kmirror_kernel::types::{MirrorName, Offset, PartitionIndex, TopicId};
 
 pub use error::SyncError;
 pub use executor::{land, read_round, run_round, PendingSync, SyncPolicy};
@@ -109,6 +109,10 @@ pub trait MetadataSink {
 
     /// The topic name and id.
     fn topic(&self) -> (String, TopicId);
+
+    /// The index of the topic's partition whose offsets the round syncs (a cluster directory
+    /// hosts one).
+    fn partition(&self) -> PartitionIndex;
 
     /// The topic's `mirror.name`, now.
     fn desired_state(&mut self) -> Result<DesiredState, SyncError>;

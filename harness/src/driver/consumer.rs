@@ -12,10 +12,10 @@ use kmirror_kernel::log::LogView;
 use kmirror_kernel::sync::group_offsets::TopicPartition;
 use kmirror_kernel::types::Offset;
 
-use super::local::MetadataDir;
-use super::{GroupRecord, SyncError};
-use crate::driver::{Cluster, PARTITION};
+use super::{Cluster, PARTITION};
 use crate::file_log::FileLog;
+use crate::sync::local::MetadataDir;
+use crate::sync::{GroupRecord, SyncError};
 
 /// One record read.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,5 +1,5 @@
 //! [`MetadataSource`] and [`MetadataSink`] on cluster directories: the metadata files of
-//! [`local`](super::local), the partition's logs for offsets, `cluster.properties` and
+//! [`local`], the partition's logs for offsets, `cluster.properties` and
 //! `__mirror_state` for the gate.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -11,11 +11,11 @@ use kmirror_kernel::records::MirrorPartitionStateValue;
 use kmirror_kernel::sync::acl::{apply_acl_plan, AclBinding, AclPlan, RawAclBinding};
 use kmirror_kernel::sync::group_offsets::{OffsetCommit, TopicPartition};
 use kmirror_kernel::sync::topic_config::{apply_config_changes, ConfigChange};
-use kmirror_kernel::types::{MirrorName, MirrorPartition, Offset, TopicId};
+use kmirror_kernel::types::{MirrorName, MirrorPartition, Offset, PartitionIndex, TopicId};
 
-use super::local::{AclsFile, MetadataDir};
-use super::{GroupRecord, MetadataSink, MetadataSource, Read, SyncError};
-use crate::driver::{Cluster, PARTITION};
+use super::{Cluster, PARTITION};
+use crate::sync::local::{self, AclsFile, MetadataDir};
+use crate::sync::{GroupRecord, MetadataSink, MetadataSource, Read, SyncError};
 
 /// A source cluster directory, opened (and locked) on first use and released after each round.
 #[derive(Debug)]
@@ -167,6 +167,10 @@ impl MetadataSink for LocalMetadataSink {
         (c.topic.clone(), c.topic_id)
     }
 
+    fn partition(&self) -> PartitionIndex {
+        PARTITION
+    }
+
     fn desired_state(&mut self) -> Result<DesiredState, SyncError> {
         Ok(self.cluster.dir.desired_state()?)
     }
@@ -201,10 +205,7 @@ impl MetadataSink for LocalMetadataSink {
 
     fn groups(&mut self) -> Result<BTreeMap<String, GroupRecord>, SyncError> {
         let read = self.meta.read_groups()?;
-        first_rejection(
-            read,
-            &self.meta.root().join(super::local::CONSUMER_OFFSETS_DIR),
-        )
+        first_rejection(read, &self.meta.root().join(local::CONSUMER_OFFSETS_DIR))
     }
 
     fn acls(&mut self) -> Result<(BTreeSet<AclBinding>, BTreeSet<AclBinding>), SyncError> {
