@@ -617,6 +617,11 @@ mod tests {
             vec![100, 200, 400, 800, 1_000]
         );
         assert_eq!(p.delay_ms(200), 1_000);
+        let negative = RetryPolicy {
+            initial_delay_ms: -100,
+            ..p
+        };
+        assert_eq!(negative.delay_ms(1), 0, "a negative delay is no delay");
         assert!(p.allows(3));
         assert!(!p.allows(4));
         assert!(RetryPolicy::default().allows(u32::MAX));
