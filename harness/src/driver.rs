@@ -750,10 +750,9 @@ impl Driver {
                 self.events.push(Event::WritableChanged { writable });
             }
             Effect::ScheduleRetry { attempt, delay_ms } => {
-                let delay = i64::try_from(delay_ms).unwrap_or(i64::MAX);
                 self.timer = Some(Timer {
                     attempt,
-                    due_ms: now.saturating_add(delay),
+                    due_ms: now.saturating_add(delay_ms),
                 });
                 self.events
                     .push(Event::RetryScheduled { attempt, delay_ms });

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::mutant::Mutant;
 use crate::state::{Design, TransitionTable};
-use crate::types::LeaderEpoch;
+use crate::types::{LeaderEpoch, TimestampMs};
 
 /// How STOPPING removes half-finished transactions before the partition becomes writable.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
@@ -366,23 +366,26 @@ impl TruncationQuorum {
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
 pub struct RetryPolicy {
     /// Delay before the first retry.
-    pub initial_delay_ms: u64,
+    pub initial_delay_ms: TimestampMs,
     /// Upper bound of the delay.
-    pub max_delay_ms: u64,
+    pub max_delay_ms: TimestampMs,
     /// After this many attempts the partition stays FAILED until an operator acts
     /// (`None`: retry forever).
     pub max_attempts: Option<u32>,
 }
 
 impl RetryPolicy {
-    /// The delay before retry number `attempt` (1-based): `initial * 2^(attempt-1)`, capped.
-    pub fn delay_ms(&self, attempt: u32) -> u64 {
+    /// The delay before retry number `attempt` (1-based): `initial * 2^(attempt-1)`, capped,
+    /// and never negative (a negative setting means no delay).
+    pub fn delay_ms(&self, attempt: u32) -> TimestampMs {
         let shift = attempt.saturating_sub(1).min(63);
         self.initial_delay_ms
             .checked_shl(shift)
+            // Shifting back loses nothing (sign included) exactly when the doubling did not overflow.
             .filter(|d| d >> shift == self.initial_delay_ms)
-            .unwrap_or(u64::MAX)
+            .unwrap_or(TimestampMs::MAX)
             .min(self.max_delay_ms)
+            .max(0)
     }
 
     /// Whether retry number `attempt` (1-based) may still run.
@@ -614,6 +617,11 @@ mod tests {
             vec![100, 200, 400, 800, 1_000]
         );
         assert_eq!(p.delay_ms(200), 1_000);
+        let negative = RetryPolicy {
+            initial_delay_ms: -100,
+            ..p
+        };
+        assert_eq!(negative.delay_ms(1), 0, "a negative delay is no delay");
         assert!(p.allows(3));
         assert!(!p.allows(4));
         assert!(RetryPolicy::default().allows(u32::MAX));

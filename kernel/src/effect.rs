@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 use crate::config::FetchIsolation;
 
 use crate::records::{LastMirroredEpochsValue, MirrorPartitionStateValue};
-use crate::types::{LeaderEpoch, MirrorPartition, Offset, ProducerEpoch, ProducerId, StateEpoch};
+use crate::types::{
+    LeaderEpoch, MirrorPartition, Offset, ProducerEpoch, ProducerId, StateEpoch, TimestampMs,
+};
 
 /// Correlates a request effect with its completion; completions with an id the partition is
 /// not waiting for are stale and ignored.
@@ -176,7 +178,7 @@ pub enum Effect {
     ScheduleRetry {
         /// The retry attempt this timer is for.
         attempt: u32,
-        /// How long to wait.
-        delay_ms: u64,
+        /// How long to wait (never negative).
+        delay_ms: TimestampMs,
     },
 }

@@ -38,8 +38,8 @@ use crate::fetch::{
 use crate::log::LogView;
 use crate::types::{Offset, UNDEFINED_OFFSET};
 
-/// A timestamp in milliseconds, supplied by the caller (any monotonic logical clock works).
-pub type TimestampMs = i64;
+/// The time of these state machines, also reachable here for their callers.
+pub use crate::types::TimestampMs;
 
 /// The leader's record of one follower: Kafka's `ReplicaState`, kept by the leader for every
 /// remote replica and updated from the follower's fetches.

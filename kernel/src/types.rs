@@ -24,6 +24,9 @@ pub type PartitionIndex = i32;
 pub type BrokerId = i32;
 /// The number of accepted writes of one `__mirror_state` key, used to fence stale writers.
 pub type StateEpoch = i32;
+/// A point in time or a duration, in milliseconds (Kafka's `long` of milliseconds), supplied by
+/// the caller: the kernel reads no clock, and any monotonic logical clock works.
+pub type TimestampMs = i64;
 
 /// Kafka's `UNDEFINED_EPOCH`: no leader epoch known.
 pub const UNDEFINED_EPOCH: LeaderEpoch = -1;

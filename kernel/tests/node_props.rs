@@ -22,7 +22,7 @@ use kmirror_kernel::node::{
 };
 use kmirror_kernel::partition::{Activity, Ignored, PartitionMirror};
 use kmirror_kernel::partitioner::mirror_state_partition;
-use kmirror_kernel::types::{EpochAndOffset, MirrorName, TopicId};
+use kmirror_kernel::types::{EpochAndOffset, MirrorName, TimestampMs, TopicId};
 use proptest::prelude::*;
 
 const ME: i32 = 1;
@@ -54,7 +54,7 @@ enum Op {
     Complete(usize, u8),
     Fail(usize),
     Stale(usize, u64),
-    Poll(u64),
+    Poll(TimestampMs),
     /// Answer one in-flight coalesced fetch, one choice per partition.
     Respond(usize, Vec<u8>),
     FetchFailed(usize),
@@ -71,7 +71,7 @@ fn op() -> impl Strategy<Value = Op> {
         12 => (0..3usize, any::<u8>()).prop_map(|(k, v)| Op::Complete(k, v)),
         1 => (0..3usize).prop_map(Op::Fail),
         1 => (0..3usize, 0..8u64).prop_map(|(k, r)| Op::Stale(k, r)),
-        5 => (0..1_500u64).prop_map(Op::Poll),
+        5 => (0..1_500 as TimestampMs).prop_map(Op::Poll),
         5 => (0..4usize, prop::collection::vec(any::<u8>(), 3)).prop_map(|(i, c)| Op::Respond(i, c)),
         1 => (0..4usize).prop_map(Op::FetchFailed),
         1 => (0..COORDINATOR_PARTITIONS).prop_map(Op::CoordinatorMoved),
@@ -107,7 +107,7 @@ struct World {
     in_flight: Vec<CoalescedFetch>,
     /// The source leader of each partition.
     source: BTreeMap<PartitionKey, i32>,
-    now: u64,
+    now: TimestampMs,
     /// What this run reached, to show the property is not vacuous.
     reached: Reached,
 }

@@ -20,7 +20,7 @@ use kmirror_kernel::partition::{Activity, Ignored};
 use kmirror_kernel::partitioner::mirror_state_partition;
 use kmirror_kernel::records::MirrorPartitionStateValue;
 use kmirror_kernel::state::MirrorState;
-use kmirror_kernel::types::{MirrorName, MirrorPartition, TopicId};
+use kmirror_kernel::types::{MirrorName, MirrorPartition, TimestampMs, TopicId};
 
 const ME: i32 = 1;
 const A: TopicId = TopicId::from_u64(7);
@@ -68,7 +68,7 @@ struct Node {
     node: NodeMirror,
     logs: BTreeMap<PartitionKey, MemLog>,
     coordinator: Coordinator,
-    now: u64,
+    now: TimestampMs,
 }
 
 impl Node {

@@ -89,8 +89,8 @@ pub enum Event {
     RetryScheduled {
         /// The attempt.
         attempt: u32,
-        /// Its delay.
-        delay_ms: u64,
+        /// Its delay, in milliseconds.
+        delay_ms: i64,
     },
     /// A request to the source failed.
     RequestFailed {

@@ -22,7 +22,7 @@ use crate::effect::RequestId;
 use crate::input::FetchOutcome;
 use crate::mutant::{self, Mutant};
 use crate::partitioner::murmur2;
-use crate::types::{BrokerId, LeaderEpoch, Offset, TopicId};
+use crate::types::{BrokerId, LeaderEpoch, Offset, TimestampMs, TopicId};
 
 use std::collections::BTreeMap;
 
@@ -132,7 +132,7 @@ pub enum FetchStatus {
     /// To be sent by the next poll at or after `not_before` (`None`: at once).
     Ready {
         /// The earliest poll time (after a retriable error), in the caller's milliseconds.
-        not_before: Option<u64>,
+        not_before: Option<TimestampMs>,
     },
     /// Sent through this fetcher; waiting for its response.
     InFlight(FetcherKey),
@@ -149,7 +149,7 @@ pub struct FetchSlot {
 
 impl FetchSlot {
     /// Whether a poll at `now` may send it.
-    pub(super) fn ready_at(&self, now: u64) -> bool {
+    pub(super) fn ready_at(&self, now: TimestampMs) -> bool {
         matches!(self.status, FetchStatus::Ready { not_before } if not_before.is_none_or(|t| t <= now))
     }
 }
@@ -157,7 +157,7 @@ impl FetchSlot {
 impl NodeMirror {
     /// Takes every ready fetch whose fetcher has no request in flight, marks it in flight, and
     /// returns one [`CoalescedFetch`] per fetcher, in fetcher order.
-    pub fn poll_fetches(&mut self, now: u64) -> Vec<CoalescedFetch> {
+    pub fn poll_fetches(&mut self, now: TimestampMs) -> Vec<CoalescedFetch> {
         let mut groups: BTreeMap<FetcherKey, Vec<(PartitionKey, FetchRequest)>> = BTreeMap::new();
         // Led partitions come in key order, so a topic's come together: look it up once.
         let mut topic: Option<(TopicId, Option<&Vec<Option<BrokerId>>>)> = None;
@@ -244,7 +244,7 @@ impl NodeMirror {
     pub(super) fn on_fetch_response(
         &mut self,
         config: &MirrorConfig,
-        now: u64,
+        now: TimestampMs,
         response: CoalescedFetchResponse,
         logs: &impl NodeLogs,
         out: &mut NodeOutput,
@@ -335,7 +335,7 @@ impl NodeMirror {
         key: &PartitionKey,
         request: RequestId,
         fetcher: FetcherKey,
-        not_before: Option<u64>,
+        not_before: Option<TimestampMs>,
     ) -> bool {
         match self.led.get_mut(key).and_then(|l| l.fetch.as_mut()) {
             Some(slot)

@@ -166,7 +166,7 @@ use crate::desired::DesiredState;
 use crate::effect::RequestId;
 use crate::input::Input;
 use crate::partition::{Activity, PartitionMirror};
-use crate::types::{BrokerId, MirrorName, MirrorPartition, PartitionIndex, TopicId};
+use crate::types::{BrokerId, MirrorName, MirrorPartition, PartitionIndex, TimestampMs, TopicId};
 
 pub use error::{InvalidNodeConfig, NodeError};
 pub use fetcher::{
@@ -236,7 +236,7 @@ pub struct NodeConfig {
     pub num_fetchers: u32,
     /// How long a partition waits after a retriable fetch error (Kafka's
     /// `replica.fetch.backoff.ms`, default 1000), in the unit of `now`.
-    pub fetch_backoff_ms: u64,
+    pub fetch_backoff_ms: TimestampMs,
     /// The partition count of `__mirror_state` (default [`DEFAULT_MIRROR_STATE_PARTITIONS`]).
     pub mirror_state_partitions: u32,
 }
@@ -370,7 +370,7 @@ impl NodeMirror {
     }
 
     /// The earliest `now` at which a fetch held back by a retriable error becomes ready, if any.
-    pub fn next_fetch_due(&self) -> Option<u64> {
+    pub fn next_fetch_due(&self) -> Option<TimestampMs> {
         self.led
             .values()
             .filter_map(|l| match l.fetch?.status {
@@ -384,7 +384,7 @@ impl NodeMirror {
     pub fn handle(
         &mut self,
         config: &MirrorConfig,
-        now: u64,
+        now: TimestampMs,
         input: NodeInput,
         logs: &impl NodeLogs,
     ) -> NodeOutput {

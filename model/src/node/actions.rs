@@ -6,7 +6,7 @@ use std::sync::Arc;
 use kmirror_kernel::desired::DesiredState;
 use kmirror_kernel::input::Input;
 use kmirror_kernel::node::{FetchStatus, NodeInput, PartitionFetchResult, PartitionKey};
-use kmirror_kernel::types::TopicId;
+use kmirror_kernel::types::{TimestampMs, TopicId};
 use serde::{Deserialize, Serialize};
 
 use super::config::NodeModelConfig;
@@ -123,7 +123,7 @@ impl NodeWorld {
 
     /// The earliest end of a fetch backoff still running, if any. (The node's
     /// `next_fetch_due` also counts a fetch already due but waiting for its fetcher.)
-    pub fn next_backoff_end(&self) -> Option<u64> {
+    pub fn next_backoff_end(&self) -> Option<TimestampMs> {
         self.keys()
             .filter_map(|k| match self.fetch_slot(k)?.status {
                 FetchStatus::Ready {

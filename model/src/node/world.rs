@@ -17,7 +17,7 @@ use kmirror_kernel::partition::PartitionMirror;
 use kmirror_kernel::records::{LastMirroredEpochsValue, MirrorPartitionStateValue};
 use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::{
-    BrokerId, LeaderEpoch, MirrorPartition, PartitionIndex, StateEpoch, TopicId,
+    BrokerId, LeaderEpoch, MirrorPartition, PartitionIndex, StateEpoch, TimestampMs, TopicId,
 };
 use serde::{Deserialize, Serialize};
 
@@ -186,7 +186,7 @@ pub struct NodeWorld {
     pub net: BTreeMap<Arc<NodeMessage>, u8>,
     /// The node's clock, in the node's milliseconds: it moves only when a backed-off fetch
     /// becomes due ([`super::actions::NodeAction::BackoffElapses`]).
-    pub now: u64,
+    pub now: TimestampMs,
     /// Remaining nondeterminism.
     pub budget: NodeBudget,
     /// History kept for the properties.

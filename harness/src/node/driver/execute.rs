@@ -45,8 +45,7 @@ impl NodeDriver {
             self.stats.partition_fetches += r.partitions.len() as u64;
         }
         let config = self.options.mirror.clone();
-        let now = u64::try_from(self.now_ms).unwrap_or(0);
-        let output = self.node.handle(&config, now, input, &self.logs);
+        let output = self.node.handle(&config, self.now_ms, input, &self.logs);
         for error in &output.errors {
             match error {
                 KernelNodeError::Ignored { .. } | KernelNodeError::StaleFetch { .. } => {
@@ -221,9 +220,8 @@ impl NodeDriver {
                 self.gates.insert(key, writable);
             }
             Effect::ScheduleRetry { attempt, delay_ms } => {
-                let delay = i64::try_from(delay_ms).unwrap_or(i64::MAX);
                 self.timers
-                    .insert(key, (attempt, now.saturating_add(delay)));
+                    .insert(key, (attempt, now.saturating_add(delay_ms)));
             }
         }
         Ok(())

@@ -135,8 +135,7 @@ impl NodeDriver {
         if !self.queue.is_empty() {
             return Ok(true);
         }
-        let now = u64::try_from(self.now_ms).unwrap_or(0);
-        let fetches = self.node.poll_fetches(now);
+        let fetches = self.node.poll_fetches(self.now_ms);
         let asked = !fetches.is_empty();
         if asked {
             self.stats.rounds += 1;

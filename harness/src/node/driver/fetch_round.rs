@@ -279,8 +279,7 @@ impl NodeDriver {
         if !self.queue.is_empty() {
             return Ok(true);
         }
-        let now = u64::try_from(self.now_ms).unwrap_or(0);
-        let fetches = self.node.poll_fetches(now);
+        let fetches = self.node.poll_fetches(self.now_ms);
         // What was read ahead serves this round or nothing.
         let mut ahead = std::mem::take(&mut self.fetched_ahead);
         if fetches.is_empty() {

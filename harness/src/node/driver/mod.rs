@@ -87,7 +87,7 @@ pub struct NodeDriverOptions {
     /// Most batches one partition's share of a fetch returns.
     pub max_fetch_batches: usize,
     /// How long a partition waits after a retryable fetch error (ms).
-    pub fetch_backoff_ms: u64,
+    pub fetch_backoff_ms: i64,
     /// When the partition logs fsync.
     pub flush: FlushPolicy,
     /// Fault injection: fail with [`NodeError::Halted`] right after this many effects were
@@ -528,10 +528,7 @@ impl NodeDriver {
                         return Ok(NodeIdle::Settled);
                     }
                     // Fetches backing off after a retryable error: wait for them.
-                    let due = self
-                        .node
-                        .next_fetch_due()
-                        .map_or(now + 50, |d| i64::try_from(d).unwrap_or(i64::MAX));
+                    let due = self.node.next_fetch_due().unwrap_or(now + 50);
                     clock.sleep_until(due.max(now + 1));
                 }
             }
