@@ -146,13 +146,27 @@ impl NodeDriver {
         self.clients.as_ref().map(|c| c.listener.address())
     }
 
+    /// The clients, if served, and the view of the driver's parts their calls read and write
+    /// (borrowed side by side).
+    fn clients_and_view(&mut self) -> (Option<&mut Clients>, View<'_>) {
+        let view = View {
+            dest: &self.dest,
+            logs: &mut self.logs,
+            gates: &self.gates,
+            states: &self.states,
+            started: self.started,
+        };
+        (self.clients.as_mut(), view)
+    }
+
     /// Answers the clients' new calls and the parked Fetches that can be answered. A call that
-    /// changes topics comes back from the broker as work ([`TopicWork`](crate::serve::TopicWork)): it is carried out,
-    /// and answered, before the next call is looked at. Returns whether it answered a new call.
+    /// changes topics comes back from the broker as work
+    /// ([`TopicWork`](crate::serve::TopicWork)): it is carried out, and answered, before the
+    /// next call is looked at. Returns whether it answered a new call.
     pub(super) fn poll_clients(&mut self, now_ms: i64) -> Result<bool, NodeError> {
         let mut answered = 0;
         while answered < CALLS_PER_STEP {
-            let Some(clients) = self.clients.as_mut() else {
+            let (Some(clients), mut view) = self.clients_and_view() else {
                 return Ok(false);
             };
             let call = match clients.waiting.take() {
@@ -161,13 +175,6 @@ impl NodeDriver {
                     Ok(call) => call,
                     Err(_) => break,
                 },
-            };
-            let mut view = View {
-                dest: &self.dest,
-                logs: &mut self.logs,
-                gates: &self.gates,
-                states: &self.states,
-                started: self.started,
             };
             let work = match call {
                 NodeCall::Client(call) => clients.broker.handle(now_ms, *call, &mut view)?,
@@ -182,18 +189,12 @@ impl NodeDriver {
             }
         }
         self.answer_grown(now_ms);
-        let Some(clients) = self.clients.as_mut() else {
+        let effects = self.effects;
+        let (Some(clients), mut view) = self.clients_and_view() else {
             return Ok(false);
         };
-        let mut view = View {
-            dest: &self.dest,
-            logs: &mut self.logs,
-            gates: &self.gates,
-            states: &self.states,
-            started: self.started,
-        };
-        let moved = answered > 0 || clients.seen_effects != self.effects;
-        clients.seen_effects = self.effects;
+        let moved = answered > 0 || clients.seen_effects != effects;
+        clients.seen_effects = effects;
         clients.broker.poll(now_ms, moved, &mut view)?;
         Ok(answered > 0)
     }

@@ -125,14 +125,10 @@ impl NodeDriver {
     /// fetcher's request is wholly answered. False when nothing was asked and nothing is in
     /// flight.
     pub(super) fn fetch_pipelined(&mut self) -> Result<bool, NodeError> {
-        let Some(source) = self.source.as_mut() else {
+        if self.source.is_none() {
             return Ok(false);
-        };
-        if source.metadata_is_stale() {
-            let _ = source.metadata();
         }
-        self.sync_source_leaders(false);
-        if !self.queue.is_empty() {
+        if self.refresh_leaders() {
             return Ok(true);
         }
         let fetches = self.node.poll_fetches(self.now_ms);

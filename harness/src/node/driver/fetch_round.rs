@@ -229,6 +229,22 @@ impl SourceView {
     }
 }
 
+impl NodeDriver {
+    /// The source's leaders fed to the kernel before fetches are asked: the metadata asked
+    /// again first when stale (on the first fetch, when old, after leadership errors; a
+    /// failure leaves the old leaders, and the partitions' errors say what failed). True when
+    /// that queued inputs, to be fed first.
+    pub(super) fn refresh_leaders(&mut self) -> bool {
+        if let Some(source) = self.source.as_mut() {
+            if source.metadata_is_stale() {
+                let _ = source.metadata();
+            }
+        }
+        self.sync_source_leaders(false);
+        !self.queue.is_empty()
+    }
+}
+
 /// What the source is asked for `key`'s fetch `req` of the kernel.
 pub(super) fn fetch_request(
     key: &PartitionKey,
@@ -267,16 +283,7 @@ impl NodeDriver {
         }
         // Group commit of the offsets the last round's flushes moved: one write per file.
         self.write_checkpoints()?;
-        let Some(source) = self.source.as_mut() else {
-            return Ok(false);
-        };
-        // The leaders first: asked on the first round, when stale, and after leadership errors
-        // (a failure leaves the old ones; the partitions' errors say what failed).
-        if source.metadata_is_stale() {
-            let _ = source.metadata();
-        }
-        self.sync_source_leaders(false);
-        if !self.queue.is_empty() {
+        if self.refresh_leaders() {
             return Ok(true);
         }
         let fetches = self.node.poll_fetches(self.now_ms);

@@ -332,35 +332,29 @@ impl NodeDriver {
         topic_id: TopicId,
         total: PartitionIndex,
     ) -> Result<(), NodeError> {
-        let Some(name) = self.dest.meta().topic_name(topic_id).map(str::to_owned) else {
-            return Ok(());
-        };
-        let topic = self.dest.meta().topics[&name].clone();
-        if total <= topic.partitions {
-            return Ok(());
+        if let Some((name, from)) = self.grow_topic_to(topic_id, total)? {
+            self.events.push(format!(
+                "{name}: grown from {from} to {total} partitions (the source's count)"
+            ));
         }
-        self.grow_topic_to(topic_id, total)?;
-        self.events.push(format!(
-            "{name}: grown from {} to {total} partitions (the source's count)",
-            topic.partitions
-        ));
         Ok(())
     }
 
     /// Grows topic `topic_id` to `total` partitions: new partition directories and logs made
     /// durable, then `node.properties`, then the node manager hears the topic and the new
-    /// partitions are led. Nothing changes when `total` is not above the current count.
+    /// partitions are led. Returns the topic's name and former count, or `None` when nothing
+    /// changed (an unknown topic, or `total` not above the current count).
     pub(super) fn grow_topic_to(
         &mut self,
         topic_id: TopicId,
         total: PartitionIndex,
-    ) -> Result<(), NodeError> {
+    ) -> Result<Option<(String, PartitionIndex)>, NodeError> {
         let Some(name) = self.dest.meta().topic_name(topic_id).map(str::to_owned) else {
-            return Ok(());
+            return Ok(None);
         };
         let topic = self.dest.meta().topics[&name].clone();
         if total <= topic.partitions {
-            return Ok(());
+            return Ok(None);
         }
         let mut meta = self.dest.meta().clone();
         self.dest
@@ -374,7 +368,8 @@ impl NodeDriver {
             desired,
             partitions: total,
         }));
-        self.lead(&name, topic_id, topic.partitions..total)
+        self.lead(&name, topic_id, topic.partitions..total)?;
+        Ok(Some((name, topic.partitions)))
     }
 
     /// Serves the destination's control channel ([`crate::node::control`]): from now on the

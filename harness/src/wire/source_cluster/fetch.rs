@@ -163,14 +163,7 @@ impl SourceCluster {
                 .into_iter()
                 .map(|(index, broker, outcome)| {
                     answered[index] = true;
-                    let request = &requests[index];
-                    let result = PartitionFetchResult {
-                        topic_id: request.topic_id,
-                        partition: request.partition,
-                        broker,
-                        outcome,
-                    };
-                    (index, result)
+                    (index, result_of(&requests[index], broker, outcome))
                 })
                 .collect();
             on_answered(results);
@@ -340,6 +333,20 @@ impl SourceCluster {
             self.note_round_trip(connection.round_trip());
             self.brokers.insert(broker, connection);
         }
+    }
+}
+
+/// `request`'s result: `outcome`, from `broker` (`None`: not sent).
+pub(super) fn result_of(
+    request: &PartitionFetchRequest,
+    broker: Option<i32>,
+    outcome: Outcome,
+) -> PartitionFetchResult {
+    PartitionFetchResult {
+        topic_id: request.topic_id,
+        partition: request.partition,
+        broker,
+        outcome,
     }
 }
 

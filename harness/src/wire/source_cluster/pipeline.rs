@@ -23,7 +23,7 @@ use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
 
 use super::connection::FetchLane;
-use super::fetch::{run_job, unfinished, BrokerJob, JobItem, JobOutput, Plan};
+use super::fetch::{result_of, run_job, unfinished, BrokerJob, JobItem, JobOutput, Plan};
 use super::{BrokerStats, PartitionFetchRequest, PartitionFetchResult, SourceCluster};
 
 /// A lane of the pipeline: a source broker and the lane's number there.
@@ -145,16 +145,7 @@ impl SourceCluster {
         }
         let early = early
             .into_iter()
-            .map(|(index, broker, outcome)| {
-                let request = &requests[index];
-                let result = PartitionFetchResult {
-                    topic_id: request.topic_id,
-                    partition: request.partition,
-                    broker,
-                    outcome,
-                };
-                (index, result)
-            })
+            .map(|(index, broker, outcome)| (index, result_of(&requests[index], broker, outcome)))
             .collect();
         (tag, early)
     }
@@ -190,15 +181,7 @@ impl SourceCluster {
                     .into_iter()
                     .filter_map(|(index, outcome)| {
                         let request = asked.get(&index)?;
-                        Some((
-                            index,
-                            PartitionFetchResult {
-                                topic_id: request.topic_id,
-                                partition: request.partition,
-                                broker: Some(lane.0),
-                                outcome,
-                            },
-                        ))
+                        Some((index, result_of(request, Some(lane.0), outcome)))
                     })
                     .collect()
             }
