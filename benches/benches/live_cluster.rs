@@ -50,7 +50,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion, SamplingMode, Throughput};
 use kmirror::log_cli::SystemClock;
-use kmirror_harness::driver::Clock;
+use kmirror_harness::clock::Clock;
 use kmirror_harness::node::{
     NodeDest, NodeDriver, NodeDriverOptions, NodeIdle, NodeMeta, NodeUntil,
 };

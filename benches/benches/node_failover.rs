@@ -49,7 +49,7 @@ use bytes::Bytes;
 use copy_dir::copy_dir;
 use criterion::{criterion_group, Criterion};
 use fake_source::{back_to_back, uniform_topics, FakeSource, FakeTopic};
-use kmirror_harness::driver::ManualClock;
+use kmirror_harness::clock::ManualClock;
 use kmirror_harness::durability::{self, FsBarrier};
 use kmirror_harness::node::{
     NodeDest, NodeDriver, NodeDriverOptions, NodeMeta, NodeUntil, TopicsVerb,

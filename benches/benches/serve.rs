@@ -215,7 +215,7 @@ fn mirror_once(
     tool: &mut PerfTest,
     run: u64,
 ) -> Duration {
-    use kmirror_harness::driver::Clock;
+    use kmirror_harness::clock::Clock;
     use kmirror_harness::node::{NodeDest, NodeIdle, NodeMeta};
     use kmirror_harness::wire::{SourceCluster, SourceClusterOptions, TopicSelection};
     use kmirror_kernel::node::DEFAULT_MIRROR_STATE_PARTITIONS;

@@ -24,7 +24,7 @@ use kmirror_kernel::log::LogView;
 use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::{MirrorName, TopicId};
 
-use kmirror_harness::driver::cluster::{parse_topic_id, ClusterConfig, ClusterDir};
+use kmirror_harness::driver::cluster::{ClusterConfig, ClusterDir};
 use kmirror_harness::driver::LocalSource;
 use kmirror_harness::driver::{
     Clock, Cluster, ClusterStatus, Driver, DriverError, DriverOptions, Event, RunEnd, Until,
@@ -34,6 +34,7 @@ use kmirror_harness::file_log::{FileLog, FlushPolicy, TopicPartition, Verify};
 use kmirror_harness::mirror_state_log::MirrorStateLog;
 use kmirror_harness::producer::{self, ProduceOp};
 use kmirror_harness::source::{Source, SourceError};
+use kmirror_harness::topic_partition::parse_topic_id;
 use kmirror_harness::wire::{KafkaSource, SecurityConfig};
 
 use crate::demo;

@@ -25,7 +25,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use kmirror_harness::driver::Clock;
+use kmirror_harness::clock::Clock;
 use kmirror_harness::node::control::SETTLE_MS;
 use kmirror_harness::node::dest::STATUS_FILE;
 use kmirror_harness::node::follow::{left_line, Follow};

@@ -50,7 +50,6 @@
 //! [`sync`](crate::sync) round's source and sink) and [`consumer`] (a small consumer for tests
 //! and demos).
 
-pub mod clock;
 pub mod cluster;
 pub mod consumer;
 pub mod error;
@@ -83,7 +82,7 @@ use crate::source::{Source, SourceError, SourcePosition};
 
 use fetch_ahead::{FetchParams, FetchedAhead};
 
-pub use clock::{Clock, ManualClock};
+pub use crate::clock::{Clock, ManualClock};
 pub use cluster::{Cluster, ClusterConfig, ClusterDir, ControllerState, PARTITION};
 pub use error::DriverError;
 pub use event::Event;

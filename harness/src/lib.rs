@@ -1,10 +1,11 @@
 //! kmirror-harness: executes kernel effects on real Kafka logs.
 //!
 //! The on-disk side: [`record_batch`] (Kafka record batch v2 codec), [`read_buffer`] (the
-//! shared buffer fetched batches are slices of), [`segment`] (segment files
-//! and their offset index), [`writeback`] (starting the disk's writes of appended bytes early), [`file_log`] (a partition log on disk implementing the kernel's log
-//! contract), [`log_config`] (how a log lays out, flushes and verifies its data),
-//! [`topic_partition`] (a partition's name on disk), [`checkpoint_files`] (a log's checkpoint
+//! shared buffer fetched batches are slices of), [`segment`] (segment files and their offset
+//! index), [`writeback`] (starting the disk's writes of appended bytes early), [`file_log`] (a
+//! partition log on disk implementing the kernel's log contract), [`log_config`] (how a log
+//! lays out, flushes and verifies its data), [`topic_partition`] (a partition's name on disk,
+//! the topic names a destination may hold, topic ids), [`checkpoint_files`] (a log's checkpoint
 //! files and Kafka's offset checkpoint format), [`log_dir_checkpoints`] (Kafka's log-dir-level
 //! offset checkpoints, the node layout's), [`recovery`] (what opening a log after a crash
 //! repaired), [`durability`] (every fsync and the file-system barrier, counted), [`error`];
@@ -12,7 +13,8 @@
 //! build injects torn writes. [`file_log`] uses [`recovery`] and [`log_dir_checkpoints`],
 //! which use only the lower modules.
 //!
-//! Running the kernel on those logs: [`driver`] (a partition's kernel driven over a cluster
+//! Running the kernel on those logs, on the caller's [`clock`]: [`driver`] (a partition's
+//! kernel driven over a cluster
 //! directory), [`mirror_state_log`] (the `__mirror_state` coordinator's log), [`source`] (what
 //! a mirror fetches from), [`producer`] (local producers behind the produce gate), [`sync`]
 //! (the metadata-sync executor) and [`wire`] (a Kafka wire-protocol client: a live broker as
@@ -21,6 +23,7 @@
 //! The `kmirror` binary lives in the `kmirror` crate (`cli/`).
 
 pub mod checkpoint_files;
+pub mod clock;
 pub mod durability;
 pub mod error;
 mod fault;

@@ -52,8 +52,7 @@ use crate::file_log::{FileLog, FileLogConfig, FlushPolicy, TopicPartition};
 use crate::record_batch::{RawBatch, Record};
 use crate::recovery::RecoveryReport;
 
-/// The topic name of the mirror-state log.
-pub const MIRROR_STATE_TOPIC: &str = "__mirror_state";
+pub use crate::topic_partition::MIRROR_STATE_TOPIC;
 /// The partition of `__mirror_state` the harness uses (it runs the topic with one partition).
 pub const MIRROR_STATE_PARTITION: PartitionIndex = 0;
 /// The leader epoch stamped on `__mirror_state` batches (the coordinator never moves).

@@ -1,7 +1,9 @@
 //! [`TopicPartition`]: a topic partition as a log names it on disk, in its directory name
-//! `<topic>-<partition>` and in the lines of the offset checkpoints.
+//! `<topic>-<partition>` and in the lines of the offset checkpoints; the topic names a
+//! destination may hold ([`check_topic`]) and topic ids as its files write them
+//! ([`parse_topic_id`]).
 
-use kmirror_kernel::types::PartitionIndex;
+use kmirror_kernel::types::{PartitionIndex, TopicId};
 
 use crate::error::TopicPartitionError;
 
@@ -52,6 +54,34 @@ impl TopicPartition {
         }
         TopicPartition::new(topic, partition.parse().map_err(|_| invalid())?)
     }
+}
+
+/// The topic name of the mirror-state log.
+pub const MIRROR_STATE_TOPIC: &str = "__mirror_state";
+
+/// Checks a topic name: Kafka's rules, and not the mirror-state topic.
+pub fn check_topic(topic: &str) -> Result<(), String> {
+    TopicPartition::new(topic, 0).map_err(|e| e.to_string())?;
+    if topic == MIRROR_STATE_TOPIC {
+        return Err(format!(
+            "{MIRROR_STATE_TOPIC} is reserved for the mirror state"
+        ));
+    }
+    Ok(())
+}
+
+/// Parses 32 hex digits into a topic id.
+pub fn parse_topic_id(text: &str) -> Result<TopicId, String> {
+    let bytes = text.as_bytes();
+    if bytes.len() != 32 || !bytes.iter().all(u8::is_ascii_hexdigit) {
+        return Err(format!("topic.id {text:?} is not 32 hex digits"));
+    }
+    let mut id = [0u8; 16];
+    for (i, b) in id.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&text[2 * i..2 * i + 2], 16)
+            .map_err(|_| format!("topic.id {text:?} is not 32 hex digits"))?;
+    }
+    Ok(TopicId(id))
 }
 
 #[cfg(test)]

@@ -70,9 +70,10 @@ use kmirror_kernel::types::{BrokerId, LeaderEpoch, MirrorName, MirrorPartition, 
 
 use super::DriverError;
 use crate::file_log::{FileLog, FileLogConfig, TopicPartition};
-use crate::mirror_state_log::{MirrorStateLog, MIRROR_STATE_TOPIC};
+use crate::mirror_state_log::MirrorStateLog;
 use crate::recovery::RecoveryReport;
 use crate::segment;
+use crate::topic_partition::{check_topic, parse_topic_id};
 
 /// File name of the topic config.
 pub const CONFIG_FILE: &str = "cluster.properties";
@@ -426,31 +427,6 @@ fn bad(file: &Path, line: usize, reason: String) -> DriverError {
         line,
         reason,
     }
-}
-
-/// Checks a topic name: Kafka's rules, and not the mirror-state topic.
-pub fn check_topic(topic: &str) -> Result<(), String> {
-    TopicPartition::new(topic, PARTITION).map_err(|e| e.to_string())?;
-    if topic == MIRROR_STATE_TOPIC {
-        return Err(format!(
-            "{MIRROR_STATE_TOPIC} is reserved for the mirror state"
-        ));
-    }
-    Ok(())
-}
-
-/// Parses 32 hex digits into a topic id.
-pub fn parse_topic_id(text: &str) -> Result<TopicId, String> {
-    let bytes = text.as_bytes();
-    if bytes.len() != 32 || !bytes.iter().all(u8::is_ascii_hexdigit) {
-        return Err(format!("topic.id {text:?} is not 32 hex digits"));
-    }
-    let mut id = [0u8; 16];
-    for (i, b) in id.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&text[2 * i..2 * i + 2], 16)
-            .map_err(|_| format!("topic.id {text:?} is not 32 hex digits"))?;
-    }
-    Ok(TopicId(id))
 }
 
 /// A cluster directory opened and locked: its config and controller state (the logs are opened

@@ -57,7 +57,7 @@ use kmirror_kernel::types::{MirrorName, MirrorPartition, Offset, TopicId};
 use kmirror_testsupport::crash_counts;
 
 use super::*;
-use crate::driver::ManualClock;
+use crate::clock::ManualClock;
 use crate::fault::{self, TornWrite};
 use crate::file_log::{FileLog, FileLogConfig, FlushPolicy, TopicPartition, Verify};
 use crate::log_dir_checkpoints::{CheckpointKind, LogDirCheckpoints};

@@ -80,11 +80,11 @@ use kmirror_kernel::controller::{TopicCatalogue, TopicInfo};
 use kmirror_kernel::desired::DesiredState;
 use kmirror_kernel::types::{LeaderEpoch, MirrorName, PartitionIndex, TopicId};
 
-use crate::driver::cluster::{check_topic, parse_topic_id};
 use crate::file_log::{FileLogConfig, TopicPartition};
 use crate::log_dir_checkpoints::CheckpointKind;
 use crate::mirror_state_log::MIRROR_STATE_TOPIC;
 use crate::segment;
+use crate::topic_partition::{check_topic, parse_topic_id};
 
 use super::NodeError;
 

@@ -19,7 +19,7 @@ use super::fixture::{east, fake, options, source, ORDERS};
 use super::lme_lookup::{read_reverse_mirrors, ReverseAnswer};
 use super::serve_tests::{client_batch, produce, Running, WallClock};
 use super::*;
-use crate::driver::Clock;
+use crate::clock::Clock;
 use crate::serve::metadata::node_cluster_id;
 use crate::wire::source_cluster::SourceClusterOptions;
 use crate::wire::{Connection, SourceCluster, TopicSelection};

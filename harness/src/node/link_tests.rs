@@ -25,7 +25,7 @@ use kmirror_kernel::state::MirrorState;
 use super::control::TopicsVerb;
 use super::fixture::{added_from, fake, BOTH, ORDERS};
 use super::*;
-use crate::driver::ManualClock;
+use crate::clock::ManualClock;
 use crate::record_batch::RawBatch;
 use crate::wire::fake_broker::FakeCluster;
 use crate::wire::fake_link::behind_links;

@@ -220,7 +220,7 @@ fn a_stopped_topic_grows_with_kafkas_checks_and_its_new_partitions_are_writable_
     // Reopened: five partitions, the new one with its records, every one writable, and the
     // topic may fail back (every partition STOPPED).
     let mut driver = NodeDriver::open(dir.path(), None, options()).unwrap();
-    let mut clock = crate::driver::ManualClock::default();
+    let mut clock = crate::clock::ManualClock::default();
     driver
         .run(&mut clock, super::NodeUntil::Settled, &mut |_, _| {})
         .unwrap();

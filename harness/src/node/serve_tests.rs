@@ -19,7 +19,7 @@ use kmirror_kernel::node::PartitionKey;
 
 use super::fixture::{added, fake, ORDERS};
 use super::*;
-use crate::driver::Clock;
+use crate::clock::Clock;
 use crate::record_batch::RawBatch;
 use crate::serve::produce::{FIRST_ID, READ_ONLY_TOPIC};
 use crate::serve::ServeOptions;
@@ -86,7 +86,7 @@ impl Running {
 pub(super) fn mirrored(root: &Path) -> (crate::wire::fake_broker::FakeCluster, NodeDriver) {
     let fake = fake();
     let mut driver = added(&fake, root);
-    let mut clock = crate::driver::ManualClock::default();
+    let mut clock = crate::clock::ManualClock::default();
     driver
         .run(&mut clock, NodeUntil::CaughtUp, &mut |_, _| {})
         .unwrap();
@@ -350,7 +350,7 @@ pub(super) fn stopped(root: &Path) -> NodeDriver {
     driver
         .request_topics(TopicsVerb::Stop, "orders", None, 0)
         .unwrap();
-    let mut clock = crate::driver::ManualClock::default();
+    let mut clock = crate::clock::ManualClock::default();
     driver
         .run(&mut clock, NodeUntil::Settled, &mut |_, _| {})
         .unwrap();
@@ -604,7 +604,7 @@ fn a_producer_with_a_mirrored_producers_id_is_not_taken_for_it_after_a_failover(
         .add_topics(&super::fixture::east(), &[("orders".into(), ORDERS, 1)], 0)
         .unwrap();
     assert!(added.values().all(Result::is_ok));
-    let mut clock = crate::driver::ManualClock::default();
+    let mut clock = crate::clock::ManualClock::default();
     driver
         .run(&mut clock, NodeUntil::CaughtUp, &mut |_, _| {})
         .unwrap();

@@ -25,7 +25,7 @@ use kmirror_kernel::desired::DesiredState;
 
 use super::fixture::*;
 use super::*;
-use crate::driver::ManualClock;
+use crate::clock::ManualClock;
 use crate::sync::local::MetadataDir;
 use crate::sync::SyncError;
 use crate::wire::fake_broker::FakeCluster;

@@ -10,7 +10,7 @@ use kmirror_kernel::sync::group_offsets::TopicPartition;
 
 use super::fixture::*;
 use super::*;
-use crate::driver::ManualClock;
+use crate::clock::ManualClock;
 use crate::sync::local::MetadataDir;
 use crate::sync::report::Category;
 

@@ -12,7 +12,7 @@ use kmirror_kernel::types::{MirrorName, TopicId};
 
 use super::fixture::{east, fake, source, ORDERS, PAY_EU};
 use super::*;
-use crate::driver::ManualClock;
+use crate::clock::ManualClock;
 use crate::wire::fake_broker::{FakeCluster, FakePartition};
 
 fn options() -> NodeDriverOptions {

@@ -132,7 +132,7 @@ pub fn verify_node(root: &Path) -> Result<Vec<LogVerdict>, NodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::driver::ManualClock;
+    use crate::clock::ManualClock;
     use crate::error::FileLogError;
     use crate::node::fixture::{added, fake};
     use crate::node::{NodeDriver, NodeDriverOptions, NodeUntil};

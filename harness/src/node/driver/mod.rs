@@ -54,7 +54,7 @@ use kmirror_kernel::records::MirrorPartitionStateValue;
 use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::{MirrorPartition, PartitionIndex, TopicId};
 
-use crate::driver::Clock;
+use crate::clock::Clock;
 use crate::durability::FsBarrier;
 use crate::file_log::{FileLog, FlushPolicy};
 use crate::log_dir_checkpoints::LogDirCheckpoints;

@@ -39,11 +39,9 @@ use crate::node::dest::NodeMeta;
 use crate::node::NodeError;
 use crate::serve::{TopicEdit, TopicWork};
 use crate::sync::local::MetadataDir;
+use crate::topic_partition::MIRROR_STATE_TOPIC;
 
 use super::{NodeDriver, Queued};
-
-/// The `__mirror_state` partitions' directory names start with this.
-const MIRROR_STATE_TOPIC: &str = "__mirror_state";
 
 /// How long the answer to a CreatePartitions waits for the new partitions' gates to open (ms);
 /// past it the client is answered anyway (the growth is durable; the gates open a step later).

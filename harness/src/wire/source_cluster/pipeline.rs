@@ -113,7 +113,7 @@ impl SourceCluster {
     /// asking (a partition asked twice, one with no known leader), each with its index in
     /// `requests`. The others come from [`SourceCluster::poll_fetched`] with the tag, which no
     /// other fetch of this cluster has (so a caller that takes over a cluster with fetches in
-    /// flight tells their answers from its own). See the [module documentation](self).
+    /// flight tells their answers from its own).
     pub fn send_fetches(
         &mut self,
         lane: usize,
