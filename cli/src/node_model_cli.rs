@@ -11,6 +11,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Args;
+use kmirror_kernel::config::MirrorConfig;
 use kmirror_model::node::runner::{self, NodeCheckReport};
 use kmirror_model::node::NodeModelConfig;
 use kmirror_model::runner::RunOptions;
@@ -68,7 +69,12 @@ impl NodeArgs {
             restarts: self.node_restarts,
             source_changes: self.node_source_changes,
             liveness_bound: model.liveness_bound,
-            kernel: model.kernel.clone(),
+            // The kernel as the node driver runs it (`NodeModelConfig::node_kernel`): no write
+            // of an earlier leadership lands once the node restarts.
+            kernel: MirrorConfig {
+                predecessors_may_write: false,
+                ..model.kernel.clone()
+            },
         };
         config
             .validate()

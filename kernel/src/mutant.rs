@@ -103,11 +103,15 @@ pub enum Mutant {
     /// by the source's LME and mirrors it although the source is itself mirroring the
     /// partition from this cluster (a mirror loop) or still stopping that mirror.
     ReverseMirrorIgnored,
+    /// A partition with no saved state under a topic asking STOP (one added to a failed-over
+    /// topic, which never mirrored) stays UNKNOWN, as in the prototype's table: its produce
+    /// gate never opens and a failback of its topic is refused forever.
+    GrownStoppedTopicStaysUnknown,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 29] = [
+    pub const ALL: [Mutant; 30] = [
         Mutant::SkipIsrWait,
         Mutant::ActBeforePersist,
         Mutant::SkipEpochBump,
@@ -137,12 +141,14 @@ impl Mutant {
         Mutant::DivergenceTruncatesToLogEnd,
         Mutant::DivergenceTakenAtItsWord,
         Mutant::ReverseMirrorIgnored,
+        Mutant::GrownStoppedTopicStaysUnknown,
     ];
 
-    /// The mutants of the node manager (`kernel/src/node/`): only the node model
-    /// (`kmirror check --node`, `model/src/node/`) runs a `NodeMirror`, so only it can show
-    /// them; every other mutant is in `PartitionMirror` or the coordinator.
-    pub const NODE: [Mutant; 7] = [
+    /// The mutants only the node model (`kmirror check --node`, `model/src/node/`) can show:
+    /// those of the node manager (`kernel/src/node/`), which only it runs, and those of a
+    /// node's lifecycle (restarts, discovery, a changing source, a failed-over topic grown);
+    /// every other mutant shows in the single-partition model.
+    pub const NODE: [Mutant; 8] = [
         Mutant::CoalescedFetchDropsAfterFailure,
         Mutant::StopRoutedToEveryTopic,
         Mutant::FetchPartToWrongPartition,
@@ -150,6 +156,7 @@ impl Mutant {
         Mutant::ImplicitFailback,
         Mutant::SourceGrowthIgnored,
         Mutant::DeletedSourceFailedForever,
+        Mutant::GrownStoppedTopicStaysUnknown,
     ];
 
     /// Whether this is one of [`Mutant::NODE`].
@@ -189,6 +196,7 @@ impl Mutant {
             Mutant::DivergenceTruncatesToLogEnd => "divergence-truncates-to-log-end",
             Mutant::DivergenceTakenAtItsWord => "divergence-taken-at-its-word",
             Mutant::ReverseMirrorIgnored => "reverse-mirror-ignored",
+            Mutant::GrownStoppedTopicStaysUnknown => "grown-stopped-topic-stays-unknown",
         }
     }
 
@@ -267,6 +275,10 @@ impl Mutant {
             Mutant::ReverseMirrorIgnored => {
                 "A failback starts although the source mirrors the partition from here (needs \
                  --mirror-cycles)"
+            }
+            Mutant::GrownStoppedTopicStaysUnknown => {
+                "A partition added to a failed-over topic stays UNKNOWN, never writable \
+                 (needs --node)"
             }
         }
     }

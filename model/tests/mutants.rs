@@ -138,7 +138,8 @@ fn case(mutant: Mutant) -> (ModelConfig, &'static str) {
         | Mutant::KeepPersistedGate
         | Mutant::ImplicitFailback
         | Mutant::SourceGrowthIgnored
-        | Mutant::DeletedSourceFailedForever => unreachable!("{mutant:?} is a node mutant"),
+        | Mutant::DeletedSourceFailedForever
+        | Mutant::GrownStoppedTopicStaysUnknown => unreachable!("{mutant:?} is a node mutant"),
     }
 }
 

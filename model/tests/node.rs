@@ -27,10 +27,11 @@ fn exhaust(config: &NodeModelConfig) -> NodeCheckReport {
 
 /// The `sometimes` properties about restarts, failbacks and a changing source: a configuration
 /// without them cannot reach these.
-const LIFECYCLE_EXAMPLES: [&str; 4] = [
+const LIFECYCLE_EXAMPLES: [&str; 5] = [
     "restart_with_stopped_writable_partition",
     "partition_failed_back",
     "grown_partition_mirrors_data",
+    "stopped_topic_grown_writable",
     "deleted_source_topic_failed",
 ];
 
@@ -93,9 +94,11 @@ fn stop_stuck_in_failed(world: &NodeWorld) -> bool {
 }
 
 /// The lifecycle configuration CI checks too (`NodeModelConfig::lifecycle_check`): a restart of
-/// the node, a stop then a failback or a re-run of the selection, a partition added to the
-/// source topic or the topic deleted; no fetch fault. Every property holds, every `sometimes`
-/// property is reached but those of fetch faults, and the state count is pinned.
+/// the node, a stop then a failback, a re-run of the selection or a partition added to the
+/// failed-over topic at the destination, a partition added to the source topic or the topic
+/// deleted; no fetch fault. Every property holds, every `sometimes` property is reached but
+/// those of fetch faults, and the state count is pinned (240,654 before the destination's
+/// growth of a stopped topic was an operator request).
 #[test]
 fn lifecycle_configuration_state_count_is_pinned() {
     let report = exhaust(&NodeModelConfig::lifecycle_check()).report;
@@ -106,7 +109,7 @@ fn lifecycle_configuration_state_count_is_pinned() {
     );
 }
 
-const LIFECYCLE_UNIQUE: usize = 240_654;
+const LIFECYCLE_UNIQUE: usize = 245_004;
 
 /// The kernel finding of the lifecycle (model/FINDINGS.md, "The node model"): the source
 /// deletes a MIRRORING partition's topic, the node writes FAILED for good, and the operator's
@@ -212,6 +215,12 @@ fn case(mutant: Mutant) -> (NodeModelConfig, &'static str) {
             one_topic(0, 0, 1),
             "every_selected_partition_mirrored_once_source_stops_changing",
         ),
+        // The topic is stopped, then grown at the destination: its new partition, with no
+        // saved state, stays UNKNOWN and read-only instead of being written STOPPED.
+        Mutant::GrownStoppedTopicStaysUnknown => (
+            one_topic(0, 2, 0),
+            "every_partition_progresses_once_faults_stop",
+        ),
         other => unreachable!("{other:?} is not a node mutant (model/tests/mutants.rs)"),
     }
 }
@@ -248,6 +257,7 @@ fn mutant_configurations_hold_unmutated() {
         Mutant::ImplicitFailback,
         Mutant::SourceGrowthIgnored,
         Mutant::DeletedSourceFailedForever,
+        Mutant::GrownStoppedTopicStaysUnknown,
     ] {
         let (config, _) = case(mutant);
         let report = exhaust(&config).report;
@@ -292,6 +302,7 @@ node_mutant_tests! {
     implicit_failback_mirrors_a_stopped_topic_again => ImplicitFailback,
     source_growth_ignored_never_mirrors_a_new_partition => SourceGrowthIgnored,
     deleted_source_failed_forever_leaves_a_stop_undone => DeletedSourceFailedForever,
+    grown_stopped_topic_stays_unknown_never_opens_its_gate => GrownStoppedTopicStaysUnknown,
 }
 
 /// Three partitions (two of one topic), too many states to exhaust in CI (1.09 M, about four

@@ -138,7 +138,11 @@ impl PartitionMirror {
             // failover, which never mirrored (PREPARING is written before any fetch). There is
             // nothing to stop; it is written STOPPED, so that its gate opens like its
             // siblings' and a failback finds the whole topic STOPPED.
-            (DesiredState::Stop(_), Unknown) => Stopped,
+            (DesiredState::Stop(_), Unknown)
+                if !mutated(config, Mutant::GrownStoppedTopicStaysUnknown) =>
+            {
+                Stopped
+            }
             (DesiredState::Mirror(_), Paused) => Mirroring,
             (DesiredState::Pause(_), Mirroring) => Paused,
             (DesiredState::Stop(_), Preparing | Mirroring | Paused) => Stopping,

@@ -44,6 +44,9 @@ pub enum NodeAction {
     Remirror,
     /// The operator fails one topic back (AddTopicsToMirror of a failed-over topic).
     Failback(TopicId),
+    /// The operator adds a partition to a failed-over topic at the destination
+    /// (CreatePartitions through `kmirror serve`).
+    GrowStopped(TopicId),
     /// The node crashes: everything in memory and in flight is lost.
     Crash,
     /// The node starts again.
@@ -86,9 +89,13 @@ impl NodeWorld {
                     actions.push(NodeAction::Stop(topic_id));
                 }
                 if matches!(desired, DesiredState::Stop(_))
+                    && !self.grown_past_source(topic_id)
                     && self.accepts(config, &self.failback_request(config, topic_id))
                 {
                     actions.push(NodeAction::Failback(topic_id));
+                }
+                if self.may_grow_stopped(config, topic_id) {
+                    actions.push(NodeAction::GrowStopped(topic_id));
                 }
             }
             if self.accepts(config, &self.remirror_request(config)) {
@@ -186,6 +193,7 @@ impl NodeWorld {
             NodeAction::Stop(topic_id) => self.stop(config, topic_id),
             NodeAction::Remirror => self.remirror(config),
             NodeAction::Failback(topic_id) => self.failback(config, topic_id),
+            NodeAction::GrowStopped(topic_id) => self.grow_stopped(config, topic_id),
             NodeAction::Crash => self.crash(),
             NodeAction::Start => self.start(config),
             NodeAction::SourceAddsPartition(topic_id) => {

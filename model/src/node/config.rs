@@ -27,8 +27,9 @@ pub struct NodeModelConfig {
     /// Fetch faults: one partition's part of a coalesced response failed (non-retriable) or
     /// retriable, or a whole coalesced request lost.
     pub faults: u8,
-    /// Operator requests through the kernel's controller: a stop of one topic, a re-run of
-    /// the selection (AddTopicsToMirror of what discovery finds), a failback of one topic.
+    /// Operator requests: through the kernel's controller a stop of one topic, a re-run of
+    /// the selection (AddTopicsToMirror of what discovery finds), a failback of one topic;
+    /// and a partition added to a failed-over topic at the destination (CreatePartitions).
     pub operator_steps: u8,
     /// Crashes of the node (each followed by a restart, when the world chooses).
     #[serde(default)]
@@ -73,8 +74,9 @@ impl NodeModelConfig {
 
     /// The lifecycle configuration CI also checks: one topic of one partition (the source's
     /// growth adds a second), one batch, no fetch fault; one restart of the node, two operator
-    /// requests (a stop, then a failback or a re-run of the selection) and one change of the
-    /// source (a partition added or the topic deleted). A second topic multiplies the
+    /// requests (a stop, then a failback, a re-run of the selection or a partition added to
+    /// the failed-over topic at the destination) and one change of the source (a partition
+    /// added or the topic deleted). A second topic multiplies the
     /// interleavings past what CI can exhaust (more than 860,000 states, unfinished).
     pub fn lifecycle_check() -> Self {
         NodeModelConfig {

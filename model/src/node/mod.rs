@@ -38,8 +38,8 @@
 //! `apply_log_effect`, and injects the bounded nondeterminism: fetch faults (one partition's
 //! part of a coalesced response failed or retriable, or the whole coalesced request lost),
 //! crashes of the node and its restart ([`restart`]), the operator's stops, re-runs of the
-//! selection and failbacks ([`operator`]), and the source's changes: a partition added, a topic
-//! deleted ([`source`]).
+//! selection, failbacks and growth of a failed-over topic ([`operator`]), and the source's
+//! changes: a partition added, a topic deleted ([`source`]).
 
 pub mod actions;
 pub mod config;

@@ -2,7 +2,9 @@
 //! the destination's catalogue: a stop of one topic (RemoveTopicsFromMirror), the same
 //! selection run again (`kmirror mirror --topics`: AddTopicsToMirror of what the kernel's
 //! discovery finds among the model's topics) and the explicit failback of one topic
-//! (AddTopicsToMirror of that topic, discovered with the failback asked).
+//! (AddTopicsToMirror of that topic, discovered with the failback asked); and, beside the
+//! controller, a partition added to a failed-over topic at the destination (CreatePartitions
+//! through `kmirror serve`).
 //!
 //! The catalogue changes whether the node is up or down (a re-run writes `node.properties`
 //! before it starts the node); a node that is up hears each changed topic's metadata at once.
@@ -10,11 +12,13 @@
 use kmirror_kernel::controller::{
     apply_config_records, handle_mirror_request, ConfigRecord, ControllerConfig, MirrorRequest,
 };
+use kmirror_kernel::desired::DesiredState;
 use kmirror_kernel::discovery::discover;
 use kmirror_kernel::mem_log::MemLog;
 use kmirror_kernel::node::{FetchSlot, NodeInput, PartitionKey};
 use kmirror_kernel::partition::PartitionMirror;
-use kmirror_kernel::types::{MirrorPartition, TopicId};
+use kmirror_kernel::state::MirrorState;
+use kmirror_kernel::types::{MirrorPartition, PartitionIndex, TopicId};
 
 use super::config::NodeModelConfig;
 use super::executor::Fetched;
@@ -61,12 +65,61 @@ impl NodeWorld {
     /// (a partition is not STOPPED, or the topic is not failed over). Records the failback of
     /// each of the topic's STOPPED partitions for `no_failback_without_asking`.
     pub fn failback(&mut self, config: &NodeModelConfig, topic_id: TopicId) -> bool {
-        if !self.request(config, &self.failback_request(config, topic_id)) {
+        if self.grown_past_source(topic_id)
+            || !self.request(config, &self.failback_request(config, topic_id))
+        {
             return false;
         }
         let keys: Vec<PartitionKey> = self.topic_keys(topic_id).collect();
         self.ghosts.failback_asked.extend(keys);
         true
+    }
+
+    /// Whether the destination's `topic_id` has more partitions than the source's (it was
+    /// grown after its failover): its failback is refused, as the harness's `add_topics`
+    /// refuses a destination topic with more partitions than the source's (partitions cannot
+    /// be removed). A topic the source deleted is left to the controller.
+    pub fn grown_past_source(&self, topic_id: TopicId) -> bool {
+        let source = self.source_partitions(topic_id);
+        source > 0 && self.dest_partitions(topic_id) > source
+    }
+
+    /// Whether the operator may add a partition to `topic_id` at the destination (Kafka's
+    /// CreatePartitions, which `kmirror serve` carries out on a failed-over topic): an
+    /// operator step is left, the node is up (it serves the request), the topic asks STOP and
+    /// every partition of it is STOPPED (serve refuses the request otherwise), and it has at
+    /// most as many partitions as it started with (one growth, by the source or here).
+    pub fn may_grow_stopped(&self, config: &NodeModelConfig, topic_id: TopicId) -> bool {
+        self.budget.operator_steps > 0
+            && self.node.is_some()
+            && matches!(self.desired(topic_id), DesiredState::Stop(_))
+            && self
+                .topic_keys(topic_id)
+                .all(|k| self.stored_state(&k) == MirrorState::Stopped)
+            && config
+                .partitions(topic_id)
+                .is_some_and(|n| self.dest_partitions(topic_id) <= n)
+    }
+
+    /// The operator adds a partition to failed-over `topic_id` at the destination: the node
+    /// creates it as for a source's growth ([`NodeWorld::create_partitions`]); it has no saved
+    /// state under a topic asking STOP, and the kernel writes it STOPPED. False when
+    /// [`NodeWorld::may_grow_stopped`] does not hold.
+    pub fn grow_stopped(&mut self, config: &NodeModelConfig, topic_id: TopicId) -> bool {
+        if !self.may_grow_stopped(config, topic_id) {
+            return false;
+        }
+        self.budget.operator_steps -= 1;
+        let total = self.dest_partitions(topic_id) + 1;
+        self.create_partitions(config, topic_id, total);
+        true
+    }
+
+    /// The partition count of `topic_id` at the destination (its controller's catalogue).
+    pub fn dest_partitions(&self, topic_id: TopicId) -> PartitionIndex {
+        self.catalogue
+            .topic(Self::topic_name(topic_id))
+            .map_or(0, |t| t.partitions)
     }
 
     /// Whether the controller accepts `request` and it changes the catalogue.

@@ -107,6 +107,17 @@ pub fn all() -> Vec<Property<NodeModel>> {
             },
         ),
         Property::sometimes(
+            "stopped_topic_grown_writable",
+            |_: &NodeModel, w: &NodeWorld| {
+                w.dest.iter().any(|(k, p)| {
+                    p.writable
+                        && !w.source_logs.contains_key(k)
+                        && !w.source_deleted(k.topic_id)
+                        && w.stored_state(k) == MirrorState::Stopped
+                })
+            },
+        ),
+        Property::sometimes(
             "deleted_source_topic_failed",
             |_: &NodeModel, w: &NodeWorld| {
                 w.keys()

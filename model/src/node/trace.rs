@@ -125,6 +125,10 @@ fn short(action: &NodeAction) -> String {
                 NodeWorld::topic_name(*topic_id)
             )
         }
+        NodeAction::GrowStopped(topic_id) => format!(
+            "the operator adds a partition to failed-over topic {}",
+            NodeWorld::topic_name(*topic_id)
+        ),
         NodeAction::Crash => "the node crashes".to_string(),
         NodeAction::Start => "the node starts".to_string(),
         NodeAction::SourceAddsPartition(topic_id) => format!(
