@@ -456,6 +456,20 @@ pub fn run(command: LogCommand) -> Result<ExitCode, String> {
                 args.dest.display()
             ))
         }
+        LogCommand::Produce(args) if NodeDest::is_node_dest(&args.dir) => {
+            return Err(served_by_kafka_clients(
+                &args.dir,
+                "produce",
+                "kafka-console-producer.sh --bootstrap-server HOST:PORT --topic TOPIC",
+            ))
+        }
+        LogCommand::Group(args) if NodeDest::is_node_dest(args.command.dir()) => {
+            return Err(served_by_kafka_clients(
+                args.command.dir(),
+                "group",
+                "kafka-console-consumer.sh --bootstrap-server HOST:PORT --topic TOPIC --group G",
+            ))
+        }
         LogCommand::Mirror(args) if args.sync_interval_ms.is_some() => {
             return Err(
                 "--sync-interval-ms syncs inside a node destination's mirror (--topics LIST); a \
@@ -489,6 +503,18 @@ pub fn run(command: LogCommand) -> Result<ExitCode, String> {
         }
         other => other.map_err(|e| e.to_string()),
     }
+}
+
+/// The refusal of single-partition command `kmirror {command}` on node destination `dir`:
+/// Kafka's own clients do that job there, through `kmirror serve` (`example` shows one).
+fn served_by_kafka_clients(dir: &Path, command: &str, example: &str) -> String {
+    let dir = dir.display();
+    format!(
+        "{dir} is a node destination: `kmirror {command}` works on single-partition cluster \
+         directories; Kafka's own clients do this on a node destination, through \
+         `kmirror serve --dest {dir} --listen HOST:PORT` (e.g. `{example}`; a mirrored topic \
+         takes writes once `kmirror stop --dest {dir} --topics TOPIC` failed it over)"
+    )
 }
 
 /// How long a command waits for a directory another kmirror process holds.

@@ -28,7 +28,8 @@
 //!   `<root>/<cluster>/coordinator/__mirror_state-0/` (see [`mirror_state_log_dir`]): after each
 //!   step, the records that turn the previous coordinator into the step's one (a value per
 //!   changed key, a tombstone per deleted key) are encoded with the kernel's codec
-//!   ([`MirrorStateRecord::encode`]) and appended as one record batch; then the whole log is read
+//!   ([`MirrorStateRecord::encode`]) and appended as one record batch by the harness's
+//!   [`MirrorStateLog`] (the type both destination formats use); then the whole log is read
 //!   back from disk, decoded and replayed with [`Coordinator::replay`].
 //!
 //! After every step, each replica is compared with the model's: kernel state, log start offset,
@@ -61,8 +62,8 @@ use kmirror_kernel::epoch_cache::EpochCache;
 use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::mem_log::MemLog;
 use kmirror_kernel::partition::PartitionMirror;
-use kmirror_kernel::records::{MirrorStateRecord, RecordDecodeError, RecordEncodeError};
-use kmirror_kernel::types::{BrokerId, Offset};
+use kmirror_kernel::records::MirrorStateRecord;
+use kmirror_kernel::types::BrokerId;
 use kmirror_model::actions::Action;
 use kmirror_model::journal::{Event, LogOp};
 use kmirror_model::trace::{describe, JournalStep, ReplayError as TraceReplayError, Trace};
@@ -70,12 +71,12 @@ use kmirror_model::world::{ClusterId, World, PARTITION, TOPIC, TOPIC_ID};
 use kmirror_model::ModelConfig;
 use serde::Serialize;
 
-use kmirror_harness::error::{BatchError, FileLogError};
+use kmirror_harness::error::FileLogError;
 use kmirror_harness::file_log::{
     decode_offset_checkpoint, FileLog, FileLogConfig, FlushPolicy, TopicPartition,
     HIGH_WATERMARK_FILE, LEADER_EPOCH_FILE, LOG_START_OFFSET_FILE,
 };
-use kmirror_harness::mirror_state_log::batch_parts;
+use kmirror_harness::mirror_state_log::{MirrorStateLog, MirrorStateLogError, MIRROR_STATE_TOPIC};
 use kmirror_harness::record_batch::RawBatch;
 
 /// The timestamp (ms) stamped on leader appends of step 0; step `n` stamps this plus `n`.
@@ -91,9 +92,6 @@ pub const REPLAY_LOG_CONFIG: FileLogConfig = FileLogConfig {
     append_timestamp_ms: APPEND_TIMESTAMP_BASE_MS,
     deferred_durability: false,
 };
-
-/// The topic of the coordinator's log.
-pub const MIRROR_STATE_TOPIC: &str = "__mirror_state";
 
 /// Arguments of `kmirror replay`.
 #[derive(Args, Debug, Clone)]
@@ -164,42 +162,6 @@ impl fmt::Display for Difference {
     }
 }
 
-/// Why the `__mirror_state` log of a cluster cannot be written or read back.
-#[derive(Debug, thiserror::Error)]
-pub enum MirrorStateError {
-    /// A record the kernel's codec cannot encode.
-    #[error("cannot encode a record: {0}")]
-    Encode(#[from] RecordEncodeError),
-    /// The batch holding the records cannot be built.
-    #[error("cannot build the batch: {0}")]
-    Batch(BatchError),
-    /// A batch read back whose records do not decode as record batch v2 records.
-    #[error("the batch at offset {offset} does not decode: {source}")]
-    BadBatch {
-        /// The batch's base offset.
-        offset: Offset,
-        /// Why.
-        source: BatchError,
-    },
-    /// A record read back without a key.
-    #[error("the record at offset {offset} has no key")]
-    MissingKey {
-        /// The record's offset.
-        offset: Offset,
-    },
-    /// A record read back that the kernel's codec refuses.
-    #[error("the record at offset {offset} does not decode: {source}")]
-    Decode {
-        /// The record's offset.
-        offset: Offset,
-        /// Why.
-        source: RecordDecodeError,
-    },
-    /// The log itself failed.
-    #[error(transparent)]
-    Log(#[from] FileLogError),
-}
-
 /// Why a trace does not replay on disk.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
@@ -245,7 +207,7 @@ pub enum ReplayError {
         /// The `__mirror_state` log.
         place: Place,
         /// The failure.
-        source: Box<MirrorStateError>,
+        source: Box<MirrorStateLogError>,
     },
     /// The journal asks something the disk world cannot do (an input for a kernel of a broker
     /// that is down, a replica that does not exist).
@@ -354,13 +316,6 @@ fn partition() -> TopicPartition {
     TopicPartition {
         topic: TOPIC.to_owned(),
         partition: PARTITION,
-    }
-}
-
-fn mirror_state_partition() -> TopicPartition {
-    TopicPartition {
-        topic: MIRROR_STATE_TOPIC.to_owned(),
-        partition: 0,
     }
 }
 
@@ -640,12 +595,12 @@ impl Ctx {
         }
     }
 
-    fn mirror_state(&self, cluster: ClusterId, e: impl Into<MirrorStateError>) -> ReplayError {
+    fn mirror_state(&self, cluster: ClusterId, e: MirrorStateLogError) -> ReplayError {
         ReplayError::MirrorState {
             step: self.step,
             action: self.action.clone(),
             place: Place::MirrorState { cluster },
-            source: Box::new(e.into()),
+            source: Box::new(e),
         }
     }
 }
@@ -713,7 +668,7 @@ struct DiskCluster {
     replicas: Vec<DiskReplica>,
     state_log_dir: PathBuf,
     /// Always `Some` outside [`DiskWorld::reopen_all`].
-    state_log: Option<FileLog>,
+    state_log: Option<MirrorStateLog>,
     /// The coordinator rebuilt from `state_log` after the last step.
     coordinator: Coordinator,
 }
@@ -766,15 +721,12 @@ impl DiskWorld {
                 });
             }
             let state_log_dir = mirror_state_log_dir(root, c);
-            let (state_log, _) =
-                FileLog::open(&state_log_dir, mirror_state_partition(), REPLAY_LOG_CONFIG)
-                    .map_err(|e| {
-                        ctx.disk(
-                            Place::MirrorState { cluster: c },
-                            "creating the __mirror_state log",
-                            e,
-                        )
-                    })?;
+            let state_log = MirrorStateLog::create(
+                &state_log_dir,
+                config.kernel.transitions.clone(),
+                REPLAY_LOG_CONFIG,
+            )
+            .map_err(|e| ctx.mirror_state(c, e))?;
             Ok(DiskCluster {
                 replicas,
                 state_log_dir,
@@ -1020,12 +972,12 @@ impl DiskWorld {
                 .as_mut()
                 .expect("the __mirror_state log is open outside reopen");
             if !records.is_empty() {
-                append_records(log, &records, APPEND_TIMESTAMP_BASE_MS + ctx.step as i64)
+                log.append(&records, APPEND_TIMESTAMP_BASE_MS + ctx.step as i64)
                     .map_err(|e| ctx.mirror_state(c, e))?;
                 summary.mirror_state_records += records.len();
             }
-            let read = read_records(log).map_err(|e| ctx.mirror_state(c, e))?;
-            cluster.coordinator = empty.replay(read);
+            let read = log.records().map_err(|e| ctx.mirror_state(c, e))?;
+            cluster.coordinator = empty.replay(read.into_iter().map(|(_, r)| r));
         }
         Ok(())
     }
@@ -1045,15 +997,15 @@ impl DiskWorld {
                     .map_err(|e| ctx.disk(place, "reopening the log", e))?;
             }
             drop(cluster.state_log.take());
-            let (log, _) = FileLog::open(
+            let log = MirrorStateLog::open(
                 &cluster.state_log_dir,
-                mirror_state_partition(),
+                empty.table().clone(),
                 REPLAY_LOG_CONFIG,
             )
             .map_err(|e| ctx.mirror_state(c, e))?;
             summary.reopened_logs += 1;
-            let read = read_records(&log).map_err(|e| ctx.mirror_state(c, e))?;
-            cluster.coordinator = empty.clone().replay(read);
+            let read = log.records().map_err(|e| ctx.mirror_state(c, e))?;
+            cluster.coordinator = empty.clone().replay(read.into_iter().map(|(_, r)| r));
             cluster.state_log = Some(log);
         }
         Ok(())
@@ -1274,45 +1226,4 @@ fn coordinator_diff(from: &Coordinator, to: &Coordinator) -> Vec<MirrorStateReco
         }
     }
     records
-}
-
-/// Appends `records` to a `__mirror_state` log as one plain batch at its end (and moves its
-/// high watermark there: the coordinator is its only replica).
-fn append_records(
-    log: &mut FileLog,
-    records: &[MirrorStateRecord],
-    timestamp_ms: i64,
-) -> Result<(), MirrorStateError> {
-    let (header, encoded) = batch_parts(log.log_end_offset(), records)?;
-    let batch =
-        RawBatch::encode(&header, timestamp_ms, &encoded).map_err(MirrorStateError::Batch)?;
-    log.append_as_follower(&[batch])?;
-    let leo = log.log_end_offset();
-    log.advance_high_watermark(leo)?;
-    Ok(())
-}
-
-/// Every record of a `__mirror_state` log, read back from disk and decoded, oldest first.
-fn read_records(log: &FileLog) -> Result<Vec<MirrorStateRecord>, MirrorStateError> {
-    let mut out = Vec::new();
-    for batch in log.try_read(log.log_start_offset(), log.log_end_offset())? {
-        let header = batch.header();
-        let records = batch
-            .records()
-            .map_err(|source| MirrorStateError::BadBatch {
-                offset: header.base_offset,
-                source,
-            })?;
-        for record in records {
-            let offset = header.base_offset + Offset::from(record.offset_delta);
-            let key = record
-                .key
-                .as_deref()
-                .ok_or(MirrorStateError::MissingKey { offset })?;
-            let decoded = MirrorStateRecord::decode(key, record.value.as_deref())
-                .map_err(|source| MirrorStateError::Decode { offset, source })?;
-            out.push(decoded);
-        }
-    }
-    Ok(out)
 }

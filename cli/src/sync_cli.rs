@@ -406,6 +406,17 @@ pub enum GroupCommand {
     },
 }
 
+impl GroupCommand {
+    /// The directory the command works on.
+    pub fn dir(&self) -> &Path {
+        match self {
+            GroupCommand::Commit { dir, .. }
+            | GroupCommand::Consume { dir, .. }
+            | GroupCommand::List { dir } => dir,
+        }
+    }
+}
+
 /// `kmirror group`.
 pub fn group(args: GroupArgs) -> Result<ExitCode, SyncError> {
     match args.command {

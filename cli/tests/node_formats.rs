@@ -103,3 +103,43 @@ fn bad_topics_input_is_one_line_and_creates_nothing() {
         stderr(&out)
     );
 }
+
+/// `kmirror produce` and `kmirror group` work on single-partition cluster directories; on a
+/// node destination they refuse, naming `kmirror serve` and the Kafka client that does the job,
+/// and change nothing.
+#[test]
+fn single_partition_client_commands_on_a_node_destination_name_kmirror_serve() {
+    let tmp = tempfile::tempdir().unwrap();
+    let node = tmp.path().join("west");
+    std::fs::create_dir_all(&node).unwrap();
+    let properties = "format=kmirror-node-2\nbroker.id=1\nmirror_state.partitions=1\n";
+    std::fs::write(node.join("node.properties"), properties).unwrap();
+    let node = node.to_str().unwrap();
+    for (args, client) in [
+        (
+            vec!["produce", "--dir", node, "--topic", "orders", "plain:2"],
+            "kafka-console-producer.sh",
+        ),
+        (
+            vec!["group", "consume", "--dir", node, "--group", "g"],
+            "kafka-console-consumer.sh",
+        ),
+        (
+            vec!["group", "list", "--dir", node],
+            "kafka-console-consumer.sh",
+        ),
+    ] {
+        let out = kmirror(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains("is a node destination"), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("kmirror serve --dest {node} --listen HOST:PORT")),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains(client), "{args:?}: {err}");
+    }
+    let entries = std::fs::read_dir(node).unwrap().count();
+    assert_eq!(entries, 1, "only node.properties: nothing was created");
+}

@@ -8,14 +8,16 @@
 //! the topic names a destination may hold, topic ids), [`checkpoint_files`] (a log's checkpoint
 //! files and Kafka's offset checkpoint format), [`log_dir_checkpoints`] (Kafka's log-dir-level
 //! offset checkpoints, the node layout's), [`recovery`] (what opening a log after a crash
-//! repaired), [`durability`] (every fsync and the file-system barrier, counted), [`error`];
+//! repaired), [`durability`] (every fsync and the file-system barrier, counted), [`dir_lock`]
+//! (the lock a process holds on a destination directory), [`error`];
 //! every write of those files goes through one seam (`fault`, crate-private), where the test
 //! build injects torn writes. [`file_log`] uses [`recovery`] and [`log_dir_checkpoints`],
 //! which use only the lower modules.
 //!
 //! Running the kernel on those logs, on the caller's [`clock`]: [`driver`] (a partition's
 //! kernel driven over a cluster
-//! directory), [`mirror_state_log`] (the `__mirror_state` coordinator's log), [`source`] (what
+//! directory), [`mirror_state_log`] (a `__mirror_state` partition and the coordinator rebuilt
+//! from it, for both destination formats), [`source`] (what
 //! a mirror fetches from), [`producer`] (local producers behind the produce gate), [`sync`]
 //! (the metadata-sync executor) and [`wire`] (a Kafka wire-protocol client: a live broker as
 //! the source), [`node`] (a node destination: every partition of many topics, driven by the
@@ -24,6 +26,7 @@
 
 pub mod checkpoint_files;
 pub mod clock;
+pub mod dir_lock;
 pub mod durability;
 pub mod error;
 mod fault;

@@ -51,7 +51,7 @@
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, File, OpenOptions, TryLockError};
+use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
 use im::OrdSet;
@@ -81,8 +81,6 @@ pub const CONFIG_FILE: &str = "cluster.properties";
 pub const CONTROLLER_STATE_FILE: &str = "controller-state";
 /// File name of the produce gate.
 pub const PRODUCE_GATE_FILE: &str = "produce-gate";
-/// File name of the lock file.
-pub const LOCK_FILE: &str = ".lock";
 /// The partition index every cluster directory hosts.
 pub const PARTITION: i32 = 0;
 /// The largest replica count a cluster directory may have.
@@ -477,7 +475,7 @@ impl ClusterDir {
             fs::remove_dir_all(&staging).map_err(|e| io("remove", &staging, e))?;
         }
         fs::create_dir(&staging).map_err(|e| io("create directory", &staging, e))?;
-        let lock = lock(&staging)?;
+        let lock = crate::dir_lock::lock_exclusive(&staging)?;
         let controller = ControllerState::new(replicas);
         let file_config = file_log_config(&config);
         let tp = topic_partition(&config);
@@ -534,7 +532,7 @@ impl ClusterDir {
                 reason: format!("{CONFIG_FILE} is missing"),
             });
         }
-        let lock = lock(root)?;
+        let lock = crate::dir_lock::lock_exclusive(root)?;
         let config = ClusterConfig::decode(&read_text(&config_path)?, &config_path)?;
         let controller_path = root.join(CONTROLLER_STATE_FILE);
         let controller = ControllerState::decode(&read_text(&controller_path)?, &controller_path)?;
@@ -733,24 +731,6 @@ fn write_file(root: &Path, name: &str, text: &str) -> Result<(), DriverError> {
         dir: root.join(name),
         source: Box::new(source),
     })
-}
-
-fn lock(root: &Path) -> Result<File, DriverError> {
-    let path = root.join(LOCK_FILE);
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(|e| io("open", &path, e))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(TryLockError::WouldBlock) => Err(DriverError::Busy {
-            dir: root.to_path_buf(),
-        }),
-        Err(TryLockError::Error(e)) => Err(io("lock", &path, e)),
-    }
 }
 
 /// What one replication round did.

@@ -169,3 +169,20 @@ impl From<DriverError> for SyncError {
         SyncError::Cluster(Box::new(e))
     }
 }
+
+impl From<crate::dir_lock::LockError> for DriverError {
+    fn from(e: crate::dir_lock::LockError) -> Self {
+        match e {
+            crate::dir_lock::LockError::Busy { dir } => DriverError::Busy { dir },
+            crate::dir_lock::LockError::Io {
+                action,
+                path,
+                source,
+            } => DriverError::Io {
+                action,
+                path,
+                source,
+            },
+        }
+    }
+}

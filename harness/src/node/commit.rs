@@ -7,7 +7,7 @@
 //! fsync and a record fsync per state change: a failover of 10,000 partitions, four state
 //! changes each, is 80,000 fsyncs. The node driver instead **stages** the round's changes as
 //! their effects execute ([`Staged`]: the partitions whose logs the records name, each
-//! `__mirror_state` partition's records in [`StatePartition`]'s own stage, whether the leader
+//! `__mirror_state` partition's records in [`MirrorStateLog`]'s own stage, whether the leader
 //! epochs in `node.properties` changed, and the answers, withheld) and **commits** them when
 //! the round's inputs are handled ([`Staged::commit`]), in this order:
 //!
@@ -24,7 +24,7 @@
 //!    STOPPING record written at the new epoch, and the batches appended at it, must not outlive
 //!    a crash that forgets the epoch.
 //! 3. **Each `__mirror_state` partition** with staged records: one batch of all of them, one
-//!    fsync ([`StatePartition::commit`]).
+//!    fsync ([`MirrorStateLog::commit`]).
 //! 4. **The answers**, in the order their effects executed, queued for the kernel.
 //!
 //! So per round it costs one `syncfs`, one `node.properties` write and one fsync per
@@ -52,8 +52,8 @@ use crate::durability::FsBarrier;
 use crate::file_log::{EpochCheckpoint, FileLog};
 
 use super::dest::NodeDest;
-use super::state_log::StatePartition;
 use super::NodeError;
+use crate::mirror_state_log::MirrorStateLog;
 
 /// What a round staged for its group commit. See the [module documentation](self).
 #[derive(Debug, Default)]
@@ -132,7 +132,7 @@ pub(super) struct CommitParts<'a> {
     /// Every partition log.
     pub(super) logs: &'a mut BTreeMap<PartitionKey, FileLog>,
     /// Every `__mirror_state` partition.
-    pub(super) states: &'a mut BTreeMap<u32, StatePartition>,
+    pub(super) states: &'a mut BTreeMap<u32, MirrorStateLog>,
     /// The destination (`node.properties`).
     pub(super) dest: &'a NodeDest,
     /// The log dir's file-system barrier, when `syncfs` reports errors.

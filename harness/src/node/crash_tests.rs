@@ -404,7 +404,7 @@ impl History {
             let config = FileLogConfig::default();
             let (log, _) =
                 FileLog::open_in_log_dir(&data, tp, config, Verify::All, store.clone()).unwrap();
-            for (_, record) in super::state_log::read_records(&log).unwrap() {
+            for (_, record) in crate::mirror_state_log::read_records(&log).unwrap() {
                 let value = match record {
                     MirrorStateRecord::PartitionStateTombstone(_)
                     | MirrorStateRecord::LastMirroredEpochsTombstone(_) => None,

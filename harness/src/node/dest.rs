@@ -73,13 +73,14 @@
 //! | `partition` | repeated, one per partition: `<topic>-<index>,<leader epoch>,<writable: 0 or 1>` |
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, File, OpenOptions, TryLockError};
+use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
 use kmirror_kernel::controller::{TopicCatalogue, TopicInfo};
 use kmirror_kernel::desired::DesiredState;
 use kmirror_kernel::types::{LeaderEpoch, MirrorName, PartitionIndex, TopicId};
 
+use crate::dir_lock;
 use crate::file_log::{FileLogConfig, TopicPartition};
 use crate::log_dir_checkpoints::CheckpointKind;
 use crate::mirror_state_log::MIRROR_STATE_TOPIC;
@@ -97,8 +98,6 @@ pub const NODE_FORMAT: &str = "kmirror-node-2";
 pub const NODE_FORMAT_PER_PARTITION_CHECKPOINTS: &str = "kmirror-node-1";
 /// The node's log dir, under the destination directory.
 pub const LOG_DIR: &str = "data";
-/// File name of the lock file.
-pub const LOCK_FILE: &str = ".lock";
 /// File name of the status snapshot a run leaves.
 pub const STATUS_FILE: &str = "status.json";
 /// The file that marks a single-partition cluster directory.
@@ -400,7 +399,7 @@ impl NodeDest {
             });
         }
         fs::create_dir_all(root.join(LOG_DIR)).map_err(|e| io("create", root, e))?;
-        let lock = lock(root)?;
+        let lock = dir_lock::lock_exclusive(root)?;
         let dest = NodeDest {
             root: root.to_path_buf(),
             meta,
@@ -427,7 +426,7 @@ impl NodeDest {
                 ),
             });
         }
-        let lock = lock(root)?;
+        let lock = dir_lock::lock_exclusive(root)?;
         let meta = Self::read_meta(root)?;
         let text = fs::read_to_string(&file).map_err(|e| io("read", &file, e))?;
         let per_partition_checkpoints = text
@@ -481,19 +480,7 @@ impl NodeDest {
     /// there: nothing to hold, and nothing is created); [`NodeError::Busy`] while a process
     /// holds the directory.
     pub fn read_lock(root: &Path) -> Result<Option<File>, NodeError> {
-        let path = root.join(LOCK_FILE);
-        let file = match File::open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io("open", &path, e)),
-        };
-        match file.try_lock_shared() {
-            Ok(()) => Ok(Some(file)),
-            Err(TryLockError::WouldBlock) => Err(NodeError::Busy {
-                dir: root.to_path_buf(),
-            }),
-            Err(TryLockError::Error(e)) => Err(io("lock", &path, e)),
-        }
+        Ok(dir_lock::lock_shared(root)?)
     }
 
     /// Checks, reading only, that every directory `node.properties` of `root` names is there:
@@ -675,24 +662,6 @@ fn io(action: &'static str, path: &Path, source: std::io::Error) -> NodeError {
         action,
         path: path.to_path_buf(),
         source,
-    }
-}
-
-fn lock(root: &Path) -> Result<File, NodeError> {
-    let path = root.join(LOCK_FILE);
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(|e| io("open", &path, e))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(TryLockError::WouldBlock) => Err(NodeError::Busy {
-            dir: root.to_path_buf(),
-        }),
-        Err(TryLockError::Error(e)) => Err(io("lock", &path, e)),
     }
 }
 

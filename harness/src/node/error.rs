@@ -101,3 +101,20 @@ impl From<NodeError> for SyncError {
         SyncError::Node(Box::new(e))
     }
 }
+
+impl From<crate::dir_lock::LockError> for NodeError {
+    fn from(e: crate::dir_lock::LockError) -> Self {
+        match e {
+            crate::dir_lock::LockError::Busy { dir } => NodeError::Busy { dir },
+            crate::dir_lock::LockError::Io {
+                action,
+                path,
+                source,
+            } => NodeError::Io {
+                action,
+                path,
+                source,
+            },
+        }
+    }
+}

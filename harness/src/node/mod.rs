@@ -3,7 +3,6 @@
 //!
 //! - [`dest`]: the node destination directory (its format is documented there, and only
 //!   there): Kafka's data-dir layout, several `__mirror_state` partitions, `node.properties`.
-//! - [`state_log`]: one `__mirror_state` partition and its coordinator.
 //! - `commit`: a round's state changes made durable together (group commit), then answered.
 //! - [`driver`]: [`NodeDriver`], executing the node manager's tagged effects on those logs,
 //!   with a live [`SourceCluster`](crate::wire::SourceCluster) as the source (one Fetch per
@@ -35,7 +34,6 @@ pub mod fetch_ahead;
 pub mod follow;
 pub mod lme_lookup;
 pub mod metadata_sync;
-pub mod state_log;
 pub mod status;
 pub mod verify;
 

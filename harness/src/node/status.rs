@@ -34,8 +34,8 @@ use crate::file_log::{FileLog, TopicPartition};
 use crate::log_dir_checkpoints::LogDirCheckpoints;
 
 use super::dest::{NodeDest, NodeMeta, LOG_DIR};
-use super::state_log::inspect_coordinator;
 use super::NodeError;
+use crate::mirror_state_log::MirrorStateLog;
 
 /// One partition of a node destination.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -271,7 +271,7 @@ impl NodeStatus {
         let table = MirrorConfig::default().transitions;
         let mut coordinators = BTreeMap::new();
         for k in 0..meta.mirror_state_partitions {
-            let c = inspect_coordinator(&log_dir, k, table.clone(), Arc::clone(&checkpoints))?;
+            let c = MirrorStateLog::inspect(&log_dir, k, table.clone(), Arc::clone(&checkpoints))?;
             coordinators.insert(k, c);
         }
         let mut partitions = Vec::new();

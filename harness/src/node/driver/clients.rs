@@ -22,10 +22,10 @@ use crate::record_batch::RawBatch;
 use crate::serve::{lme, Broker, Listener, NodeCall, ServeError, ServeOptions, ServedNode};
 
 use super::super::dest::{NodeDest, NodeMeta};
-use super::super::state_log::StatePartition;
 use super::super::NodeError;
 use super::topic_admin::Growing;
 use super::{gate_open, NodeDriver};
+use crate::mirror_state_log::MirrorStateLog;
 
 /// Most client calls answered in one step (the kernel's work goes on between them).
 const CALLS_PER_STEP: usize = 64;
@@ -56,7 +56,7 @@ struct View<'a> {
     dest: &'a NodeDest,
     logs: &'a mut BTreeMap<PartitionKey, FileLog>,
     gates: &'a BTreeMap<PartitionKey, bool>,
-    states: &'a BTreeMap<u32, StatePartition>,
+    states: &'a BTreeMap<u32, MirrorStateLog>,
     started: bool,
 }
 
@@ -75,7 +75,7 @@ impl ServedNode for View<'_> {
 
     fn state_coordinator(&self, key: &MirrorPartition) -> Option<&Coordinator> {
         let k = mirror_state_partition(key, self.dest.meta().mirror_state_partitions).ok()?;
-        self.states.get(&k).map(StatePartition::coordinator)
+        self.states.get(&k).map(MirrorStateLog::coordinator)
     }
 
     fn writable(&self, key: &PartitionKey) -> bool {

@@ -30,8 +30,8 @@ use kmirror_kernel::partition::Activity;
 use kmirror_kernel::partitioner::mirror_state_partition;
 use kmirror_kernel::types::MirrorPartition;
 
+use crate::mirror_state_log::MirrorStateLog;
 use crate::node::commit::CommitParts;
-use crate::node::state_log::StatePartition;
 use crate::node::NodeError;
 use crate::record_batch::RawBatch;
 
@@ -114,7 +114,7 @@ impl NodeDriver {
     fn state_partition(
         &mut self,
         key: &MirrorPartition,
-    ) -> Result<(u32, &mut StatePartition), NodeError> {
+    ) -> Result<(u32, &mut MirrorStateLog), NodeError> {
         let n = self.dest.meta().mirror_state_partitions;
         let k = mirror_state_partition(key, n).map_err(|e| NodeError::Invalid {
             message: e.to_string(),

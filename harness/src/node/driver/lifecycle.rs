@@ -49,11 +49,11 @@ use kmirror_kernel::types::{PartitionIndex, TopicId};
 use crate::durability::FsBarrier;
 use crate::file_log::{EpochCheckpoint, FileLog, TopicPartition, Verify};
 use crate::log_dir_checkpoints::LogDirCheckpoints;
+use crate::mirror_state_log::MirrorStateLog;
 use crate::node::commit::{make_durable, Staged};
 use crate::node::dest::NodeDest;
 use crate::node::fetch_ahead::FetchedAhead;
 use crate::node::follow::CHECKPOINT_INTERVAL_MS;
-use crate::node::state_log::StatePartition;
 use crate::node::NodeError;
 use crate::wire::source_cluster::SourceCluster;
 
@@ -118,7 +118,7 @@ impl NodeDriver {
             let store = Arc::clone(&checkpoints);
             states.insert(
                 k,
-                StatePartition::open(&log_dir, k, table, log_config, store)?,
+                MirrorStateLog::open_in_log_dir(&log_dir, k, table, log_config, store)?,
             );
         }
         let mut driver = NodeDriver {
@@ -396,7 +396,7 @@ impl NodeDriver {
             Some(barrier) => {
                 let mut logs = logs;
                 let mut all: Vec<&mut FileLog> = logs.iter_mut().collect();
-                all.extend(self.states.values_mut().map(StatePartition::log_mut));
+                all.extend(self.states.values_mut().map(MirrorStateLog::log_mut));
                 make_durable(&mut all, Some(barrier), EpochCheckpoint::Written)?;
             }
             None => {

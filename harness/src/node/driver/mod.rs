@@ -66,9 +66,9 @@ use super::control::ControlServer;
 use super::dest::NodeDest;
 use super::fetch_ahead::FetchedAhead;
 use super::follow::CHECKPOINT_INTERVAL_MS;
-use super::state_log::StatePartition;
 use super::status::{persisted_record_in, NodeStatus, PartitionStatus, SourceLink};
 use super::NodeError;
+use crate::mirror_state_log::MirrorStateLog;
 
 use fetch_round::SourceView;
 use source::Following;
@@ -197,7 +197,7 @@ pub struct NodeDriver {
     options: NodeDriverOptions,
     node: NodeMirror,
     logs: BTreeMap<PartitionKey, FileLog>,
-    states: BTreeMap<u32, StatePartition>,
+    states: BTreeMap<u32, MirrorStateLog>,
     /// The log dir's recovery points, high watermarks and log start offsets.
     checkpoints: Arc<LogDirCheckpoints>,
     source: Option<SourceCluster>,
@@ -339,7 +339,7 @@ impl NodeDriver {
     fn persisted_record_of(&self, key: &PartitionKey) -> Option<&MirrorPartitionStateValue> {
         persisted_record_in(
             self.dest.meta(),
-            &|k| self.states.get(&k).map(StatePartition::coordinator),
+            &|k| self.states.get(&k).map(MirrorStateLog::coordinator),
             key,
         )
     }
@@ -587,7 +587,7 @@ fn gate_open(
     meta: &super::dest::NodeMeta,
     started: bool,
     gates: &BTreeMap<PartitionKey, bool>,
-    states: &BTreeMap<u32, StatePartition>,
+    states: &BTreeMap<u32, MirrorStateLog>,
     key: &PartitionKey,
 ) -> bool {
     let Some(name) = meta.topic_name(key.topic_id) else {
@@ -604,7 +604,7 @@ fn gate_open(
     }
     let persisted = persisted_record_in(
         meta,
-        &|k| states.get(&k).map(StatePartition::coordinator),
+        &|k| states.get(&k).map(MirrorStateLog::coordinator),
         key,
     )
     .map_or(MirrorState::Unknown, |v| v.state);
