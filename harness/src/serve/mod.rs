@@ -45,6 +45,7 @@ pub mod produce;
 pub mod sasl;
 pub mod security;
 pub mod topic_admin;
+pub mod txn;
 pub mod versions;
 
 use std::path::PathBuf;
@@ -151,6 +152,9 @@ pub enum ServeError {
     /// The group coordinator could not read or write a group's file.
     #[error(transparent)]
     Group(#[from] group::GroupError),
+    /// The transaction coordinator could not read or write its file.
+    #[error(transparent)]
+    Txn(#[from] txn::TxnError),
     /// The producer-id block file cannot be read or written.
     #[error("{action} {}: {source}", path.display())]
     ProducerIds {

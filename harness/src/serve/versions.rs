@@ -20,6 +20,12 @@ const DATA_API_VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::Produce, 3, 11),
     (ApiKey::InitProducerId, 0, 5),
+    // Transaction version 1: a producer adds its partitions (v4+ is the brokers' batch form)
+    // and ends with EndTxn v4 or older (v5 and TxnOffsetCommit v5 are transaction version 2).
+    (ApiKey::AddPartitionsToTxn, 0, 3),
+    (ApiKey::AddOffsetsToTxn, 0, 4),
+    (ApiKey::EndTxn, 0, 4),
+    (ApiKey::TxnOffsetCommit, 0, 4),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::DeleteRecords, 0, 2),
