@@ -48,6 +48,9 @@ impl TxnCoordinator {
     /// Ends `id`'s transaction: PrepareCommit or PrepareAbort written (unless already), the
     /// markers written at its producer epoch, a commit's group offsets handed to `groups`,
     /// then CompleteCommit or CompleteAbort written, with no partition, group or offset left.
+    /// While a partition that needs a marker is not writable (a node just opened, whose gates
+    /// are not known yet, or a partition mirrored again and not yet truncated) the transaction
+    /// stays in its Prepare state, for the next [`TxnCoordinator::poll`] to go on.
     pub(super) fn complete(
         &mut self,
         id: &str,
@@ -75,7 +78,9 @@ impl TxnCoordinator {
             txn.state = prepare;
             self.put(id, txn.clone())?;
         }
-        markers::write(node, &txn, control)?;
+        if markers::write(node, &txn, control)? > 0 {
+            return Ok(());
+        }
         if commit {
             let mut by_group: BTreeMap<&str, BTreeMap<TopicPartition, i64>> = BTreeMap::new();
             for p in &txn.pending_offsets {

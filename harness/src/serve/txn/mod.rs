@@ -16,13 +16,16 @@
 //!   before it is answered; EndTxn writes PrepareCommit or PrepareAbort before the first
 //!   marker and the Complete state after the last. The markers are idempotent per partition
 //!   ([`markers::write`]): a node stopped between the two completes the transaction on its
-//!   first [`TxnCoordinator::poll`], writing the markers missing.
+//!   first [`TxnCoordinator::poll`] that finds the partitions writable, writing the markers
+//!   missing. Until then the transactional id answers CONCURRENT_TRANSACTIONS.
 //! - **Aborts.** A transaction found Ongoing when the node opens (its producer's process is
 //!   gone with the old node), one past its `transaction.timeout.ms`, and one a partition of
 //!   which is no longer writable (mirrored again) are aborted on the next poll: the producer
 //!   epoch is bumped (fencing the producer, which must InitProducerId again) and ABORT
-//!   markers are written to the partitions still writable. A partition mirrored again gets no
-//!   marker: the mirror owns it, and a failback truncates it to the last mirrored offset.
+//!   markers are written to the partitions writable. A partition mirrored again gets no
+//!   marker: the mirror owns it, and the failback that starts its mirroring truncates it to
+//!   the last mirrored offset, which closes the transaction there (its records are gone);
+//!   until then the transaction stays PrepareAbort.
 //! - **Group offsets.** TxnOffsetCommit keeps the offsets in the transaction (and its file);
 //!   a commit hands them to the group coordinator ([`GroupCoordinator::commit_offsets`]), an
 //!   abort drops them.
@@ -115,19 +118,15 @@ impl TxnCoordinator {
         self.txns.get(transactional_id)
     }
 
-    /// When [`Self::poll`] next has work: the first transaction timeout, or now when a
-    /// transaction waits to be completed or aborted (`None`: nothing pending).
+    /// When the first open transaction times out (`None`: none open). The rest of
+    /// [`Self::poll`]'s work (transactions left in a Prepare state, orphaned ones, gates that
+    /// closed) is done at the node's next poll, whenever that is.
     pub fn next_deadline_ms(&self) -> Option<i64> {
-        let due_now = !self.orphaned.is_empty() || self.txns.values().any(|t| t.state.preparing());
-        let timeouts = self
-            .txns
+        self.txns
             .values()
             .filter(|t| t.state == TxnState::Ongoing)
-            .map(|t| t.start_ms.saturating_add(i64::from(t.timeout_ms)));
-        if due_now {
-            return Some(i64::MIN);
-        }
-        timeouts.min()
+            .map(|t| t.start_ms.saturating_add(i64::from(t.timeout_ms)))
+            .min()
     }
 
     /// Sets `transactional_id`'s metadata to `next`, durably: the file is written first, and

@@ -455,15 +455,15 @@ fn a_transaction_past_its_timeout_is_aborted_by_poll_and_its_producer_fenced() {
 }
 
 #[test]
-fn a_partition_mirrored_again_aborts_the_transaction_where_partitions_are_writable() {
+fn a_partition_mirrored_again_aborts_the_transaction_and_waits_for_its_truncation() {
     let mut w = World::new();
     let producer = w.init();
     w.add(0, producer, &[0, 1], 3);
     w.node.produce(0, producer, 0);
     let stuck = w.node.produce(1, producer, 0);
-    w.node.closed.insert(PartitionKey::new(ORDERS, 1));
+    let mirrored = PartitionKey::new(ORDERS, 1);
+    w.node.closed.insert(mirrored);
     w.txns.poll(1, &mut w.node, &mut w.groups).unwrap();
-    assert_eq!(w.state(), TxnState::CompleteAbort);
     assert_eq!(w.node.last(0).control, Some(ControlType::Abort));
     assert_eq!(
         w.node.last(1).control,
@@ -471,7 +471,51 @@ fn a_partition_mirrored_again_aborts_the_transaction_where_partitions_are_writab
         "no marker on a mirrored partition"
     );
     assert_eq!(w.node.lso(1), stuck, "left to the mirror");
+    assert_eq!(
+        w.state(),
+        TxnState::PrepareAbort,
+        "until the mirror truncates"
+    );
     assert_eq!(w.end(producer, true, 4), PRODUCER_FENCED);
+    assert_eq!(w.init_as((-1, -1), 5).0, CONCURRENT_TRANSACTIONS);
+    w.txns.poll(2, &mut w.node, &mut w.groups).unwrap();
+    assert_eq!(w.state(), TxnState::PrepareAbort);
+
+    // The failback truncates the partition to its last mirrored offset.
+    w.node
+        .logs
+        .get_mut(&mirrored)
+        .unwrap()
+        .truncate_to(stuck)
+        .unwrap();
+    w.txns.poll(3, &mut w.node, &mut w.groups).unwrap();
+    assert_eq!(w.state(), TxnState::CompleteAbort);
+    assert_eq!(w.node.mem(1).log_end_offset(), stuck, "no marker written");
+    assert_eq!(w.init_as((-1, -1), 5), (NONE, producer.0, producer.1 + 2));
+}
+
+#[test]
+fn recovery_waits_for_the_gates_of_a_node_just_opened() {
+    let mut w = World::new();
+    let producer = w.init();
+    w.add(0, producer, &[0], 3);
+    w.node.produce(0, producer, 0);
+    let mut txn = w.txns.get(TXN).unwrap().clone();
+    txn.state = TxnState::PrepareCommit;
+    w.txns.put(TXN, txn).unwrap();
+    w.reopen();
+    let key = PartitionKey::new(ORDERS, 0);
+    w.node.closed.insert(key);
+    w.txns.poll(0, &mut w.node, &mut w.groups).unwrap();
+    assert_eq!(
+        w.state(),
+        TxnState::PrepareCommit,
+        "the gate is not open yet"
+    );
+    w.node.closed.remove(&key);
+    w.txns.poll(1, &mut w.node, &mut w.groups).unwrap();
+    assert_eq!(w.state(), TxnState::CompleteCommit);
+    assert_eq!(w.node.last(0).control, Some(ControlType::Commit));
 }
 
 #[test]
@@ -530,7 +574,6 @@ fn a_node_reopened_between_prepare_and_markers_completes_the_transaction() {
     w.node.produce(2, (producer.0 + 1, 0), 0);
 
     w.reopen();
-    assert_eq!(w.txns.next_deadline_ms(), Some(i64::MIN), "due at once");
     w.txns.poll(0, &mut w.node, &mut w.groups).unwrap();
     for p in [0, 1] {
         assert_eq!(

@@ -17,6 +17,7 @@ import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewPartitions;
 
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -51,6 +52,12 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *       {@code true} or {@code false}) sends N records round-robin to TOPIC's partitions, one
  *       at a time; one line with the records acknowledged, their offsets per partition, and
  *       the errors by exception class and message;
+ *   <li>{@code txn:TOPIC:N:GROUP} — a transactional producer ({@code transactional.id}
+ *       {@code kmirror-oracle-txn}) sends N records round-robin to TOPIC's partitions in a
+ *       transaction that also commits GROUP's offset N for partition 0
+ *       ({@code sendOffsetsToTransaction}) and commits, then N more in a transaction it aborts;
+ *       one line with the records sent in each, the errors by exception class, and GROUP's
+ *       committed offsets afterwards (Admin {@code listConsumerGroupOffsets});
  *   <li>{@code grow:TOPIC:N} — Admin {@code createPartitions} of TOPIC to N partitions, and
  *       {@code delete:TOPIC} — Admin {@code deleteTopics} of TOPIC; one line each with the
  *       error's exception class and message ({@code null} when it succeeded).
@@ -72,6 +79,7 @@ public final class ServeClients {
                 case "group" -> group(bootstrap, parts[1], parts[2], Integer.parseInt(parts[3]));
                 case "produce" -> produce(bootstrap, parts[1], Integer.parseInt(parts[2]),
                         Boolean.parseBoolean(parts[3]));
+                case "txn" -> txn(bootstrap, parts[1], Integer.parseInt(parts[2]), parts[3]);
                 case "grow" -> admin(bootstrap, "grow", parts[1], admin -> admin
                         .createPartitions(Map.of(parts[1],
                                 NewPartitions.increaseTo(Integer.parseInt(parts[2]))))
@@ -248,6 +256,76 @@ public final class ServeClients {
         out.append("},\"errors\":{");
         first = true;
         for (Map.Entry<String, Integer> e : errors.entrySet()) {
+            out.append(first ? "" : ",").append('"').append(e.getKey()).append("\":")
+                    .append(e.getValue());
+            first = false;
+        }
+        out.append("}}");
+        System.out.println(out);
+        System.out.flush();
+    }
+
+    private static void txn(String bootstrap, String topic, int n, String group)
+            throws Exception {
+        Properties props = new Properties();
+        props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        props.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "kmirror-oracle-txn");
+        props.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "10000");
+        props.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "5000");
+        props.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "20000");
+        props.put(ProducerConfig.LINGER_MS_CONFIG, "0");
+        Map<String, Integer> errors = new TreeMap<>();
+        int[] sent = {0, 0};
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(props)) {
+            int partitions = producer.partitionsFor(topic).size();
+            producer.initTransactions();
+            for (int t = 0; t < 2; t++) {
+                boolean commit = t == 0;
+                String kind = commit ? "committed-" : "aborted-";
+                try {
+                    producer.beginTransaction();
+                    for (int i = 0; i < n; i++) {
+                        producer.send(new ProducerRecord<>(topic, i % partitions, kind + i,
+                                kind + "value-" + i)).get();
+                        sent[t]++;
+                    }
+                    if (commit) {
+                        producer.sendOffsetsToTransaction(
+                                Map.of(new TopicPartition(topic, 0), new OffsetAndMetadata(n)),
+                                new ConsumerGroupMetadata(group));
+                        producer.commitTransaction();
+                    } else {
+                        producer.abortTransaction();
+                    }
+                } catch (Exception e) {
+                    Throwable cause = e instanceof java.util.concurrent.ExecutionException
+                            ? e.getCause() : e;
+                    errors.merge(cause.getClass().getSimpleName(), 1, Integer::sum);
+                }
+            }
+        }
+        Map<Integer, Long> offsets = new TreeMap<>();
+        Properties adminProps = new Properties();
+        adminProps.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        adminProps.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "10000");
+        try (Admin admin = Admin.create(adminProps)) {
+            admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get()
+                    .forEach((tp, o) -> offsets.put(tp.partition(), o.offset()));
+        }
+        StringBuilder out = new StringBuilder("{\"step\":\"txn\",\"topic\":\"" + topic
+                + "\",\"committed\":" + sent[0] + ",\"aborted\":" + sent[1]
+                + ",\"errors\":{");
+        boolean first = true;
+        for (Map.Entry<String, Integer> e : errors.entrySet()) {
+            out.append(first ? "" : ",").append('"').append(e.getKey()).append("\":")
+                    .append(e.getValue());
+            first = false;
+        }
+        out.append("},\"group_offsets\":{");
+        first = true;
+        for (Map.Entry<Integer, Long> e : offsets.entrySet()) {
             out.append(first ? "" : ",").append('"').append(e.getKey()).append("\":")
                     .append(e.getValue());
             first = false;
