@@ -70,6 +70,10 @@ impl TxnCoordinator {
                 if t.state == TxnState::Ongoing {
                     self.fence_and_abort(id, node, groups)?;
                     t = self.txns.get(id).cloned().unwrap_or(t);
+                    if t.state.preparing() {
+                        // A partition waits for its marker (see `complete`).
+                        return Ok(refused(ResponseError::ConcurrentTransactions));
+                    }
                 }
                 bumped(t, timeout_ms, ids, node)?
             }

@@ -463,6 +463,12 @@ fn a_partition_mirrored_again_aborts_the_transaction_and_waits_for_its_truncatio
     let stuck = w.node.produce(1, producer, 0);
     let mirrored = PartitionKey::new(ORDERS, 1);
     w.node.closed.insert(mirrored);
+    assert_eq!(
+        w.init_as((-1, -1), 5).0,
+        CONCURRENT_TRANSACTIONS,
+        "a new instance waits for the abort"
+    );
+    assert_eq!(w.txns.get(TXN).unwrap().producer_epoch, producer.1 + 1);
     w.txns.poll(1, &mut w.node, &mut w.groups).unwrap();
     assert_eq!(w.node.last(0).control, Some(ControlType::Abort));
     assert_eq!(
