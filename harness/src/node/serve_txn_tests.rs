@@ -11,34 +11,19 @@ use kafka_protocol::messages::{
     ProducerId, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
-use kmirror_kernel::batch::{BatchHeader, ControlType};
+use kmirror_kernel::batch::ControlType;
 use kmirror_kernel::log::PartitionLog;
 use kmirror_kernel::node::PartitionKey;
 
 use super::fixture::ORDERS;
 use super::serve_tests::{connect, produce, stopped, Running};
 use super::*;
-use crate::record_batch::RawBatch;
+use crate::serve::txn::tests::txn_batch;
 use crate::serve::txn::{TxnState, TxnStore};
 use crate::wire::client::{FetchParams, KafkaClient, PartitionFetch, READ_COMMITTED};
 use crate::wire::Connection;
 
 const TXN: &str = "payments";
-
-/// A transactional batch of `records` records of `producer` from `sequence`.
-fn txn_batch(records: i64, producer: (i64, i16), sequence: i32) -> RawBatch {
-    let header = BatchHeader {
-        base_offset: 0,
-        last_offset: records - 1,
-        partition_leader_epoch: -1,
-        producer_id: producer.0,
-        producer_epoch: producer.1,
-        base_sequence: sequence,
-        is_transactional: true,
-        control: None,
-    };
-    RawBatch::synthesize(&header, 1_700_000_000_000).unwrap()
-}
 
 fn txn_id() -> TransactionalId {
     TransactionalId(StrBytes::from_static_str(TXN))

@@ -49,7 +49,7 @@ mod offsets;
 pub mod state;
 pub mod store;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

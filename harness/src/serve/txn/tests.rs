@@ -47,6 +47,22 @@ const CONCURRENT_TRANSACTIONS: i16 = 51;
 const OPERATION_NOT_ATTEMPTED: i16 = 55;
 const PRODUCER_FENCED: i16 = 90;
 
+/// A transactional batch as a client writes it: `records` records of `producer` from
+/// `sequence`, offsets from 0, no leader epoch.
+pub(crate) fn txn_batch(records: i64, producer: (Pid, ProducerEpoch), sequence: i32) -> RawBatch {
+    let header = BatchHeader {
+        base_offset: 0,
+        last_offset: records - 1,
+        partition_leader_epoch: -1,
+        producer_id: producer.0,
+        producer_epoch: producer.1,
+        base_sequence: sequence,
+        is_transactional: true,
+        control: None,
+    };
+    RawBatch::synthesize(&header, 1_700_000_000_000).unwrap()
+}
+
 /// A node of `orders` (3 partitions), its logs under `root`, every gate open but `closed`.
 struct TestNode {
     meta: NodeMeta,
@@ -97,19 +113,9 @@ impl TestNode {
             .unwrap()
     }
 
-    /// Writes `records` transactional records of `producer` to `orders-<p>`; their offset.
+    /// Writes 2 transactional records of `producer` to `orders-<p>`; their offset.
     fn produce(&mut self, p: i32, producer: (Pid, ProducerEpoch), sequence: i32) -> Offset {
-        let header = BatchHeader {
-            base_offset: 0,
-            last_offset: 1,
-            partition_leader_epoch: -1,
-            producer_id: producer.0,
-            producer_epoch: producer.1,
-            base_sequence: sequence,
-            is_transactional: true,
-            control: None,
-        };
-        let batch = RawBatch::synthesize(&header, 1_700_000_000_000).unwrap();
+        let batch = txn_batch(2, producer, sequence);
         self.append(&PartitionKey::new(ORDERS, p), 0, &batch)
             .unwrap()
             .base_offset

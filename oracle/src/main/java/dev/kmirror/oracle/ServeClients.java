@@ -309,6 +309,7 @@ public final class ServeClients {
         Map<Integer, Long> offsets = new TreeMap<>();
         Properties adminProps = new Properties();
         adminProps.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        adminProps.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "5000");
         adminProps.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "10000");
         try (Admin admin = Admin.create(adminProps)) {
             admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get()
