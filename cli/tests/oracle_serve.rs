@@ -78,6 +78,27 @@ fn reads(lines: &[Value]) -> Vec<Value> {
         .collect()
 }
 
+/// Kafka's Java consumer's `read` `steps` (both isolation levels of one 3-partition topic) on
+/// the source at `bootstrap`, once the mirror serving at `address` answers them the same
+/// (retried for 60 s while it catches up).
+fn caught_up(oracle: &Oracle, bootstrap: &str, address: &str, steps: &[&str]) -> Vec<Value> {
+    let class = "dev.kmirror.oracle.ServeClients";
+    let source = reads(&java(oracle, class, bootstrap, steps));
+    assert_eq!(source.len(), 6, "{source:?}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mirror = reads(&java(oracle, class, address, steps));
+        if mirror == source {
+            return source;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the mirror's records differ from the source's:\n{mirror:?}\n{source:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 #[test]
 #[ignore = "needs Java 17 and Maven; run with `-- --include-ignored oracle`"]
 fn oracle_serve_java_clients_read_a_serving_mirror_and_write_after_a_stop() {
@@ -117,30 +138,7 @@ fn oracle_serve_java_clients_read_a_serving_mirror_and_write_after_a_stop() {
     // 1. Kafka's consumer reads the same records from the mirror as from the source, in both
     //    isolation levels (the mirror follows: retried until it caught up).
     let steps = ["read:orders:read_committed", "read:orders:read_uncommitted"];
-    let source = reads(&java(
-        &oracle,
-        "dev.kmirror.oracle.ServeClients",
-        &bootstrap,
-        &steps,
-    ));
-    assert_eq!(source.len(), 6, "{source:?}");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let mirror = reads(&java(
-            &oracle,
-            "dev.kmirror.oracle.ServeClients",
-            &serving.address,
-            &steps,
-        ));
-        if mirror == source {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the mirror's records differ from the source's:\n{mirror:?}\n{source:?}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    let source = caught_up(&oracle, &bootstrap, &serving.address, &steps);
     // kafka-python and librdkafka (confluent-kafka) read the same records from the mirror.
     for client in ["kafka-python", "confluent-kafka"] {
         for (isolation, expected) in [
@@ -342,24 +340,7 @@ fn oracle_serve_a_transactional_java_producer_commits_and_aborts_after_a_stop() 
         "read:payments:read_committed",
         "read:payments:read_uncommitted",
     ];
-    let source = reads(&java(
-        &oracle,
-        "dev.kmirror.oracle.ServeClients",
-        &bootstrap,
-        &steps,
-    ));
-    assert_eq!(source.len(), 6, "{source:?}");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while reads(&java(
-        &oracle,
-        "dev.kmirror.oracle.ServeClients",
-        &serving.address,
-        &steps,
-    )) != source
-    {
-        assert!(Instant::now() < deadline, "the mirror never caught up");
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    let source = caught_up(&oracle, &bootstrap, &serving.address, &steps);
     let out = kmirror_ok(&["stop", "--dest", dest, "--topics", "payments", "--quiet"]);
     assert!(out.contains("1 topic stopped"), "{out}");
 

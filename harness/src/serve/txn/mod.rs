@@ -26,6 +26,9 @@
 //!   marker: the mirror owns it, and the failback that starts its mirroring truncates it to
 //!   the last mirrored offset, which closes the transaction there (its records are gone);
 //!   until then the transaction stays PrepareAbort.
+//! - **Failures.** A failed write of the coordinator's file or of a marker is the node's error
+//!   ([`ServeError`]), as a failed Produce write is: the call is not answered (its connection
+//!   closes) and nothing in memory changed that the file does not say.
 //! - **Group offsets.** TxnOffsetCommit keeps the offsets in the transaction (and its file);
 //!   a commit hands them to the group coordinator ([`GroupCoordinator::commit_offsets`]), an
 //!   abort drops them.

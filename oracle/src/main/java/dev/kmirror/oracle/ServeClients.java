@@ -188,22 +188,11 @@ public final class ServeClients {
                 }
             }
             consumer.commitSync(next);
-            StringBuilder out = new StringBuilder("{\"step\":\"group\",\"group\":\"" + group
-                    + "\",\"read\":" + read + ",\"offsets\":{");
-            boolean first = true;
-            for (Map.Entry<Integer, List<Long>> e : offsets.entrySet()) {
-                out.append(first ? "" : ",").append('"').append(e.getKey()).append("\":")
-                        .append(e.getValue());
-                first = false;
-            }
-            out.append("},\"committed\":{");
-            first = true;
-            for (Map.Entry<Integer, OffsetAndMetadata> e : toPartitions(next).entrySet()) {
-                out.append(first ? "" : ",").append('"').append(e.getKey()).append("\":")
-                        .append(e.getValue().offset());
-                first = false;
-            }
-            out.append("}}");
+            Map<Integer, Long> committed = new TreeMap<>();
+            toPartitions(next).forEach((p, o) -> committed.put(p, o.offset()));
+            String out = "{\"step\":\"group\",\"group\":\"" + group + "\",\"read\":" + read
+                    + ",\"offsets\":" + object(offsets) + ",\"committed\":" + object(committed)
+                    + "}";
             System.out.println(out);
             System.out.flush();
         }
@@ -245,22 +234,8 @@ public final class ServeClients {
                 }
             }
         }
-        StringBuilder out = new StringBuilder("{\"step\":\"produce\",\"topic\":\"" + topic
-                + "\",\"acked\":" + ok + ",\"offsets\":{");
-        boolean first = true;
-        for (Map.Entry<Integer, List<Long>> e : acked.entrySet()) {
-            out.append(first ? "" : ",").append('"').append(e.getKey()).append("\":")
-                    .append(e.getValue());
-            first = false;
-        }
-        out.append("},\"errors\":{");
-        first = true;
-        for (Map.Entry<String, Integer> e : errors.entrySet()) {
-            out.append(first ? "" : ",").append('"').append(e.getKey()).append("\":")
-                    .append(e.getValue());
-            first = false;
-        }
-        out.append("}}");
+        String out = "{\"step\":\"produce\",\"topic\":\"" + topic + "\",\"acked\":" + ok
+                + ",\"offsets\":" + object(acked) + ",\"errors\":" + object(errors) + "}";
         System.out.println(out);
         System.out.flush();
     }
@@ -315,23 +290,9 @@ public final class ServeClients {
             admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get()
                     .forEach((tp, o) -> offsets.put(tp.partition(), o.offset()));
         }
-        StringBuilder out = new StringBuilder("{\"step\":\"txn\",\"topic\":\"" + topic
-                + "\",\"committed\":" + sent[0] + ",\"aborted\":" + sent[1]
-                + ",\"errors\":{");
-        boolean first = true;
-        for (Map.Entry<String, Integer> e : errors.entrySet()) {
-            out.append(first ? "" : ",").append('"').append(e.getKey()).append("\":")
-                    .append(e.getValue());
-            first = false;
-        }
-        out.append("},\"group_offsets\":{");
-        first = true;
-        for (Map.Entry<Integer, Long> e : offsets.entrySet()) {
-            out.append(first ? "" : ",").append('"').append(e.getKey()).append("\":")
-                    .append(e.getValue());
-            first = false;
-        }
-        out.append("}}");
+        String out = "{\"step\":\"txn\",\"topic\":\"" + topic + "\",\"committed\":" + sent[0]
+                + ",\"aborted\":" + sent[1] + ",\"errors\":" + object(errors)
+                + ",\"group_offsets\":" + object(offsets) + "}";
         System.out.println(out);
         System.out.flush();
     }
@@ -356,6 +317,17 @@ public final class ServeClients {
         System.out.println("{\"step\":\"" + step + "\",\"topic\":\"" + topic
                 + "\",\"error\":" + json(error) + ",\"message\":" + json(message) + "}");
         System.out.flush();
+    }
+
+    /**
+     * {@code m} as a JSON object: its keys as strings, its values as they print (numbers, and
+     * lists of numbers, print as JSON).
+     */
+    private static String object(Map<?, ?> m) {
+        StringBuilder out = new StringBuilder("{");
+        m.forEach((k, v) -> out.append(out.length() > 1 ? "," : "").append('"').append(k)
+                .append("\":").append(v));
+        return out.append('}').toString();
     }
 
     /** {@code s} as a JSON string, or {@code null}. */
