@@ -15,7 +15,7 @@
 //!   [`TxnMetadata`] in `<dest>/metadata/transactions/transactions.json` ([`store`]), written
 //!   before it is answered; EndTxn writes PrepareCommit or PrepareAbort before the first
 //!   marker and the Complete state after the last. The markers are idempotent per partition
-//!   ([`markers::write`]): a node stopped between the two completes the transaction on its
+//!   (`markers::write`): a node stopped between the two completes the transaction on its
 //!   first [`TxnCoordinator::poll`] that finds the partitions writable, writing the markers
 //!   missing. Until then the transactional id answers CONCURRENT_TRANSACTIONS.
 //! - **Aborts.** A transaction found Ongoing when the node opens (its producer's process is
@@ -47,7 +47,7 @@
 mod add;
 mod end;
 mod init;
-pub mod markers;
+mod markers;
 mod offsets;
 pub mod state;
 pub mod store;
