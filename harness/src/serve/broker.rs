@@ -198,6 +198,11 @@ impl Broker {
         if GROUP_API_VERSIONS.iter().any(|(k, _, _)| *k as i16 == key) {
             return self.handle_group(now_ms, call, node).map(|()| None);
         }
+        if is_transactional(&call.request) {
+            // A transaction a partition of which was mirrored again, or past its timeout, is
+            // aborted first: its producer, fenced, is answered PRODUCER_FENCED.
+            self.txns.poll(now_ms, node, &mut self.groups)?;
+        }
         let response = match &call.request {
             RequestKind::Metadata(r) => {
                 ResponseKind::Metadata(metadata::answer(node, &self.host, self.port, r, version))
@@ -240,8 +245,10 @@ impl Broker {
                 let answer = ResponseKind::DeleteTopics(response);
                 return Ok(TopicWork::of(edits, answer, call.reply));
             }
-            RequestKind::InitProducerId(r) if r.transactional_id.is_some() => {
-                self.txns.poll(now_ms, node, &mut self.groups)?;
+            RequestKind::InitProducerId(r) if r.transactional_id.is_none() => {
+                ResponseKind::InitProducerId(self.producer_ids.answer(node, r)?)
+            }
+            RequestKind::InitProducerId(r) => {
                 ResponseKind::InitProducerId(self.txns.init_producer_id(
                     node,
                     &mut self.groups,
@@ -250,27 +257,16 @@ impl Broker {
                     version,
                 )?)
             }
-            RequestKind::InitProducerId(r) => {
-                ResponseKind::InitProducerId(self.producer_ids.answer(node, r)?)
-            }
-            RequestKind::AddPartitionsToTxn(r) => {
-                self.txns.poll(now_ms, node, &mut self.groups)?;
-                ResponseKind::AddPartitionsToTxn(
-                    self.txns.add_partitions(now_ms, node, r, version)?,
-                )
-            }
+            RequestKind::AddPartitionsToTxn(r) => ResponseKind::AddPartitionsToTxn(
+                self.txns.add_partitions(now_ms, node, r, version)?,
+            ),
             RequestKind::AddOffsetsToTxn(r) => {
-                self.txns.poll(now_ms, node, &mut self.groups)?;
                 ResponseKind::AddOffsetsToTxn(self.txns.add_offsets(now_ms, r, version)?)
             }
             RequestKind::TxnOffsetCommit(r) => {
-                self.txns.poll(now_ms, node, &mut self.groups)?;
                 ResponseKind::TxnOffsetCommit(self.txns.txn_offset_commit(node, r, version)?)
             }
             RequestKind::EndTxn(r) => {
-                // A transaction a partition of which was mirrored again is aborted first: its
-                // producer, fenced, is answered PRODUCER_FENCED.
-                self.txns.poll(now_ms, node, &mut self.groups)?;
                 ResponseKind::EndTxn(self.txns.end_txn(node, &mut self.groups, r, version)?)
             }
             RequestKind::Produce(r) => {
@@ -406,6 +402,18 @@ impl Broker {
             FetchAnswer::Ready(read) => Some(self.sessions.respond(now_ms, context, version, read)),
             FetchAnswer::Wait => None,
         }
+    }
+}
+
+/// Whether `request` is the transaction coordinator's.
+fn is_transactional(request: &RequestKind) -> bool {
+    match request {
+        RequestKind::InitProducerId(r) => r.transactional_id.is_some(),
+        RequestKind::AddPartitionsToTxn(_)
+        | RequestKind::AddOffsetsToTxn(_)
+        | RequestKind::TxnOffsetCommit(_)
+        | RequestKind::EndTxn(_) => true,
+        _ => false,
     }
 }
 
