@@ -15,6 +15,7 @@
 //! transaction (with a group's offset) and aborts another, and read-committed consumers see only
 //! the committed one.
 
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -78,6 +79,20 @@ fn reads(lines: &[Value]) -> Vec<Value> {
         .collect()
 }
 
+/// A live 3-broker Apache Kafka cluster under `dir`, given `LiveCluster` `steps` (topics and
+/// records).
+fn source(oracle: &Oracle, dir: &Path, steps: &[&str]) -> KafkaCluster {
+    let cluster =
+        KafkaCluster::start(oracle, &dir.join("cluster"), 3, &[]).unwrap_or_else(|e| panic!("{e}"));
+    java(
+        oracle,
+        "dev.kmirror.oracle.LiveCluster",
+        &cluster.bootstrap(),
+        steps,
+    );
+    cluster
+}
+
 /// Kafka's Java consumer's `read` `steps` (both isolation levels of one 3-partition topic) on
 /// the source at `bootstrap`, once the mirror serving at `address` answers them the same
 /// (retried for 60 s while it catches up).
@@ -108,13 +123,9 @@ fn oracle_serve_java_clients_read_a_serving_mirror_and_write_after_a_stop() {
         return;
     };
     let tmp = tempfile::tempdir().expect("tempdir");
-    let cluster = KafkaCluster::start(&oracle, &tmp.path().join("cluster"), 3, &[])
-        .unwrap_or_else(|e| panic!("{e}"));
-    let bootstrap = cluster.bootstrap();
-    java(
+    let cluster = source(
         &oracle,
-        "dev.kmirror.oracle.LiveCluster",
-        &bootstrap,
+        tmp.path(),
         &[
             "create:orders:3:3",
             "plain:orders:3:4",
@@ -123,6 +134,7 @@ fn oracle_serve_java_clients_read_a_serving_mirror_and_write_after_a_stop() {
             "plain:orders:2:3",
         ],
     );
+    let bootstrap = cluster.bootstrap();
     // A consumer group reads part of the topic on the source and commits.
     let first = java(
         &oracle,
@@ -324,15 +336,12 @@ fn oracle_serve_a_transactional_java_producer_commits_and_aborts_after_a_stop() 
         return;
     };
     let tmp = tempfile::tempdir().expect("tempdir");
-    let cluster = KafkaCluster::start(&oracle, &tmp.path().join("cluster"), 3, &[])
-        .unwrap_or_else(|e| panic!("{e}"));
-    let bootstrap = cluster.bootstrap();
-    java(
+    let cluster = source(
         &oracle,
-        "dev.kmirror.oracle.LiveCluster",
-        &bootstrap,
+        tmp.path(),
         &["create:payments:3:3", "plain:payments:3:4"],
     );
+    let bootstrap = cluster.bootstrap();
     let dest_path = tmp.path().join("west");
     let dest = dest_path.to_str().expect("utf-8 path");
     let serving = Serving::start(&bootstrap, dest, "payments");

@@ -205,17 +205,22 @@ public final class ServeClients {
         return out;
     }
 
-    private static void produce(String bootstrap, String topic, int n, boolean idempotent)
-            throws Exception {
+    private static Properties producerProps(String bootstrap) {
         Properties props = new Properties();
         props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        props.put(ProducerConfig.LINGER_MS_CONFIG, "0");
+        return props;
+    }
+
+    private static void produce(String bootstrap, String topic, int n, boolean idempotent)
+            throws Exception {
+        Properties props = producerProps(bootstrap);
         props.put(ProducerConfig.ACKS_CONFIG, "all");
         props.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, Boolean.toString(idempotent));
         props.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "5000");
         props.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "4000");
-        props.put(ProducerConfig.LINGER_MS_CONFIG, "0");
         Map<String, Integer> errors = new TreeMap<>();
         Map<Integer, List<Long>> acked = new TreeMap<>();
         int ok = 0;
@@ -242,15 +247,11 @@ public final class ServeClients {
 
     private static void txn(String bootstrap, String topic, int n, String group)
             throws Exception {
-        Properties props = new Properties();
-        props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-        props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-        props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        Properties props = producerProps(bootstrap);
         props.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "kmirror-oracle-txn");
         props.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "10000");
         props.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "5000");
         props.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "20000");
-        props.put(ProducerConfig.LINGER_MS_CONFIG, "0");
         Map<String, Integer> errors = new TreeMap<>();
         int[] sent = {0, 0};
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(props)) {
