@@ -313,6 +313,11 @@ impl Broker {
         let Ok(request) = GroupRequest::from_kind(request) else {
             return Ok(());
         };
+        // A read-committed consumer's OffsetFetch: pending transactional offsets are unstable.
+        let stable_for = match &request {
+            GroupRequest::OffsetFetch(r) if r.require_stable => Some(r.group_id.0.to_string()),
+            _ => None,
+        };
         let client = GroupClient {
             client_id: header
                 .client_id
@@ -329,8 +334,19 @@ impl Broker {
             request,
             &exists,
         );
+        // The reply is kept first: a store failure holds the answer for a later call.
         self.group_calls.insert(id, reply);
-        self.send_group_answers(answers?);
+        let mut answers = answers?;
+        if let Some(group) = stable_for {
+            for answer in &mut answers {
+                if let (true, ResponseKind::OffsetFetch(r)) =
+                    (answer.call == id, &mut answer.response)
+                {
+                    self.txns.mark_unstable(r, &group);
+                }
+            }
+        }
+        self.send_group_answers(answers);
         Ok(())
     }
 

@@ -31,14 +31,14 @@
 //!   closes) and nothing in memory changed that the file does not say.
 //! - **Group offsets.** TxnOffsetCommit keeps the offsets in the transaction (and its file);
 //!   a commit hands them to the group coordinator ([`GroupCoordinator::commit_offsets`]), an
-//!   abort drops them.
+//!   abort drops them. Until then an OffsetFetch with `require_stable` gets
+//!   UNSTABLE_OFFSET_COMMIT for them ([`TxnCoordinator::mark_unstable`]).
 //!
 //! # What differs from Kafka
 //!
 //! - A marker is written only to a partition where the producer has records in the open
 //!   transaction (Kafka writes one to every partition added).
-//! - TxnOffsetCommit does not check the group's generation or member; OffsetFetch does not
-//!   answer `UNSTABLE_OFFSET_COMMIT` for partitions with pending transactional offsets.
+//! - TxnOffsetCommit does not check the group's generation or member.
 //! - InitProducerId bumping an Ongoing transaction's producer aborts it and answers the
 //!   new epoch at once (Kafka answers CONCURRENT_TRANSACTIONS until the abort completes).
 //! - No transactional id expiration (`transactional.id.expiration.ms`), no
@@ -53,6 +53,7 @@ pub mod state;
 pub mod store;
 #[cfg(test)]
 pub(crate) mod tests;
+mod unstable;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -45,6 +45,7 @@ const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
 const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
 const CONCURRENT_TRANSACTIONS: i16 = 51;
 const OPERATION_NOT_ATTEMPTED: i16 = 55;
+const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 const PRODUCER_FENCED: i16 = 90;
 
 /// A transactional batch as a client writes it: `records` records of `producer` from
@@ -530,6 +531,55 @@ fn recovery_waits_for_the_gates_of_a_node_just_opened() {
     assert_eq!(w.node.last(0).control, Some(ControlType::Commit));
 }
 
+/// An OffsetFetch answer of `group` for `orders` 0 and 1 (offset 4 each), in the v7 and the
+/// v8 form, after [`TxnCoordinator::mark_unstable`]: each partition's error and offset (the
+/// two forms must agree).
+fn unstable(w: &World, group: &str) -> Vec<(i16, i64)> {
+    use kafka_protocol::messages::offset_fetch_response::*;
+    use kafka_protocol::messages::OffsetFetchResponse;
+    let name = TopicName(StrBytes::from_static_str("orders"));
+    let mut old =
+        OffsetFetchResponse::default().with_topics(vec![OffsetFetchResponseTopic::default()
+            .with_name(name.clone())
+            .with_partitions(
+                (0..2)
+                    .map(|p| {
+                        OffsetFetchResponsePartition::default()
+                            .with_partition_index(p)
+                            .with_committed_offset(4)
+                    })
+                    .collect(),
+            )]);
+    let mut new =
+        OffsetFetchResponse::default().with_groups(vec![OffsetFetchResponseGroup::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.into())))
+            .with_topics(vec![OffsetFetchResponseTopics::default()
+                .with_name(name)
+                .with_partitions(
+                    (0..2)
+                        .map(|p| {
+                            OffsetFetchResponsePartitions::default()
+                                .with_partition_index(p)
+                                .with_committed_offset(4)
+                        })
+                        .collect(),
+                )])]);
+    w.txns.mark_unstable(&mut old, group);
+    w.txns.mark_unstable(&mut new, "ignored from v8");
+    let v7: Vec<(i16, i64)> = old.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.error_code, p.committed_offset))
+        .collect();
+    let v8: Vec<(i16, i64)> = new.groups[0].topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.error_code, p.committed_offset))
+        .collect();
+    assert_eq!(v7, v8);
+    v7
+}
+
 #[test]
 fn transactional_offsets_are_visible_on_commit_and_dropped_on_abort() {
     let mut w = World::new();
@@ -549,7 +599,14 @@ fn transactional_offsets_are_visible_on_commit_and_dropped_on_abort() {
     assert_eq!(w.commit_offset(producer, "g", 0, 5), NONE);
     assert_eq!(w.commit_offset(producer, "g", 0, 7), NONE);
     assert!(w.committed("g").is_empty(), "pending until the commit");
+    assert_eq!(unstable(&w, "g"), [(UNSTABLE_OFFSET_COMMIT, -1), (NONE, 4)]);
+    assert_eq!(unstable(&w, "other"), [(NONE, 4), (NONE, 4)]);
     assert_eq!(w.end(producer, true, 4), NONE);
+    assert_eq!(
+        unstable(&w, "g"),
+        [(NONE, 4), (NONE, 4)],
+        "stable once committed"
+    );
     let tp = GroupPartition::new("orders".to_owned(), 0);
     assert_eq!(w.committed("g").get(&tp), Some(&7));
 
