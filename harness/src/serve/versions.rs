@@ -3,7 +3,9 @@
 //! The ranges are those Apache Kafka 4.4's clients (Java, librdkafka, kafka-python) negotiate,
 //! bounded by what the node implements: no topic-id-only OffsetCommit/OffsetFetch (v10), and
 //! Metadata from v1 (v0 means "every topic" by an empty list, which nobody sends any more).
-//! Beside them, the KIP's `ReadMirrorStates` v0 (the LME lookup, [`super::lme`]).
+//! Beside them, the KIP's `ReadMirrorStates` v0 (the LME lookup, [`super::lme`]). No feature
+//! is advertised: without `transaction.version` >= 2, Kafka's clients use transaction version 1
+//! ([`super::txn`]).
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
