@@ -11,8 +11,11 @@
 //! committed there: nothing lost, and read twice only what it read after the last synced commit.
 //! Kafka's Admin client is refused adding partitions or deleting the topic while it is
 //! MIRRORING (`READ_ONLY_TOPIC`); after the stop it adds a partition, which the producer
-//! writes to, and deletes the topic.
+//! writes to, and deletes the topic. After a stop, Kafka's transactional producer commits one
+//! transaction (with a group's offset) and aborts another, and read-committed consumers see only
+//! the committed one.
 
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -76,6 +79,41 @@ fn reads(lines: &[Value]) -> Vec<Value> {
         .collect()
 }
 
+/// A live 3-broker Apache Kafka cluster under `dir`, given `LiveCluster` `steps` (topics and
+/// records).
+fn source(oracle: &Oracle, dir: &Path, steps: &[&str]) -> KafkaCluster {
+    let cluster =
+        KafkaCluster::start(oracle, &dir.join("cluster"), 3, &[]).unwrap_or_else(|e| panic!("{e}"));
+    java(
+        oracle,
+        "dev.kmirror.oracle.LiveCluster",
+        &cluster.bootstrap(),
+        steps,
+    );
+    cluster
+}
+
+/// Kafka's Java consumer's `read` `steps` (both isolation levels of one 3-partition topic) on
+/// the source at `bootstrap`, once the mirror serving at `address` answers them the same
+/// (retried for 60 s while it catches up).
+fn caught_up(oracle: &Oracle, bootstrap: &str, address: &str, steps: &[&str]) -> Vec<Value> {
+    let class = "dev.kmirror.oracle.ServeClients";
+    let source = reads(&java(oracle, class, bootstrap, steps));
+    assert_eq!(source.len(), 6, "{source:?}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mirror = reads(&java(oracle, class, address, steps));
+        if mirror == source {
+            return source;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the mirror's records differ from the source's:\n{mirror:?}\n{source:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 #[test]
 #[ignore = "needs Java 17 and Maven; run with `-- --include-ignored oracle`"]
 fn oracle_serve_java_clients_read_a_serving_mirror_and_write_after_a_stop() {
@@ -85,13 +123,9 @@ fn oracle_serve_java_clients_read_a_serving_mirror_and_write_after_a_stop() {
         return;
     };
     let tmp = tempfile::tempdir().expect("tempdir");
-    let cluster = KafkaCluster::start(&oracle, &tmp.path().join("cluster"), 3, &[])
-        .unwrap_or_else(|e| panic!("{e}"));
-    let bootstrap = cluster.bootstrap();
-    java(
+    let cluster = source(
         &oracle,
-        "dev.kmirror.oracle.LiveCluster",
-        &bootstrap,
+        tmp.path(),
         &[
             "create:orders:3:3",
             "plain:orders:3:4",
@@ -100,6 +134,7 @@ fn oracle_serve_java_clients_read_a_serving_mirror_and_write_after_a_stop() {
             "plain:orders:2:3",
         ],
     );
+    let bootstrap = cluster.bootstrap();
     // A consumer group reads part of the topic on the source and commits.
     let first = java(
         &oracle,
@@ -115,30 +150,7 @@ fn oracle_serve_java_clients_read_a_serving_mirror_and_write_after_a_stop() {
     // 1. Kafka's consumer reads the same records from the mirror as from the source, in both
     //    isolation levels (the mirror follows: retried until it caught up).
     let steps = ["read:orders:read_committed", "read:orders:read_uncommitted"];
-    let source = reads(&java(
-        &oracle,
-        "dev.kmirror.oracle.ServeClients",
-        &bootstrap,
-        &steps,
-    ));
-    assert_eq!(source.len(), 6, "{source:?}");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let mirror = reads(&java(
-            &oracle,
-            "dev.kmirror.oracle.ServeClients",
-            &serving.address,
-            &steps,
-        ));
-        if mirror == source {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the mirror's records differ from the source's:\n{mirror:?}\n{source:?}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    let source = caught_up(&oracle, &bootstrap, &serving.address, &steps);
     // kafka-python and librdkafka (confluent-kafka) read the same records from the mirror.
     for client in ["kafka-python", "confluent-kafka"] {
         for (isolation, expected) in [
@@ -308,6 +320,86 @@ fn oracle_serve_java_clients_read_a_serving_mirror_and_write_after_a_stop() {
         !dest_path.join("data/orders-0").exists(),
         "the deleted topic's directories are gone"
     );
+    assert_eq!(
+        serving.stop(),
+        Some(0),
+        "SIGTERM closes the serving mirror cleanly"
+    );
+}
+
+#[test]
+#[ignore = "needs Java 17 and Maven; run with `-- --include-ignored oracle`"]
+fn oracle_serve_a_transactional_java_producer_commits_and_aborts_after_a_stop() {
+    let Some(oracle) = Oracle::for_tests(
+        "oracle_serve_a_transactional_java_producer_commits_and_aborts_after_a_stop",
+    ) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cluster = source(
+        &oracle,
+        tmp.path(),
+        &["create:payments:3:3", "plain:payments:3:4"],
+    );
+    let bootstrap = cluster.bootstrap();
+    let dest_path = tmp.path().join("west");
+    let dest = dest_path.to_str().expect("utf-8 path");
+    let serving = Serving::start(&bootstrap, dest, "payments");
+    let steps = [
+        "read:payments:read_committed",
+        "read:payments:read_uncommitted",
+    ];
+    let source = caught_up(&oracle, &bootstrap, &serving.address, &steps);
+    let out = kmirror_ok(&["stop", "--dest", dest, "--topics", "payments", "--quiet"]);
+    assert!(out.contains("1 topic stopped"), "{out}");
+
+    // Kafka's transactional producer (transaction version 1: the node does not advertise 2)
+    // commits 6 records with group `ledger`'s offset, then aborts 6 more.
+    let txn = java(
+        &oracle,
+        "dev.kmirror.oracle.ServeClients",
+        &serving.address,
+        &["txn:payments:6:ledger"],
+    );
+    assert_eq!(txn.len(), 1, "{txn:?}");
+    assert_eq!(txn[0]["committed"], 6, "{txn:?}");
+    assert_eq!(txn[0]["aborted"], 6, "{txn:?}");
+    assert_eq!(txn[0]["errors"], serde_json::json!({}), "{txn:?}");
+    assert_eq!(
+        txn[0]["group_offsets"],
+        serde_json::json!({"0": 6}),
+        "the committed transaction's offset is the group's: {txn:?}"
+    );
+    assert_eq!(
+        read_group_file(&dest_path, "ledger"),
+        Some([(0, 6)].into()),
+        "kept in the destination's group file"
+    );
+
+    // Read committed: the committed records only (2 a partition); read uncommitted: both
+    // transactions' (4 a partition). The log holds, after the source's records, the
+    // MIRROR_PID_RESET marker, 2 records and a COMMIT marker, 2 records and an ABORT marker.
+    let after = reads(&java(
+        &oracle,
+        "dev.kmirror.oracle.ServeClients",
+        &serving.address,
+        &steps,
+    ));
+    assert_eq!(after.len(), 6, "{after:?}");
+    for (i, (a, s)) in after.iter().zip(&source).enumerate() {
+        let added = if i < 3 { 2 } else { 4 };
+        assert_eq!(a["partition"], s["partition"]);
+        assert_eq!(
+            a["records"].as_i64().unwrap(),
+            s["records"].as_i64().unwrap() + added,
+            "{a} after {s}"
+        );
+        assert_eq!(
+            a["end"].as_i64().unwrap(),
+            s["end"].as_i64().unwrap() + 7,
+            "{a}: the LSO is the log end offset once both transactions ended"
+        );
+    }
     assert_eq!(
         serving.stop(),
         Some(0),

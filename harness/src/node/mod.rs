@@ -50,6 +50,8 @@ mod serve_admin_tests;
 #[cfg(test)]
 mod serve_tests;
 #[cfg(test)]
+mod serve_txn_tests;
+#[cfg(test)]
 mod sync_crash_tests;
 #[cfg(test)]
 mod sync_tests;

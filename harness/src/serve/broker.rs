@@ -7,11 +7,13 @@ use std::path::Path;
 use std::sync::mpsc::SyncSender;
 
 use kafka_protocol::messages::{RequestKind, ResponseKind};
-use kmirror_kernel::batch::BatchHeader;
+use kmirror_kernel::batch::{BatchHeader, ControlType};
 use kmirror_kernel::coordinator::Coordinator;
 use kmirror_kernel::log::LogView;
 use kmirror_kernel::node::PartitionKey;
-use kmirror_kernel::types::{LeaderEpoch, MirrorPartition, Offset, PartitionIndex};
+use kmirror_kernel::types::{
+    LeaderEpoch, MirrorPartition, Offset, PartitionIndex, ProducerEpoch, ProducerId,
+};
 
 use crate::file_log::FileLog;
 use crate::node::dest::NodeMeta;
@@ -20,9 +22,12 @@ use crate::sync::local::MetadataDir;
 
 use super::fetch::{self, FetchAnswer};
 use super::fetch_session::{FetchContext, FetchSessions};
-use super::group::{GroupAnswer, GroupClient, GroupCoordinator, GroupRequest, GROUP_API_VERSIONS};
+use super::group::{
+    GroupAnswer, GroupClient, GroupCoordinator, GroupOptions, GroupRequest, GROUP_API_VERSIONS,
+};
 use super::produce::ProducerIds;
 use super::topic_admin::{self, TopicWork};
+use super::txn::TxnCoordinator;
 use super::{admin, configs, metadata, offsets, produce, CallId, ClientCall, ServeError};
 
 /// What the broker reads and writes of the node, lent by the node driver for one call.
@@ -45,6 +50,18 @@ pub trait ServedNode {
         key: &PartitionKey,
         leader_epoch: LeaderEpoch,
         batch: &RawBatch,
+    ) -> Result<BatchHeader, ServeError>;
+    /// Appends a transaction marker (`control`: COMMIT or ABORT) of producer `producer_id` at
+    /// `producer_epoch` to `key` as its leader at `leader_epoch`, as Kafka's partition leader
+    /// writes the markers its transaction coordinator sends; the high watermark follows. The
+    /// producer-state checks are the kernel's (the marker's epoch is not older than the
+    /// producer's); the last stable offset moves past the transaction it closes.
+    fn append_marker(
+        &mut self,
+        key: &PartitionKey,
+        leader_epoch: LeaderEpoch,
+        producer: (ProducerId, ProducerEpoch),
+        control: ControlType,
     ) -> Result<BatchHeader, ServeError>;
     /// DeleteRecords on `key`: moves its log start offset forward to `offset` (at most the
     /// high watermark, never back), durably, deleting the segments wholly below it
@@ -95,6 +112,7 @@ pub struct Broker {
     sessions: FetchSessions,
     producer_ids: ProducerIds,
     groups: GroupCoordinator,
+    txns: TxnCoordinator,
     /// JoinGroup and SyncGroup calls the coordinator holds until their rebalance completes.
     group_calls: BTreeMap<CallId, SyncSender<ResponseKind>>,
 }
@@ -111,13 +129,24 @@ impl std::fmt::Debug for Broker {
 
 impl Broker {
     /// Broker `broker_id`, advertising `advertised` (`host:port`), for the node at `root`
-    /// (every group's coordinator, its offsets in `root/metadata/consumer-offsets/`).
+    /// (every group's coordinator, its offsets in `root/metadata/consumer-offsets/`; every
+    /// transactional id's, its state in `root/metadata/transactions/`).
     pub fn new(broker_id: i32, advertised: &str, root: &Path) -> Result<Self, ServeError> {
         let (host, port) = advertised
             .rsplit_once(':')
             .and_then(|(h, p)| Some((h.to_owned(), p.parse::<i32>().ok()?)))
             .ok_or_else(|| ServeError::BadAdvertised(advertised.to_owned()))?;
-        let groups = GroupCoordinator::new(broker_id, host.clone(), port, MetadataDir::of(root))?;
+        let options = GroupOptions {
+            transactions: true,
+            ..GroupOptions::default()
+        };
+        let groups = GroupCoordinator::with_options(
+            broker_id,
+            host.clone(),
+            port,
+            MetadataDir::of(root),
+            options,
+        )?;
         Ok(Broker {
             host,
             port,
@@ -125,6 +154,7 @@ impl Broker {
             sessions: FetchSessions::default(),
             producer_ids: ProducerIds::open(root)?,
             groups,
+            txns: TxnCoordinator::open(root)?,
             group_calls: BTreeMap::new(),
         })
     }
@@ -139,13 +169,18 @@ impl Broker {
         self.parked.len()
     }
 
-    /// When the first parked Fetch's wait ends or the group coordinator has a timeout due.
+    /// When the first parked Fetch's wait ends, or the group or transaction coordinator has
+    /// a timeout due.
     pub fn next_deadline_ms(&self) -> Option<i64> {
         let fetches = self.parked.iter().map(|p| p.deadline_ms).min();
-        match (fetches, self.groups.next_deadline_ms()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            fetches,
+            self.groups.next_deadline_ms(),
+            self.txns.next_deadline_ms(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Answers `call` (or parks it, a Fetch waiting for data). A failed disk write is an
@@ -162,6 +197,11 @@ impl Broker {
         let key = call.header.request_api_key;
         if GROUP_API_VERSIONS.iter().any(|(k, _, _)| *k as i16 == key) {
             return self.handle_group(now_ms, call, node).map(|()| None);
+        }
+        if is_transactional(&call.request) {
+            // A transaction a partition of which was mirrored again, or past its timeout, is
+            // aborted first: its producer, fenced, is answered PRODUCER_FENCED.
+            self.txns.poll(now_ms, node, &mut self.groups)?;
         }
         let response = match &call.request {
             RequestKind::Metadata(r) => {
@@ -205,8 +245,29 @@ impl Broker {
                 let answer = ResponseKind::DeleteTopics(response);
                 return Ok(TopicWork::of(edits, answer, call.reply));
             }
-            RequestKind::InitProducerId(r) => {
+            RequestKind::InitProducerId(r) if r.transactional_id.is_none() => {
                 ResponseKind::InitProducerId(self.producer_ids.answer(node, r)?)
+            }
+            RequestKind::InitProducerId(r) => {
+                ResponseKind::InitProducerId(self.txns.init_producer_id(
+                    node,
+                    &mut self.groups,
+                    &mut self.producer_ids,
+                    r,
+                    version,
+                )?)
+            }
+            RequestKind::AddPartitionsToTxn(r) => ResponseKind::AddPartitionsToTxn(
+                self.txns.add_partitions(now_ms, node, r, version)?,
+            ),
+            RequestKind::AddOffsetsToTxn(r) => {
+                ResponseKind::AddOffsetsToTxn(self.txns.add_offsets(now_ms, r, version)?)
+            }
+            RequestKind::TxnOffsetCommit(r) => {
+                ResponseKind::TxnOffsetCommit(self.txns.txn_offset_commit(node, r, version)?)
+            }
+            RequestKind::EndTxn(r) => {
+                ResponseKind::EndTxn(self.txns.end_txn(node, &mut self.groups, r, version)?)
             }
             RequestKind::Produce(r) => {
                 // acks=0: the connection thread writes no response (Kafka sends none).
@@ -252,6 +313,11 @@ impl Broker {
         let Ok(request) = GroupRequest::from_kind(request) else {
             return Ok(());
         };
+        // A read-committed consumer's OffsetFetch: pending transactional offsets are unstable.
+        let stable_for = match &request {
+            GroupRequest::OffsetFetch(r) if r.require_stable => Some(r.group_id.0.to_string()),
+            _ => None,
+        };
         let client = GroupClient {
             client_id: header
                 .client_id
@@ -268,8 +334,19 @@ impl Broker {
             request,
             &exists,
         );
+        // The reply is kept first: a store failure holds the answer for a later call.
         self.group_calls.insert(id, reply);
-        self.send_group_answers(answers?);
+        let mut answers = answers?;
+        if let Some(group) = stable_for {
+            for answer in &mut answers {
+                if let (true, ResponseKind::OffsetFetch(r)) =
+                    (answer.call == id, &mut answer.response)
+                {
+                    self.txns.mark_unstable(r, &group);
+                }
+            }
+        }
+        self.send_group_answers(answers);
         Ok(())
     }
 
@@ -281,7 +358,8 @@ impl Broker {
         }
     }
 
-    /// Answers the parked Fetches that now have data or whose wait ended. `moved`: the logs
+    /// Completes or aborts the transactions due ([`TxnCoordinator::poll`]) and answers the
+    /// parked Fetches that now have data or whose wait ended. `moved`: the logs
     /// may have changed since the last call (the caller knows what it wrote); otherwise only
     /// the expired Fetches are looked at.
     pub fn poll(
@@ -290,6 +368,7 @@ impl Broker {
         moved: bool,
         node: &mut dyn ServedNode,
     ) -> Result<(), ServeError> {
+        self.txns.poll(now_ms, node, &mut self.groups)?;
         if self
             .groups
             .next_deadline_ms()
@@ -339,6 +418,18 @@ impl Broker {
             FetchAnswer::Ready(read) => Some(self.sessions.respond(now_ms, context, version, read)),
             FetchAnswer::Wait => None,
         }
+    }
+}
+
+/// Whether `request` is the transaction coordinator's.
+fn is_transactional(request: &RequestKind) -> bool {
+    match request {
+        RequestKind::InitProducerId(r) => r.transactional_id.is_some(),
+        RequestKind::AddPartitionsToTxn(_)
+        | RequestKind::AddOffsetsToTxn(_)
+        | RequestKind::TxnOffsetCommit(_)
+        | RequestKind::EndTxn(_) => true,
+        _ => false,
     }
 }
 

@@ -277,6 +277,15 @@ mod tests {
         ) -> Result<kmirror_kernel::batch::BatchHeader, super::super::ServeError> {
             Err(super::super::ServeError::NoLog { partition: *key })
         }
+        fn append_marker(
+            &mut self,
+            key: &kmirror_kernel::node::PartitionKey,
+            _: kmirror_kernel::types::LeaderEpoch,
+            _: (i64, i16),
+            _: kmirror_kernel::batch::ControlType,
+        ) -> Result<kmirror_kernel::batch::BatchHeader, super::super::ServeError> {
+            Err(super::super::ServeError::NoLog { partition: *key })
+        }
         fn delete_records(
             &mut self,
             key: &kmirror_kernel::node::PartitionKey,

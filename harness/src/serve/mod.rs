@@ -24,11 +24,15 @@
 //!   the logs, so a client read never races a mirror write or a truncation.
 //! - **Bounded.** Frame size, connection count and idle time are limited
 //!   ([`ServeOptions`]); a bad frame closes its connection with one log line.
+//! - **Transactions.** The node is every transactional id's coordinator and every
+//!   partition's leader ([`txn`]): EndTxn writes its COMMIT or ABORT markers itself
+//!   ([`ServedNode::append_marker`]) after the coordinator's state file says PrepareCommit or
+//!   PrepareAbort, so a restart between the two completes the transaction; [`Broker::poll`]
+//!   aborts the transactions past their timeout or with a partition mirrored again.
 //!
 //! What is served, at which versions: [`versions`]; beside Kafka's APIs, the LME lookup a
 //! failing-back mirror asks ([`lme`]); incremental fetch sessions ([`fetch_session`]). Not
-//! yet: transactions (InitProducerId with a transactional id is refused), SASL mechanisms
-//! other than PLAIN, ACLs.
+//! yet: SASL mechanisms other than PLAIN, ACLs.
 //! TLS (a PEM keystore) and SASL/PLAIN: [`security`].
 
 pub mod admin;
@@ -45,6 +49,7 @@ pub mod produce;
 pub mod sasl;
 pub mod security;
 pub mod topic_admin;
+pub mod txn;
 pub mod versions;
 
 use std::path::PathBuf;
@@ -151,6 +156,9 @@ pub enum ServeError {
     /// The group coordinator could not read or write a group's file.
     #[error(transparent)]
     Group(#[from] group::GroupError),
+    /// The transaction coordinator could not read or write its file.
+    #[error(transparent)]
+    Txn(#[from] txn::TxnError),
     /// The producer-id block file cannot be read or written.
     #[error("{action} {}: {source}", path.display())]
     ProducerIds {

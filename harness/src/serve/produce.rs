@@ -115,7 +115,8 @@ impl ProducerIds {
     }
 
     /// Answers InitProducerId: a new id at epoch 0 for an idempotent producer. A transactional
-    /// id is refused (`INVALID_REQUEST`): transactions are not served yet.
+    /// id is the transaction coordinator's ([`super::txn`]; the broker hands it there): here it
+    /// is refused (`INVALID_REQUEST`).
     pub fn answer(
         &mut self,
         node: &dyn ServedNode,

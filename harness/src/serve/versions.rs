@@ -3,7 +3,9 @@
 //! The ranges are those Apache Kafka 4.4's clients (Java, librdkafka, kafka-python) negotiate,
 //! bounded by what the node implements: no topic-id-only OffsetCommit/OffsetFetch (v10), and
 //! Metadata from v1 (v0 means "every topic" by an empty list, which nobody sends any more).
-//! Beside them, the KIP's `ReadMirrorStates` v0 (the LME lookup, [`super::lme`]).
+//! Beside them, the KIP's `ReadMirrorStates` v0 (the LME lookup, [`super::lme`]). No feature
+//! is advertised: without `transaction.version` >= 2, Kafka's clients use transaction version 1
+//! ([`super::txn`]).
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
@@ -20,6 +22,12 @@ const DATA_API_VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::Produce, 3, 11),
     (ApiKey::InitProducerId, 0, 5),
+    // Transaction version 1: a producer adds its partitions (v4+ is the brokers' batch form)
+    // and ends with EndTxn v4 or older (v5 and TxnOffsetCommit v5 are transaction version 2).
+    (ApiKey::AddPartitionsToTxn, 0, 3),
+    (ApiKey::AddOffsetsToTxn, 0, 4),
+    (ApiKey::EndTxn, 0, 4),
+    (ApiKey::TxnOffsetCommit, 0, 4),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::DeleteRecords, 0, 2),

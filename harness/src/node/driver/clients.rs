@@ -10,13 +10,14 @@ use std::path::Path;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::Duration;
 
-use kmirror_kernel::batch::BatchHeader;
+use kmirror_kernel::batch::{BatchHeader, ControlType, LeaderBatch};
 use kmirror_kernel::coordinator::Coordinator;
 use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::node::PartitionKey;
 use kmirror_kernel::partitioner::mirror_state_partition;
-use kmirror_kernel::types::{LeaderEpoch, MirrorPartition, Offset};
+use kmirror_kernel::types::{LeaderEpoch, MirrorPartition, Offset, ProducerEpoch, ProducerId};
 
+use crate::error::FileLogError;
 use crate::file_log::FileLog;
 use crate::record_batch::RawBatch;
 use crate::serve::{lme, Broker, Listener, NodeCall, ServeError, ServeOptions, ServedNode};
@@ -88,23 +89,21 @@ impl ServedNode for View<'_> {
         leader_epoch: LeaderEpoch,
         batch: &RawBatch,
     ) -> Result<BatchHeader, ServeError> {
-        let Some(log) = self.logs.get_mut(key) else {
-            return Err(ServeError::NoLog { partition: *key });
+        self.append_leader(key, |log| log.append_client_batch(leader_epoch, batch))
+    }
+
+    fn append_marker(
+        &mut self,
+        key: &PartitionKey,
+        leader_epoch: LeaderEpoch,
+        producer: (ProducerId, ProducerEpoch),
+        control: ControlType,
+    ) -> Result<BatchHeader, ServeError> {
+        let batch = LeaderBatch::Control {
+            control,
+            producer: Some(producer),
         };
-        let failed = |log: &FileLog, source| ServeError::Log {
-            dir: log.dir().to_path_buf(),
-            source: Box::new(source),
-        };
-        let header = log
-            .append_client_batch(leader_epoch, batch)
-            .map_err(|e| failed(log, e))?;
-        // One replica: the high watermark is the log end offset.
-        let leo = log.log_end_offset();
-        if log.high_watermark() < leo {
-            log.advance_high_watermark(leo)
-                .map_err(|e| failed(log, e))?;
-        }
-        Ok(header)
+        self.append_leader(key, |log| log.append_as_leader(leader_epoch, batch))
     }
 
     fn delete_records(&mut self, key: &PartitionKey, offset: Offset) -> Result<Offset, ServeError> {
@@ -116,6 +115,31 @@ impl ServedNode for View<'_> {
                 dir: log.dir().to_path_buf(),
                 source: Box::new(source),
             })
+    }
+}
+
+impl View<'_> {
+    /// Appends to `key` with `append` (as its leader), then moves the high watermark to the
+    /// log end offset: one replica.
+    fn append_leader(
+        &mut self,
+        key: &PartitionKey,
+        append: impl FnOnce(&mut FileLog) -> Result<BatchHeader, FileLogError>,
+    ) -> Result<BatchHeader, ServeError> {
+        let Some(log) = self.logs.get_mut(key) else {
+            return Err(ServeError::NoLog { partition: *key });
+        };
+        let failed = |log: &FileLog, source| ServeError::Log {
+            dir: log.dir().to_path_buf(),
+            source: Box::new(source),
+        };
+        let header = append(log).map_err(|e| failed(log, e))?;
+        let leo = log.log_end_offset();
+        if log.high_watermark() < leo {
+            log.advance_high_watermark(leo)
+                .map_err(|e| failed(log, e))?;
+        }
+        Ok(header)
     }
 }
 

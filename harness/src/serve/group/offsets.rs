@@ -106,21 +106,8 @@ impl GroupCoordinator {
             answers.push((topic, parts));
         }
         if !accepted.is_empty() {
-            let group = self
-                .groups
-                .entry(group_id.clone())
-                .or_insert_with(|| Group::new(BTreeMap::new(), Vec::new()));
-            let mut offsets = group.offsets.clone();
-            offsets.extend(accepted);
-            let record = GroupRecord {
-                members: group.member_ids(),
-                offsets,
-            };
-            match self.store.write_group(&group_id, &record) {
-                Ok(()) => {
-                    group.offsets = record.offsets;
-                    group.stored_members = record.members;
-                }
+            match self.write_offsets(&group_id, accepted) {
+                Ok(()) => {}
                 Err(e) => {
                     // Nothing changed: the client retries.
                     for (_, parts) in &mut answers {
@@ -156,6 +143,46 @@ impl GroupCoordinator {
             call,
             response: ResponseKind::OffsetCommit(r),
         });
+    }
+
+    /// Adds `offsets` to `group`'s committed offsets (its file written first; nothing changes
+    /// when that fails).
+    fn write_offsets(
+        &mut self,
+        group_id: &str,
+        offsets: BTreeMap<TopicPartition, i64>,
+    ) -> Result<(), crate::sync::SyncError> {
+        let group = self
+            .groups
+            .entry(group_id.to_owned())
+            .or_insert_with(|| Group::new(BTreeMap::new(), Vec::new()));
+        let mut all = group.offsets.clone();
+        all.extend(offsets);
+        let record = GroupRecord {
+            members: group.member_ids(),
+            offsets: all,
+        };
+        self.store.write_group(group_id, &record)?;
+        group.offsets = record.offsets;
+        group.stored_members = record.members;
+        Ok(())
+    }
+
+    /// Commits `offsets` for `group` as a committed transaction makes its TxnOffsetCommits
+    /// visible: without the generation checks of OffsetCommit (the transaction coordinator
+    /// checked its producer), durably before it returns.
+    pub fn commit_offsets(
+        &mut self,
+        group: &str,
+        offsets: BTreeMap<TopicPartition, i64>,
+    ) -> Result<(), GroupError> {
+        if self.groups.get(group).is_none_or(|g| g.members.is_empty()) {
+            self.refresh_from_store();
+            if let Some(e) = self.failure.take() {
+                return Err(e);
+            }
+        }
+        Ok(self.write_offsets(group, offsets)?)
     }
 
     /// OffsetFetch (v1-9; v8+ several groups): committed offsets, -1 for partitions without

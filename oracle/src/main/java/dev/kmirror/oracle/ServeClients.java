@@ -17,6 +17,7 @@ import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewPartitions;
 
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -51,6 +52,12 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *       {@code true} or {@code false}) sends N records round-robin to TOPIC's partitions, one
  *       at a time; one line with the records acknowledged, their offsets per partition, and
  *       the errors by exception class and message;
+ *   <li>{@code txn:TOPIC:N:GROUP} — a transactional producer ({@code transactional.id}
+ *       {@code kmirror-oracle-txn}) sends N records round-robin to TOPIC's partitions in a
+ *       transaction that also commits GROUP's offset N for partition 0
+ *       ({@code sendOffsetsToTransaction}) and commits, then N more in a transaction it aborts;
+ *       one line with the records sent in each, the errors by exception class, and GROUP's
+ *       committed offsets afterwards (Admin {@code listConsumerGroupOffsets});
  *   <li>{@code grow:TOPIC:N} — Admin {@code createPartitions} of TOPIC to N partitions, and
  *       {@code delete:TOPIC} — Admin {@code deleteTopics} of TOPIC; one line each with the
  *       error's exception class and message ({@code null} when it succeeded).
@@ -72,6 +79,7 @@ public final class ServeClients {
                 case "group" -> group(bootstrap, parts[1], parts[2], Integer.parseInt(parts[3]));
                 case "produce" -> produce(bootstrap, parts[1], Integer.parseInt(parts[2]),
                         Boolean.parseBoolean(parts[3]));
+                case "txn" -> txn(bootstrap, parts[1], Integer.parseInt(parts[2]), parts[3]);
                 case "grow" -> admin(bootstrap, "grow", parts[1], admin -> admin
                         .createPartitions(Map.of(parts[1],
                                 NewPartitions.increaseTo(Integer.parseInt(parts[2]))))
@@ -180,22 +188,11 @@ public final class ServeClients {
                 }
             }
             consumer.commitSync(next);
-            StringBuilder out = new StringBuilder("{\"step\":\"group\",\"group\":\"" + group
-                    + "\",\"read\":" + read + ",\"offsets\":{");
-            boolean first = true;
-            for (Map.Entry<Integer, List<Long>> e : offsets.entrySet()) {
-                out.append(first ? "" : ",").append('"').append(e.getKey()).append("\":")
-                        .append(e.getValue());
-                first = false;
-            }
-            out.append("},\"committed\":{");
-            first = true;
-            for (Map.Entry<Integer, OffsetAndMetadata> e : toPartitions(next).entrySet()) {
-                out.append(first ? "" : ",").append('"').append(e.getKey()).append("\":")
-                        .append(e.getValue().offset());
-                first = false;
-            }
-            out.append("}}");
+            Map<Integer, Long> committed = new TreeMap<>();
+            toPartitions(next).forEach((p, o) -> committed.put(p, o.offset()));
+            String out = "{\"step\":\"group\",\"group\":\"" + group + "\",\"read\":" + read
+                    + ",\"offsets\":" + object(offsets) + ",\"committed\":" + object(committed)
+                    + "}";
             System.out.println(out);
             System.out.flush();
         }
@@ -208,17 +205,22 @@ public final class ServeClients {
         return out;
     }
 
-    private static void produce(String bootstrap, String topic, int n, boolean idempotent)
-            throws Exception {
+    private static Properties producerProps(String bootstrap) {
         Properties props = new Properties();
         props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        props.put(ProducerConfig.LINGER_MS_CONFIG, "0");
+        return props;
+    }
+
+    private static void produce(String bootstrap, String topic, int n, boolean idempotent)
+            throws Exception {
+        Properties props = producerProps(bootstrap);
         props.put(ProducerConfig.ACKS_CONFIG, "all");
         props.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, Boolean.toString(idempotent));
         props.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "5000");
         props.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "4000");
-        props.put(ProducerConfig.LINGER_MS_CONFIG, "0");
         Map<String, Integer> errors = new TreeMap<>();
         Map<Integer, List<Long>> acked = new TreeMap<>();
         int ok = 0;
@@ -237,22 +239,61 @@ public final class ServeClients {
                 }
             }
         }
-        StringBuilder out = new StringBuilder("{\"step\":\"produce\",\"topic\":\"" + topic
-                + "\",\"acked\":" + ok + ",\"offsets\":{");
-        boolean first = true;
-        for (Map.Entry<Integer, List<Long>> e : acked.entrySet()) {
-            out.append(first ? "" : ",").append('"').append(e.getKey()).append("\":")
-                    .append(e.getValue());
-            first = false;
+        String out = "{\"step\":\"produce\",\"topic\":\"" + topic + "\",\"acked\":" + ok
+                + ",\"offsets\":" + object(acked) + ",\"errors\":" + object(errors) + "}";
+        System.out.println(out);
+        System.out.flush();
+    }
+
+    private static void txn(String bootstrap, String topic, int n, String group)
+            throws Exception {
+        Properties props = producerProps(bootstrap);
+        props.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "kmirror-oracle-txn");
+        props.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "10000");
+        props.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "5000");
+        props.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "20000");
+        Map<String, Integer> errors = new TreeMap<>();
+        int[] sent = {0, 0};
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(props)) {
+            int partitions = producer.partitionsFor(topic).size();
+            producer.initTransactions();
+            for (int t = 0; t < 2; t++) {
+                boolean commit = t == 0;
+                String kind = commit ? "committed-" : "aborted-";
+                try {
+                    producer.beginTransaction();
+                    for (int i = 0; i < n; i++) {
+                        producer.send(new ProducerRecord<>(topic, i % partitions, kind + i,
+                                kind + "value-" + i)).get();
+                        sent[t]++;
+                    }
+                    if (commit) {
+                        producer.sendOffsetsToTransaction(
+                                Map.of(new TopicPartition(topic, 0), new OffsetAndMetadata(n)),
+                                new ConsumerGroupMetadata(group));
+                        producer.commitTransaction();
+                    } else {
+                        producer.abortTransaction();
+                    }
+                } catch (Exception e) {
+                    Throwable cause = e instanceof java.util.concurrent.ExecutionException
+                            ? e.getCause() : e;
+                    errors.merge(cause.getClass().getSimpleName(), 1, Integer::sum);
+                }
+            }
         }
-        out.append("},\"errors\":{");
-        first = true;
-        for (Map.Entry<String, Integer> e : errors.entrySet()) {
-            out.append(first ? "" : ",").append('"').append(e.getKey()).append("\":")
-                    .append(e.getValue());
-            first = false;
+        Map<Integer, Long> offsets = new TreeMap<>();
+        Properties adminProps = new Properties();
+        adminProps.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        adminProps.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "5000");
+        adminProps.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "10000");
+        try (Admin admin = Admin.create(adminProps)) {
+            admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get()
+                    .forEach((tp, o) -> offsets.put(tp.partition(), o.offset()));
         }
-        out.append("}}");
+        String out = "{\"step\":\"txn\",\"topic\":\"" + topic + "\",\"committed\":" + sent[0]
+                + ",\"aborted\":" + sent[1] + ",\"errors\":" + object(errors)
+                + ",\"group_offsets\":" + object(offsets) + "}";
         System.out.println(out);
         System.out.flush();
     }
@@ -277,6 +318,17 @@ public final class ServeClients {
         System.out.println("{\"step\":\"" + step + "\",\"topic\":\"" + topic
                 + "\",\"error\":" + json(error) + ",\"message\":" + json(message) + "}");
         System.out.flush();
+    }
+
+    /**
+     * {@code m} as a JSON object: its keys as strings, its values as they print (numbers, and
+     * lists of numbers, print as JSON).
+     */
+    private static String object(Map<?, ?> m) {
+        StringBuilder out = new StringBuilder("{");
+        m.forEach((k, v) -> out.append(out.length() > 1 ? "," : "").append('"').append(k)
+                .append("\":").append(v));
+        return out.append('}').toString();
     }
 
     /** {@code s} as a JSON string, or {@code null}. */
