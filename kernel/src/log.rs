@@ -4,7 +4,7 @@
 //! cache, LEO, HW, LSO); [`PartitionLog`] adds the mutations an executor performs when it applies
 //! a [`LogEffect`](crate::effect::LogEffect) with [`apply_log_effect`](crate::apply::apply_log_effect).
 //! The kernel's [`MemLog`](crate::mem_log::MemLog) and the harness's file log both implement it,
-//! and the conformance suite in [`testkit`](crate::testkit) (feature `testkit`) runs against both.
+//! and the conformance suite in `testkit` (feature `testkit`) runs against both.
 
 use crate::batch::{BatchHeader, LeaderBatch};
 use crate::epoch_cache::{EpochCache, NegativeEpochEntry};

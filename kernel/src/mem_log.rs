@@ -2,7 +2,7 @@
 //!
 //! It implements the [`LogView`] / [`PartitionLog`] contract with Kafka's `UnifiedLog`
 //! semantics, keeping only batch headers. Where the contract leaves a choice, `MemLog` decides
-//! as follows (the conformance suite in [`testkit`](crate::testkit) pins every choice but the
+//! as follows (the conformance suite in `testkit` pins every choice but the
 //! batch-size limits, so the harness's file log must decide the same way):
 //!
 //! - **Leader append**: the batch gets offsets from LEO and the leader epoch; the epoch cache

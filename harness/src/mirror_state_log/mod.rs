@@ -11,14 +11,14 @@
 //! record batches v2; see [`file_log`](crate::file_log)). Its offsets live where the format
 //! keeps them: in the log dir's checkpoint files for a node destination
 //! ([`MirrorStateLog::open_in_log_dir`]), in the partition directory's own files for a cluster
-//! directory ([`MirrorStateLog::open`]). Each commit is one plain batch ([`codec`]) at leader
+//! directory ([`MirrorStateLog::open`]). Each commit is one plain batch ([`batch_parts`]) at leader
 //! epoch [`MIRROR_STATE_LEADER_EPOCH`], one record per [`MirrorStateRecord`], records stamped
 //! with the timestamp the caller passes. The high watermark follows the log end offset (the
 //! coordinator is the only replica).
 //!
 //! # Reading it back
 //!
-//! Opening recovers the directory, decodes every record ([`codec::decode_batches`]) and replays
+//! Opening recovers the directory, decodes every record ([`decode_batches`]) and replays
 //! them in offset order with [`Coordinator::replay`]: the compacted view, the last value per
 //! key winning. A record that does not decode is a [`MirrorStateLogError::BadRecord`] naming
 //! the directory and offset: the coordinator refuses to start on a log it cannot read rather

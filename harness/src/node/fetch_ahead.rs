@@ -4,9 +4,9 @@
 //! A node's fetch loop is serial: a round's coalesced fetches (one Fetch per source broker),
 //! then its answers fed to the kernel, whose appends are the writes, then the next round from
 //! the new log ends, so while one half runs the other waits. An answer also names the
-//! kernel's next request for its partition ([`guess_next`]): the offset after its last batch,
+//! kernel's next request for its partition (`guess_next`): the offset after its last batch,
 //! with that batch's leader epoch as the last fetched epoch (the same request again when it
-//! has none). When some answer of the round says the source has more ([`source_has_more`]: it
+//! has none). When some answer of the round says the source has more (`source_has_more`: it
 //! stopped below the high watermark, or below the last stable offset for read-committed: a
 //! partition still catching up, or one whose share of the response's `max_bytes` went to
 //! others), [`NodeDriver`](super::NodeDriver) sends the guessed request of **every**
@@ -21,7 +21,7 @@
 //! that round is exactly the guessed one (every parameter equal) gets the kept answer instead
 //! of asking the source again; every other partition of the round is fetched as usual, and
 //! whatever is left unused is dropped with the round. So is everything kept when the source
-//! cluster is replaced or names other leaders. What is kept ([`AheadAnswer`]):
+//! cluster is replaced or names other leaders. What is kept (`AheadAnswer`):
 //!
 //! - an answer with batches, or without batches but saying the source has more (the
 //!   response's `max_bytes` went to the partitions before it): fed as the round's answer;

@@ -8,7 +8,7 @@
 //! source's layout changed: a leadership error, an unknown topic id) the driver:
 //!
 //! - applies the selection to the source's topics and asks the kernel's
-//!   [`discover`](kmirror_kernel::discovery::discover) which go into the mirror: a topic new to
+//!   [`discover`] which go into the mirror: a topic new to
 //!   the destination is created (the source's id and partition count) and mirrored within that
 //!   refresh; a failed-over topic (`<mirror>.removed`) is **never** put back (a failback is the
 //!   operator's explicit `kmirror mirror --failback`), and is reported once per run;
@@ -16,9 +16,9 @@
 //!   the source's (the kernel's `CreatePartitions`);
 //! - looks for the destination's mirrored topics the source no longer has: a topic whose name
 //!   now has another id was re-created; a name missing from the listing is asked for by name
-//!   ([`SourceCluster::topic_exists`]: a listing leaves out what the principal may not describe)
+//!   ([`SourceCluster::topic_exists`](crate::wire::source_cluster::SourceCluster::topic_exists): a listing leaves out what the principal may not describe)
 //!   and only an `UNKNOWN_TOPIC_OR_PARTITION` answer counts. Such a topic's partitions hear
-//!   [`NodeInput::SourceTopicDeleted`]: FAILED, not retried, their data kept read-only.
+//!   [`NodeInput::SourceTopicDeleted`](kmirror_kernel::node::NodeInput::SourceTopicDeleted): FAILED, not retried, their data kept read-only.
 //!
 //! Every [`CHECKPOINT_INTERVAL_MS`] (Kafka's `replica.high.watermark.checkpoint.interval.ms`)
 //! the driver also writes the partitions' high watermarks to the log dir's checkpoint file, and
