@@ -124,13 +124,22 @@ fn print_results(mirror: &MirrorName, failback: &[String], results: &TopicResult
 fn write_status(driver: &NodeDriver) {
     let mut status = driver.status();
     status.measured_at_ms = Some(SystemClock.now_ms());
-    if let Ok(text) = serde_json::to_string_pretty(&status) {
-        let _ = kmirror_harness::segment::write_atomically(
-            driver.dest().root(),
-            STATUS_FILE,
-            text.as_bytes(),
-        );
+    write_status_file(driver.dest().root(), &status);
+}
+
+/// Writes `status` as `root/status.json`, what `kmirror status` shows while a process holds the
+/// directory (best effort: a failed write leaves the previous one).
+pub(crate) fn write_status_file(root: &Path, status: &NodeStatus) {
+    if let Ok(text) = serde_json::to_string_pretty(status) {
+        let _ = kmirror_harness::segment::write_atomically(root, STATUS_FILE, text.as_bytes());
     }
+}
+
+/// The `status.json` a run left in `root`, if any and readable.
+pub(crate) fn read_status_file(root: &Path) -> Option<NodeStatus> {
+    std::fs::read(root.join(STATUS_FILE))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
 }
 
 /// What a run has done, for the progress lines and the summary: totals at the start and at
@@ -965,9 +974,7 @@ pub fn resume(args: ResumeArgs) -> Result<ExitCode, String> {
 /// destination missing a directory is an error naming it). While another process holds the
 /// directory, its last `status.json` is shown.
 pub fn status(args: StatusArgs) -> Result<ExitCode, String> {
-    let snapshot: Option<NodeStatus> = std::fs::read(args.dest.join(STATUS_FILE))
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok());
+    let snapshot = read_status_file(&args.dest);
     let status = match NodeDest::read_lock(&args.dest) {
         Ok(_held) => {
             let status = NodeStatus::inspect(&args.dest).map_err(|e| e.to_string())?;

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
+use kmirror_harness::clock::Clock;
 use kmirror_harness::node::{NodeDriver, NodeIdle, NodeUntil};
 use kmirror_harness::serve::ServeOptions;
 use kmirror_kernel::config::MirrorConfig;
@@ -112,17 +113,35 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         meta.partitions.len(),
         args.dest.display()
     );
+    // `kmirror status` shows what this process writes to status.json each second: the
+    // partitions as they are now, the source positions as the last mirror run measured them
+    // (serving measures none).
+    let measured = crate::node_cli::read_status_file(&args.dest);
+    let write_status = |d: &NodeDriver| {
+        let status = match &measured {
+            Some(older) => d.status().with_source_positions_from(older),
+            None => d.status(),
+        };
+        crate::node_cli::write_status_file(d.dest().root(), &status);
+    };
+    write_status(&driver);
+    let mut last_status = clock.now_ms();
     let end = driver
         .run(
             &mut clock,
             NodeUntil::Forever { poll_ms: 200 },
-            &mut |d, _| {
+            &mut |d, now| {
                 for line in d.take_events() {
                     println!("  {line}");
+                }
+                if now - last_status >= 1_000 {
+                    last_status = now;
+                    write_status(d);
                 }
             },
         )
         .map_err(|e| e.to_string())?;
+    write_status(&driver);
     let closed = driver.close().map_err(|e| e.to_string());
     match (end, closed) {
         (_, Err(e)) => Err(e),

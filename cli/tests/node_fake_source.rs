@@ -8,7 +8,7 @@
 //! - a topic already in another mirror, and a topic whose source lost a partition: one clear
 //!   per-topic error, exit code 2, and the destination byte-identical before and after;
 //! - `kmirror status` changes nothing, and refuses a destination missing a directory without
-//!   creating it.
+//!   creating it; while `kmirror serve` holds the destination it shows what serve writes.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -184,6 +184,59 @@ fn a_following_mirror_takes_a_stop_through_the_control_channel() {
     }
     // Nothing left behind in the control directory.
     assert_eq!(std::fs::read_dir(root.join("control")).unwrap().count(), 0);
+}
+
+/// `kmirror serve` keeps `status.json` current for `kmirror status` while it holds the
+/// directory: a stop taken through its control channel shows (STOPPED, writable), and the
+/// source positions the last mirror run measured are kept, with their date.
+#[test]
+fn a_serving_node_keeps_its_status_current() {
+    let fake = fake();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("west");
+    let dest = root.to_str().unwrap();
+    let out = kmirror(&[
+        "mirror",
+        "--source-bootstrap",
+        &fake.address(1),
+        "--topics",
+        "orders",
+        "--mirror-name",
+        "east",
+        "--dest",
+        dest,
+        "--until-caught-up",
+        "--quiet",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let measured = wait_for_status(&root, |s| s.measured_at_ms.is_some());
+    let _serve = Mirror(
+        Command::new(env!("CARGO_BIN_EXE_kmirror"))
+            .args(["serve", "--dest", dest, "--listen", "127.0.0.1:0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn kmirror serve"),
+    );
+    let out = kmirror(&["stop", "--dest", dest, "--topics", "orders", "--quiet"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let status = wait_for_status(&root, |s| {
+        s.partitions
+            .iter()
+            .all(|p| p.state == "STOPPED" && p.writable)
+    });
+    assert_eq!(status.measured_at_ms, measured.measured_at_ms);
+    let out = kmirror(&["status", "--dest", dest]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    assert!(
+        text(&out.stderr).contains("in use by a running kmirror"),
+        "{}",
+        text(&out.stderr)
+    );
+    for p in 0..3 {
+        assert!(shown.contains(&format!("orders-{p}   STOPPED")), "{shown}");
+    }
 }
 
 #[test]

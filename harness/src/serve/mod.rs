@@ -10,8 +10,9 @@
 //!   leader epoch ([`leader_epoch`](broker::leader_epoch)).
 //! - **The kernel's gates on the wire.** A Produce to a partition whose gate is closed (the
 //!   kernel's `SetWritable(false)`: a mirrored partition that is not STOPPED) is refused with
-//!   `READ_ONLY_TOPIC` (134, the KIP's prototype's code; a stock Kafka client, which does not
-//!   know it, reports an unknown server error with the message). The gate is read at the
+//!   `READ_ONLY_TOPIC` (134, the KIP's prototype's code; Kafka 4.4 gives 134 another name,
+//!   `GROUP_DELETION_FAILED`, which a stock client reports, with kmirror's message where the
+//!   response carries one; AddPartitionsToTxn's carries none). The gate is read at the
 //!   moment of the append, on the node's thread, so a stop takes effect for connected
 //!   producers at once: no reconnect.
 //! - **Threads.** [`Listener`] accepts clients and runs one thread per connection: framing
