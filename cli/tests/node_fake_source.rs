@@ -8,7 +8,9 @@
 //! - a topic already in another mirror, and a topic whose source lost a partition: one clear
 //!   per-topic error, exit code 2, and the destination byte-identical before and after;
 //! - `kmirror status` changes nothing, and refuses a destination missing a directory without
-//!   creating it; while `kmirror serve` holds the destination it shows what serve writes.
+//!   creating it; while `kmirror serve` holds the destination it shows what serve writes;
+//! - a failed-over topic deleted by a Kafka client is mirrored again by a running mirror whose
+//!   selection names it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -237,6 +239,82 @@ fn a_serving_node_keeps_its_status_current() {
     for p in 0..3 {
         assert!(shown.contains(&format!("orders-{p}   STOPPED")), "{shown}");
     }
+}
+
+/// A free port on loopback (bound, then let go) for a listener the test must know in advance.
+fn free_address() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().to_string()
+}
+
+/// A topic failed over and then deleted by a Kafka client (DeleteTopics on the node's listener)
+/// is created again by the running mirror whose selection names it, at its next refresh of
+/// the source's metadata, as any topic of its selection new to the destination: mirrored
+/// again from the source, from offset 0, read-only.
+#[test]
+fn a_following_mirror_recreates_a_deleted_topic_its_selection_names() {
+    use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+    use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+
+    let fake = fake();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("west");
+    let dest = root.to_str().unwrap();
+    let listen = free_address();
+    let _mirror = Mirror(
+        Command::new(env!("CARGO_BIN_EXE_kmirror"))
+            .args([
+                "mirror",
+                "--source-bootstrap",
+                &fake.address(1),
+                "--topics",
+                "orders",
+                "--mirror-name",
+                "east",
+                "--dest",
+                dest,
+                "--listen",
+                &listen,
+                "--metadata-refresh-ms",
+                "300",
+                "--quiet",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn kmirror mirror"),
+    );
+    let mirrored = |s: &NodeStatus| {
+        s.partitions.len() == 3
+            && s.partitions
+                .iter()
+                .all(|p| p.state == "MIRRORING" && p.lag == Some(0))
+    };
+    wait_for_status(&root, mirrored);
+    let out = kmirror(&["stop", "--dest", dest, "--topics", "orders", "--quiet"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    let mut conn = kmirror_harness::wire::Connection::connect(
+        &listen,
+        Duration::from_secs(2),
+        Duration::from_secs(30),
+    )
+    .unwrap();
+    let request = DeleteTopicsRequest::default()
+        .with_timeout_ms(5_000)
+        .with_topics(vec![DeleteTopicState::default()
+            .with_name(Some(TopicName(StrBytes::from_static_str("orders"))))]);
+    let answer: DeleteTopicsResponse = conn.send("DeleteTopics", &request, 6).unwrap();
+    assert_eq!(answer.responses[0].error_code, 0, "{answer:?}");
+
+    // Mirrored again: MIRRORING, read-only, the source's offsets from 0 (LEO 8, 10, 12; the
+    // stop's epoch bump and MIRROR_PID_RESET went with the deleted logs).
+    let status = wait_for_status(&root, |s| {
+        mirrored(s) && s.partitions.iter().all(|p| !p.writable)
+    });
+    let ends: Vec<i64> = status.partitions.iter().map(|p| p.log_end_offset).collect();
+    assert_eq!(ends, [8, 10, 12]);
 }
 
 #[test]
