@@ -8,8 +8,10 @@
 //!   node.properties             the node's metadata: its source, its mirrors, its topics and
 //!                               each partition's leader epoch and produce gate (below)
 //!   .lock                       held (flock) by the kmirror process using the directory
-//!   status.json                 the last per-partition status a `kmirror mirror --topics` run
-//!                               wrote (source positions, for the lag `kmirror status` shows)
+//!   status.json                 the last per-partition status a `kmirror mirror --topics` or
+//!                               `kmirror serve` run wrote (each second, and at close): what
+//!                               `kmirror status` shows while a process holds the directory,
+//!                               and the source positions a mirror measured, for the lag
 //!   control/                    the control channel of a running mirror
 //!                               (`<id>.request`, `<id>.taken`, `<id>.response`: JSON, each
 //!                               written atomically; see `super::control`)
