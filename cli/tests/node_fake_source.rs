@@ -88,7 +88,7 @@ fn changed(a: &BTreeMap<String, Vec<u8>>, b: &BTreeMap<String, Vec<u8>>) -> Vec<
         .collect()
 }
 
-/// A `kmirror mirror` child, killed when dropped.
+/// A `kmirror` child (a following mirror, a serving node), killed when dropped.
 struct Mirror(Child);
 
 impl Drop for Mirror {
@@ -96,6 +96,50 @@ impl Drop for Mirror {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// Starts `kmirror ARGS` in the background, its output dropped.
+fn spawn(args: &[&str]) -> Mirror {
+    Mirror(
+        Command::new(env!("CARGO_BIN_EXE_kmirror"))
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn kmirror"),
+    )
+}
+
+/// `kmirror mirror --source-bootstrap <fake's broker 1> --topics TOPICS --dest DEST EXTRA...`
+/// (a following mirror: the caller adds `--until-caught-up` to run one to its end).
+fn mirror_args(fake: &FakeCluster, topics: &str, dest: &str, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "mirror",
+        "--source-bootstrap",
+        &fake.address(1),
+        "--topics",
+        topics,
+        "--dest",
+        dest,
+        "--quiet",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
+}
+
+/// Runs `kmirror mirror ... --until-caught-up` of `topics` from `fake` into `dest` to its end.
+fn mirror_until_caught_up(fake: &FakeCluster, topics: &str, dest: &str, extra: &[&str]) -> Output {
+    let mut args = mirror_args(fake, topics, dest, extra);
+    args.push("--until-caught-up".into());
+    kmirror(&strs(&args))
+}
+
+/// `strings` as the `&str` slice `kmirror` and `spawn` take.
+fn strs(strings: &[String]) -> Vec<&str> {
+    strings.iter().map(String::as_str).collect()
 }
 
 /// The mirror's `status.json` once `ready` holds for it (at most 30 s).
@@ -119,26 +163,12 @@ fn a_following_mirror_takes_a_stop_through_the_control_channel() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("west");
     let dest = root.to_str().unwrap();
-    let bootstrap = fake.address(1);
-    let _mirror = Mirror(
-        Command::new(env!("CARGO_BIN_EXE_kmirror"))
-            .args([
-                "mirror",
-                "--source-bootstrap",
-                &bootstrap,
-                "--topics",
-                "orders,pay.*",
-                "--mirror-name",
-                "east",
-                "--dest",
-                dest,
-                "--quiet",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn kmirror mirror"),
-    );
+    let _mirror = spawn(&strs(&mirror_args(
+        &fake,
+        "orders,pay.*",
+        dest,
+        &["--mirror-name", "east"],
+    )));
     let caught_up = |s: &NodeStatus| {
         s.partitions.len() == 5
             && s.partitions
@@ -197,29 +227,10 @@ fn a_serving_node_keeps_its_status_current() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("west");
     let dest = root.to_str().unwrap();
-    let out = kmirror(&[
-        "mirror",
-        "--source-bootstrap",
-        &fake.address(1),
-        "--topics",
-        "orders",
-        "--mirror-name",
-        "east",
-        "--dest",
-        dest,
-        "--until-caught-up",
-        "--quiet",
-    ]);
+    let out = mirror_until_caught_up(&fake, "orders", dest, &["--mirror-name", "east"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let measured = wait_for_status(&root, |s| s.measured_at_ms.is_some());
-    let _serve = Mirror(
-        Command::new(env!("CARGO_BIN_EXE_kmirror"))
-            .args(["serve", "--dest", dest, "--listen", "127.0.0.1:0"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn kmirror serve"),
-    );
+    let _serve = spawn(&["serve", "--dest", dest, "--listen", "127.0.0.1:0"]);
     let out = kmirror(&["stop", "--dest", dest, "--topics", "orders", "--quiet"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let status = wait_for_status(&root, |s| {
@@ -262,29 +273,15 @@ fn a_following_mirror_recreates_a_deleted_topic_its_selection_names() {
     let root = tmp.path().join("west");
     let dest = root.to_str().unwrap();
     let listen = free_address();
-    let _mirror = Mirror(
-        Command::new(env!("CARGO_BIN_EXE_kmirror"))
-            .args([
-                "mirror",
-                "--source-bootstrap",
-                &fake.address(1),
-                "--topics",
-                "orders",
-                "--mirror-name",
-                "east",
-                "--dest",
-                dest,
-                "--listen",
-                &listen,
-                "--metadata-refresh-ms",
-                "300",
-                "--quiet",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn kmirror mirror"),
-    );
+    let extra = [
+        "--mirror-name",
+        "east",
+        "--listen",
+        &listen,
+        "--metadata-refresh-ms",
+        "300",
+    ];
+    let _mirror = spawn(&strs(&mirror_args(&fake, "orders", dest, &extra)));
     let mirrored = |s: &NodeStatus| {
         s.partitions.len() == 3
             && s.partitions
@@ -323,19 +320,7 @@ fn a_holder_that_is_not_a_mirror_takes_no_request_and_nothing_changes() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("west");
     let dest = root.to_str().unwrap();
-    let out = kmirror(&[
-        "mirror",
-        "--source-bootstrap",
-        &fake.address(1),
-        "--topics",
-        "orders",
-        "--mirror-name",
-        "east",
-        "--dest",
-        dest,
-        "--until-caught-up",
-        "--quiet",
-    ]);
+    let out = mirror_until_caught_up(&fake, "orders", dest, &["--mirror-name", "east"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     // This test holds the lock, serving no control channel (as another command would).
     let held = NodeDriver::open(&root, None, NodeDriverOptions::default()).unwrap();
@@ -369,21 +354,8 @@ fn refused_topics_are_one_line_each_and_leave_the_destination_byte_identical() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("west");
     let dest = root.to_str().unwrap();
-    let bootstrap = fake.address(1);
     let mirror = |name: &str, topics: &str| {
-        kmirror(&[
-            "mirror",
-            "--source-bootstrap",
-            &bootstrap,
-            "--topics",
-            topics,
-            "--mirror-name",
-            name,
-            "--dest",
-            dest,
-            "--until-caught-up",
-            "--quiet",
-        ])
+        mirror_until_caught_up(&fake, topics, dest, &["--mirror-name", name])
     };
     let out = mirror("other", "orders");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -453,20 +425,7 @@ fn fetch_sizes(fake: &FakeCluster, id: i32) -> Vec<usize> {
 fn fetches_in_flight_share_each_brokers_partitions_among_that_many_fetches() {
     let tmp = tempfile::tempdir().unwrap();
     let mirror = |fake: &FakeCluster, dest: &str, extra: &[&str]| {
-        let bootstrap = fake.address(1);
-        let mut args = vec![
-            "mirror",
-            "--source-bootstrap",
-            &bootstrap,
-            "--topics",
-            "orders,pay.eu",
-            "--dest",
-            dest,
-            "--until-caught-up",
-            "--quiet",
-        ];
-        args.extend_from_slice(extra);
-        kmirror(&args)
+        mirror_until_caught_up(fake, "orders,pay.eu", dest, extra)
     };
     // Broker 1 leads orders-0, orders-2 and pay.eu-1. The read-access check before mirroring
     // asks all three in one Fetch either way.
