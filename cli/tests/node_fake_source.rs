@@ -231,6 +231,16 @@ fn a_serving_node_keeps_its_status_current() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let measured = wait_for_status(&root, |s| s.measured_at_ms.is_some());
     let _serve = spawn(&["serve", "--dest", dest, "--listen", "127.0.0.1:0"]);
+    // The stop must reach the serving process (not run alone before serve holds the
+    // directory, which would date status.json itself).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while kmirror_harness::node::NodeDest::read_lock(&root).is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "kmirror serve never held the directory"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let out = kmirror(&["stop", "--dest", dest, "--topics", "orders", "--quiet"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let status = wait_for_status(&root, |s| {
