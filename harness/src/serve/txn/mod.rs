@@ -217,8 +217,8 @@ impl TxnCoordinator {
             } else {
                 self.complete(&id, commit, node, groups)?;
             }
-            self.orphaned.remove(&id);
         }
+        // Every orphan was due in this poll: aborted now, or left PrepareAbort for later.
         self.orphaned.clear();
         Ok(())
     }
