@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use clap::Args;
 use kmirror_harness::clock::Clock;
-use kmirror_harness::node::{NodeDriver, NodeIdle, NodeUntil};
+use kmirror_harness::node::{NodeDest, NodeDriver, NodeIdle, NodeMeta, NodeUntil};
 use kmirror_harness::serve::ServeOptions;
 use kmirror_kernel::config::MirrorConfig;
+use kmirror_kernel::node::DEFAULT_MIRROR_STATE_PARTITIONS;
 
 use crate::log_cli::SystemClock;
 
@@ -88,6 +89,10 @@ pub struct ServeArgs {
     /// The node destination to serve.
     #[arg(long, value_name = "DIR")]
     pub dest: PathBuf,
+    /// Create an empty node destination at DIR when none is there (a node that stands alone:
+    /// Kafka clients create its topics). Without it a missing DIR is an error.
+    #[arg(long)]
+    pub create: bool,
     /// The listener.
     #[command(flatten)]
     pub listen: ListenArgs,
@@ -100,7 +105,21 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     }
     let mut clock = SystemClock;
     let options = crate::node_cli::options(None, MirrorConfig::default().stop_strategy);
-    let mut driver = crate::node_cli::open(&mut clock, &args.dest, options)?;
+    let mut driver = if args.create && !NodeDest::is_node_dest(&args.dest) {
+        let meta = NodeMeta::new(None, DEFAULT_MIRROR_STATE_PARTITIONS);
+        let dest = NodeDest::create(&args.dest, meta).map_err(|e| e.to_string())?;
+        println!("{}: created an empty node destination", args.dest.display());
+        NodeDriver::from_dest(dest, None, options).map_err(|e| e.to_string())?
+    } else {
+        if !args.dest.exists() {
+            return Err(format!(
+                "{} does not exist; `kmirror serve --create` makes an empty node destination \
+                 there, `kmirror mirror --topics LIST --dest DIR` a mirror",
+                args.dest.display()
+            ));
+        }
+        crate::node_cli::open(&mut clock, &args.dest, options)?
+    };
     driver.interrupt_on(crate::signals::stop_flag());
     driver.serve_control().map_err(|e| e.to_string())?;
     args.listen.start(&mut driver)?;

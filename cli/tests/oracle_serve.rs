@@ -13,7 +13,8 @@
 //! MIRRORING (`READ_ONLY_TOPIC`); after the stop it adds a partition, which the producer
 //! writes to, and deletes the topic. After a stop, Kafka's transactional producer commits one
 //! transaction (with a group's offset) and aborts another, and read-committed consumers see only
-//! the committed one.
+//! the committed one. A node of its own (`kmirror serve --create`) takes a topic Kafka's Admin
+//! client creates and Kafka's producers write, and a second node mirrors it over the wire.
 
 use std::path::Path;
 use std::process::Command;
@@ -405,4 +406,60 @@ fn oracle_serve_a_transactional_java_producer_commits_and_aborts_after_a_stop() 
         Some(0),
         "SIGTERM closes the serving mirror cleanly"
     );
+}
+
+#[test]
+#[ignore = "needs Java 17 and Maven; run with `-- --include-ignored oracle`"]
+fn oracle_serve_a_node_of_its_own_is_created_written_and_mirrored_with_kafkas_clients() {
+    let Some(oracle) = Oracle::for_tests(
+        "oracle_serve_a_node_of_its_own_is_created_written_and_mirrored_with_kafkas_clients",
+    ) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let east_path = tmp.path().join("east");
+    let east = Serving::new_node(east_path.to_str().expect("utf-8 path"));
+    let class = "dev.kmirror.oracle.ServeClients";
+
+    // Kafka's Admin client creates the topic (a second time: TopicExistsException), an
+    // idempotent producer writes it at once, a transactional one commits and aborts.
+    let lines = java(
+        &oracle,
+        class,
+        &east.address,
+        &[
+            "create:events:3",
+            "create:events:3",
+            "produce:events:30:true",
+            "txn:events:6:ledger",
+        ],
+    );
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert_eq!(lines[0]["error"], Value::Null, "{lines:?}");
+    assert_eq!(lines[1]["error"], "TopicExistsException", "{lines:?}");
+    assert_eq!(lines[1]["message"], "Topic 'events' already exists.");
+    assert_eq!(lines[2]["acked"], 30, "{lines:?}");
+    assert_eq!(
+        (&lines[3]["committed"], &lines[3]["aborted"]),
+        (&serde_json::json!(6), &serde_json::json!(6)),
+        "{lines:?}"
+    );
+
+    // A second node mirrors it from east's listener and serves the same records, both
+    // isolation levels, partition for partition.
+    let west_path = tmp.path().join("west");
+    let west = Serving::start(&east.address, west_path.to_str().unwrap(), "events");
+    let steps = ["read:events:read_committed", "read:events:read_uncommitted"];
+    let read = caught_up(&oracle, &east.address, &west.address, &steps);
+    let committed: i64 = read[..3]
+        .iter()
+        .map(|r| r["records"].as_i64().unwrap())
+        .sum();
+    let uncommitted: i64 = read[3..]
+        .iter()
+        .map(|r| r["records"].as_i64().unwrap())
+        .sum();
+    assert_eq!((committed, uncommitted), (36, 42), "{read:?}");
+    assert_eq!(west.stop(), Some(0));
+    assert_eq!(east.stop(), Some(0), "SIGTERM closes kmirror serve cleanly");
 }

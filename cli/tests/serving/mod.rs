@@ -51,7 +51,8 @@ pub fn java(oracle: &Oracle, class: &str, bootstrap: &str, steps: &[&str]) -> Ve
         .collect()
 }
 
-/// A `kmirror mirror` that follows the source and serves clients; its listen address.
+/// A `kmirror mirror` that follows the source and serves clients, or a `kmirror serve`; its
+/// listen address.
 pub struct Serving {
     child: Child,
     /// Where it serves clients.
@@ -59,33 +60,53 @@ pub struct Serving {
 }
 
 impl Serving {
+    /// `kmirror mirror --topics TOPICS --listen` from `bootstrap` into `dest`, syncing every
+    /// 500 ms.
     pub fn start(bootstrap: &str, dest: &str, topics: &str) -> Serving {
+        Serving::spawn(&[
+            "mirror",
+            "--source-bootstrap",
+            bootstrap,
+            "--topics",
+            topics,
+            "--dest",
+            dest,
+            "--listen",
+            "127.0.0.1:0",
+            "--poll-ms",
+            "50",
+            "--sync-interval-ms",
+            "500",
+            "--quiet",
+        ])
+    }
+
+    /// `kmirror serve --create --dest DEST --listen`: a node of its own.
+    pub fn new_node(dest: &str) -> Serving {
+        Serving::spawn(&[
+            "serve",
+            "--create",
+            "--dest",
+            dest,
+            "--listen",
+            "127.0.0.1:0",
+        ])
+    }
+
+    /// `kmirror ARGS`, once it says where it serves clients.
+    fn spawn(args: &[&str]) -> Serving {
         let mut child = Command::new(env!("CARGO_BIN_EXE_kmirror"))
-            .args([
-                "mirror",
-                "--source-bootstrap",
-                bootstrap,
-                "--topics",
-                topics,
-                "--dest",
-                dest,
-                "--listen",
-                "127.0.0.1:0",
-                "--poll-ms",
-                "50",
-                "--sync-interval-ms",
-                "500",
-                "--quiet",
-            ])
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .expect("kmirror mirror starts");
+            .expect("kmirror starts");
         let stdout = child.stdout.take().expect("stdout");
         let (send, lines) = mpsc::channel();
+        let name = args[0].to_owned();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                eprintln!("mirror: {line}");
+                eprintln!("{name}: {line}");
                 if send.send(line).is_err() {
                     return;
                 }
@@ -95,7 +116,7 @@ impl Serving {
         let address = loop {
             let line = lines
                 .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                .expect("the mirror says where it serves clients");
+                .expect("kmirror says where it serves clients");
             if let Some(rest) = line.strip_prefix("serving Kafka clients on ") {
                 break rest.split_whitespace().next().expect("address").to_owned();
             }

@@ -71,6 +71,9 @@ pub enum NodeError {
         /// What failed.
         source: Box<FileLogError>,
     },
+    /// A file of the metadata directory (a topic's config overrides) could not be written.
+    #[error(transparent)]
+    Metadata(Box<SyncError>),
     /// A `__mirror_state` partition failed.
     #[error("{0}")]
     MirrorState(#[from] MirrorStateLogError),

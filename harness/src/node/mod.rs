@@ -48,6 +48,8 @@ mod link_tests;
 #[cfg(test)]
 mod serve_admin_tests;
 #[cfg(test)]
+mod serve_create_tests;
+#[cfg(test)]
 mod serve_tests;
 #[cfg(test)]
 mod serve_txn_tests;

@@ -132,11 +132,22 @@ pub(super) fn client_batch(records: i64, producer_id: i64, base_sequence: i32) -
 /// Produces `batch` to `orders-<partition>` on `conn`: the partition's error code and base
 /// offset.
 pub(super) fn produce(conn: &mut Connection, partition: i32, batch: &RawBatch) -> (i16, i64) {
+    produce_to(conn, "orders", partition, batch)
+}
+
+/// Produces `batch` to `<topic>-<partition>` on `conn`: the partition's error code and base
+/// offset.
+pub(super) fn produce_to(
+    conn: &mut Connection,
+    topic: &str,
+    partition: i32,
+    batch: &RawBatch,
+) -> (i16, i64) {
     let request = ProduceRequest::default()
         .with_acks(-1)
         .with_timeout_ms(5_000)
         .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_static_str("orders")))
+            .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
             .with_partition_data(vec![PartitionProduceData::default()
                 .with_index(partition)
                 .with_records(Some(Bytes::copy_from_slice(batch.bytes())))])]);

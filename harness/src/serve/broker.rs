@@ -12,7 +12,7 @@ use kmirror_kernel::coordinator::Coordinator;
 use kmirror_kernel::log::LogView;
 use kmirror_kernel::node::PartitionKey;
 use kmirror_kernel::types::{
-    LeaderEpoch, MirrorPartition, Offset, PartitionIndex, ProducerEpoch, ProducerId,
+    LeaderEpoch, MirrorName, MirrorPartition, Offset, PartitionIndex, ProducerEpoch, ProducerId,
 };
 
 use crate::file_log::FileLog;
@@ -28,7 +28,9 @@ use super::group::{
 use super::produce::ProducerIds;
 use super::topic_admin::{self, TopicWork};
 use super::txn::TxnCoordinator;
-use super::{admin, configs, metadata, offsets, produce, CallId, ClientCall, ServeError};
+use super::{
+    admin, configs, create_topics, metadata, offsets, produce, CallId, ClientCall, ServeError,
+};
 
 /// What the broker reads and writes of the node, lent by the node driver for one call.
 pub trait ServedNode {
@@ -67,6 +69,9 @@ pub trait ServedNode {
     /// high watermark, never back), durably, deleting the segments wholly below it
     /// ([`FileLog::delete_records_before`]); returns the log start offset.
     fn delete_records(&mut self, key: &PartitionKey, offset: Offset) -> Result<Offset, ServeError>;
+    /// The mirror whose running selection (`kmirror mirror --topics`) takes topic `name`, if
+    /// this node follows a source: such a topic is the mirror's to create.
+    fn mirror_selecting(&self, name: &str) -> Option<MirrorName>;
 }
 
 /// The partition `partition` of topic `name` on `node`, if the node has it.
@@ -184,9 +189,9 @@ impl Broker {
     }
 
     /// Answers `call` (or parks it, a Fetch waiting for data). A failed disk write is an
-    /// error for the node; the client is answered first. A CreatePartitions or DeleteTopics
-    /// that changes topics is not answered here: its [`TopicWork`] is returned, for the caller
-    /// to carry out and then answer.
+    /// error for the node; the client is answered first. A CreateTopics, CreatePartitions or
+    /// DeleteTopics that changes topics is not answered here: its [`TopicWork`] is returned,
+    /// for the caller to carry out and then answer.
     pub fn handle(
         &mut self,
         now_ms: i64,
@@ -234,6 +239,11 @@ impl Broker {
                 let (response, failure) = admin::delete_records(node, r);
                 let _ = call.reply.send(ResponseKind::DeleteRecords(response));
                 return failure.map_or(Ok(None), Err);
+            }
+            RequestKind::CreateTopics(r) => {
+                let (response, edits) = create_topics::create_topics(node, r);
+                let answer = ResponseKind::CreateTopics(response);
+                return Ok(TopicWork::of(edits, answer, call.reply));
             }
             RequestKind::CreatePartitions(r) => {
                 let (response, edits) = topic_admin::create_partitions(node, r);

@@ -293,6 +293,9 @@ mod tests {
         ) -> Result<kmirror_kernel::types::Offset, super::super::ServeError> {
             Err(super::super::ServeError::NoLog { partition: *key })
         }
+        fn mirror_selecting(&self, _: &str) -> Option<kmirror_kernel::types::MirrorName> {
+            None
+        }
     }
 
     fn stub(mirror_name: Option<&str>) -> Stub {

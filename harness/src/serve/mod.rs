@@ -20,8 +20,8 @@
 //!   the node's thread, which owns the logs. There the node driver hands it to [`Broker`]
 //!   with a [`ServedNode`] view of its logs and gates; the Broker answers at once, or parks a
 //!   Fetch that waits for data (long poll) and answers it on a later
-//!   [`Broker::poll`], or returns the [`TopicWork`] of a CreatePartitions or DeleteTopics,
-//!   which the driver carries out and then answers ([`topic_admin`]). Nothing else touches
+//!   [`Broker::poll`], or returns the [`TopicWork`] of a CreateTopics, CreatePartitions or
+//!   DeleteTopics, which the driver carries out and then answers ([`topic_admin`]). Nothing else touches
 //!   the logs, so a client read never races a mirror write or a truncation.
 //! - **Bounded.** Frame size, connection count and idle time are limited
 //!   ([`ServeOptions`]); a bad frame closes its connection with one log line.
@@ -39,6 +39,7 @@
 pub mod admin;
 pub mod broker;
 pub mod configs;
+pub mod create_topics;
 pub mod fetch;
 pub mod fetch_session;
 pub mod group;

@@ -1,4 +1,5 @@
-//! CreatePartitions and DeleteTopics: checked here, carried out by the node's driver.
+//! CreatePartitions and DeleteTopics: checked here, carried out by the node's driver (as is
+//! CreateTopics, checked in [`super::create_topics`]).
 //!
 //! On a topic that is mirrored and not STOPPED (its `mirror.name` asks to mirror or pause, or a
 //! partition's produce gate is closed) each is refused with `READ_ONLY_TOPIC`, as the KIP's
@@ -21,7 +22,7 @@
 //! and the answer that waits for them. The node's driver makes each edit durable, then sends
 //! the answer ([`TopicWork::answer`]): a client hears of success only once a crash keeps it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc::SyncSender;
 
 use kafka_protocol::messages::create_partitions_request::{
@@ -65,6 +66,18 @@ pub enum TopicEdit {
         /// The partition count asked.
         total: PartitionIndex,
     },
+    /// Create topic `name`, in no mirror, with `partitions` partitions and `configs` as its
+    /// config overrides.
+    Create {
+        /// The topic.
+        name: String,
+        /// Its id (fresh).
+        topic_id: TopicId,
+        /// Its partition count.
+        partitions: PartitionIndex,
+        /// Its config overrides.
+        configs: BTreeMap<String, String>,
+    },
     /// Delete topic `name`.
     Delete {
         /// The topic.
@@ -77,8 +90,8 @@ pub enum TopicEdit {
 /// An answer and the edits it waits for, each with the index of its result in the answer.
 pub type Planned<R> = (R, Vec<(usize, TopicEdit)>);
 
-/// A CreatePartitions or DeleteTopics whose answer waits until its edits are durable. See the
-/// [module documentation](self).
+/// A CreateTopics, CreatePartitions or DeleteTopics whose answer waits until its edits are
+/// durable. See the [module documentation](self).
 #[derive(Debug)]
 pub struct TopicWork {
     edits: Vec<(usize, TopicEdit)>,
@@ -126,6 +139,12 @@ impl TopicWork {
         let message = || Some(StrBytes::from_string(failure.to_owned()));
         for (index, _) in edits.iter().skip(done) {
             match &mut answer {
+                ResponseKind::CreateTopics(r) => {
+                    if let Some(result) = r.topics.get_mut(*index) {
+                        result.error_code = KAFKA_STORAGE_ERROR;
+                        result.error_message = message();
+                    }
+                }
                 ResponseKind::CreatePartitions(r) => {
                     if let Some(result) = r.results.get_mut(*index) {
                         result.error_code = KAFKA_STORAGE_ERROR;
@@ -174,13 +193,7 @@ pub fn create_partitions(
 ) -> Planned<CreatePartitionsResponse> {
     let mut response = CreatePartitionsResponse::default();
     let mut edits = Vec::new();
-    let mut seen = BTreeSet::new();
-    let duplicates: BTreeSet<&str> = request
-        .topics
-        .iter()
-        .filter(|t| !seen.insert(t.name.0.as_str()))
-        .map(|t| t.name.0.as_str())
-        .collect();
+    let duplicates = repeated(request.topics.iter().map(|t| t.name.0.as_str()));
     for (index, t) in request.topics.iter().enumerate() {
         let name = t.name.0.as_str();
         let (code, message) = if duplicates.contains(name) {
@@ -204,6 +217,13 @@ pub fn create_partitions(
         );
     }
     (response, edits)
+}
+
+/// The names `names` holds more than once (a request naming a topic twice is refused for
+/// each, as Kafka refuses it).
+pub(super) fn repeated<'a>(names: impl Iterator<Item = &'a str>) -> BTreeSet<&'a str> {
+    let mut seen = BTreeSet::new();
+    names.filter(|n| !seen.insert(*n)).collect()
 }
 
 /// The growth one topic of a CreatePartitions asks, or its error code and message.
@@ -265,20 +285,27 @@ fn check_assignments(
     }
     for a in assignments {
         let ids: Vec<i32> = a.broker_ids.iter().map(|b| b.0).collect();
-        if ids.is_empty() {
-            return Err("The manual partition assignment includes an empty replica list.".into());
-        }
-        if let Some(other) = ids.iter().find(|b| **b != broker) {
-            return Err(format!(
-                "The manual partition assignment includes broker {other}, but no such broker is \
-                 registered."
-            ));
-        }
-        if ids.len() > 1 {
-            return Err(format!(
-                "The manual partition assignment includes the broker {broker} more than once."
-            ));
-        }
+        check_replicas(broker, &ids)?;
+    }
+    Ok(())
+}
+
+/// Checks one partition's manual replica list `ids` on a node whose only broker is `broker`:
+/// exactly that broker, with the messages of Kafka's controller.
+pub(super) fn check_replicas(broker: i32, ids: &[i32]) -> Result<(), String> {
+    if ids.is_empty() {
+        return Err("The manual partition assignment includes an empty replica list.".into());
+    }
+    if let Some(other) = ids.iter().find(|b| **b != broker) {
+        return Err(format!(
+            "The manual partition assignment includes broker {other}, but no such broker is \
+             registered."
+        ));
+    }
+    if ids.len() > 1 {
+        return Err(format!(
+            "The manual partition assignment includes the broker {broker} more than once."
+        ));
     }
     Ok(())
 }

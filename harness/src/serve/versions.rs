@@ -31,6 +31,7 @@ const DATA_API_VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::CreateTopics, 2, 7),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::SaslHandshake, 1, 1),

@@ -1,8 +1,9 @@
 //! Kafka clients of the node ([`crate::serve`]): the listener's calls are answered on the
 //! driver's thread, between the kernel's steps, from the logs the driver owns. A client's
 //! write meets the produce gate as the kernel last set it, so a stop or a pause reaches
-//! connected clients with the next request. A CreatePartitions or DeleteTopics comes back
-//! from the broker as work, which the driver carries out (`topic_admin.rs`) before it answers.
+//! connected clients with the next request. A CreateTopics, CreatePartitions or DeleteTopics
+//! comes back from the broker as work, which the driver carries out (`topic_admin.rs`) before
+//! it answers.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -15,7 +16,9 @@ use kmirror_kernel::coordinator::Coordinator;
 use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::node::PartitionKey;
 use kmirror_kernel::partitioner::mirror_state_partition;
-use kmirror_kernel::types::{LeaderEpoch, MirrorPartition, Offset, ProducerEpoch, ProducerId};
+use kmirror_kernel::types::{
+    LeaderEpoch, MirrorName, MirrorPartition, Offset, ProducerEpoch, ProducerId,
+};
 
 use crate::error::FileLogError;
 use crate::file_log::FileLog;
@@ -23,7 +26,9 @@ use crate::record_batch::RawBatch;
 use crate::serve::{lme, Broker, Listener, NodeCall, ServeError, ServeOptions, ServedNode};
 
 use super::super::dest::{NodeDest, NodeMeta};
+use super::super::follow::Follow;
 use super::super::NodeError;
+use super::source::Following;
 use super::topic_admin::Growing;
 use super::{gate_open, NodeDriver};
 use crate::mirror_state_log::MirrorStateLog;
@@ -41,7 +46,7 @@ pub(super) struct Clients {
     /// The driver's effect count when the parked Fetches were last looked at: the logs change
     /// only through effects and client writes.
     seen_effects: u64,
-    /// CreatePartitions carried out, waiting for their new partitions' gates.
+    /// CreateTopics and CreatePartitions carried out, waiting for their new partitions' gates.
     pub(super) growing: Vec<Growing>,
 }
 
@@ -59,6 +64,8 @@ struct View<'a> {
     gates: &'a BTreeMap<PartitionKey, bool>,
     states: &'a BTreeMap<u32, MirrorStateLog>,
     started: bool,
+    /// The running mirror's selection, when it follows a source.
+    follow: Option<&'a Follow>,
 }
 
 impl ServedNode for View<'_> {
@@ -115,6 +122,11 @@ impl ServedNode for View<'_> {
                 dir: log.dir().to_path_buf(),
                 source: Box::new(source),
             })
+    }
+
+    fn mirror_selecting(&self, name: &str) -> Option<MirrorName> {
+        let follow = self.follow?;
+        follow.selects(name, false).then(|| follow.mirror.clone())
     }
 }
 
@@ -179,6 +191,7 @@ impl NodeDriver {
             gates: &self.gates,
             states: &self.states,
             started: self.started,
+            follow: self.following.as_ref().map(Following::follow),
         };
         (self.clients.as_mut(), view)
     }

@@ -205,8 +205,9 @@ impl NodeDriver {
                             MirrorErrorCode::InvalidClusterMirrorState,
                             format!(
                                 "the destination's {name} has topic id {}, the source's has {}: \
-                                 the source topic was deleted and re-created; mirror it into a \
-                                 new destination",
+                                 two different topics (the source's was re-created, or the \
+                                 destination's was created there); mirror it into a new \
+                                 destination, or delete the destination's first",
                                 t.topic_id, id
                             ),
                         )),
@@ -356,11 +357,27 @@ impl NodeDriver {
         if total <= topic.partitions {
             return Ok(None);
         }
+        self.extend_topic(&name, topic_id, topic.partitions, total, topic.mirror_name)?;
+        Ok(Some((name, topic.partitions)))
+    }
+
+    /// Gives topic `name` (id `topic_id`, `mirror.name` `mirror_name`) partitions `from..total`:
+    /// their directories and logs made durable, then `node.properties` naming them (the topic
+    /// too, when `from` is 0), then the node manager hears the topic and the new partitions are
+    /// led.
+    pub(super) fn extend_topic(
+        &mut self,
+        name: &str,
+        topic_id: TopicId,
+        from: PartitionIndex,
+        total: PartitionIndex,
+        mirror_name: Option<String>,
+    ) -> Result<(), NodeError> {
         let mut meta = self.dest.meta().clone();
         self.dest
-            .add_topic_to(&mut meta, &name, topic_id, total, topic.mirror_name.clone())?;
-        let desired = topic.desired(&name)?;
-        self.open_logs(&name, topic_id, topic.partitions..total)?;
+            .add_topic_to(&mut meta, name, topic_id, total, mirror_name)?;
+        let desired = meta.topics[name].desired(name)?;
+        self.open_logs(name, topic_id, from..total)?;
         self.make_created_durable()?;
         self.dest.set_meta(meta)?;
         self.queue.push_back(Queued::plain(NodeInput::Topic {
@@ -368,8 +385,7 @@ impl NodeDriver {
             desired,
             partitions: total,
         }));
-        self.lead(&name, topic_id, topic.partitions..total)?;
-        Ok(Some((name, topic.partitions)))
+        self.lead(name, topic_id, from..total)
     }
 
     /// Serves the destination's control channel ([`crate::node::control`]): from now on the

@@ -48,6 +48,13 @@ pub(super) struct Following {
     next_refresh_ms: i64,
 }
 
+impl Following {
+    /// The selection followed.
+    pub(super) fn follow(&self) -> &Follow {
+        &self.follow
+    }
+}
+
 impl NodeDriver {
     /// Feeds the source's leaders of every topic it knows when they differ from what the node
     /// was last told (or always, with `force`).

@@ -1,5 +1,12 @@
-//! The topic changes Kafka clients ask ([`crate::serve::topic_admin`]): a regular topic grown
-//! or deleted, each durable before the client is answered ([`NodeDriver::carry_out`]).
+//! The topic changes Kafka clients ask ([`crate::serve::topic_admin`]): a regular topic
+//! created, grown or deleted, each durable before the client is answered
+//! ([`NodeDriver::carry_out`]).
+//!
+//! **A creation** writes the topic's config overrides (or removes a stale file of that name),
+//! then makes it as a growth from no partitions: the directories and logs durable, then
+//! `node.properties` naming it, then the node leads its partitions, writable at once (it is in
+//! no mirror). A crash before `node.properties` leaves directories open removes and an
+//! overrides file no topic names, which the next creation or mirror of that name replaces.
 //!
 //! **A growth** is the source's growth ([`NodeDriver::grow_topic`]): the new partitions'
 //! directories and logs made durable, then `node.properties`, then the node manager hears the
@@ -25,6 +32,7 @@
 //! `node.properties` naming partitions whose directories are gone, which open refuses as lost
 //! logs.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::ErrorKind;
 use std::path::Path;
@@ -43,11 +51,12 @@ use crate::topic_partition::MIRROR_STATE_TOPIC;
 
 use super::{NodeDriver, Queued};
 
-/// How long the answer to a CreatePartitions waits for the new partitions' gates to open (ms);
-/// past it the client is answered anyway (the growth is durable; the gates open a step later).
+/// How long the answer to a CreateTopics or CreatePartitions waits for the new partitions'
+/// gates to open (ms); past it the client is answered anyway (the partitions are durable; the
+/// gates open a step later).
 pub const GATE_WAIT_MS: i64 = 5_000;
 
-/// A CreatePartitions carried out, whose answer waits for its new partitions' gates.
+/// A CreateTopics or CreatePartitions carried out, whose answer waits for its new partitions' gates.
 pub(super) struct Growing {
     work: TopicWork,
     /// The new partitions.
@@ -73,6 +82,14 @@ impl NodeDriver {
                     total,
                 } => self
                     .grow_for_client(name, *topic_id, *total)
+                    .map(|new| keys.extend(new)),
+                TopicEdit::Create {
+                    name,
+                    topic_id,
+                    partitions,
+                    configs,
+                } => self
+                    .create_for_client(name, *topic_id, *partitions, configs)
                     .map(|new| keys.extend(new)),
                 TopicEdit::Delete { name, topic_id } => self.delete_topic(name, *topic_id),
             };
@@ -147,6 +164,34 @@ impl NodeDriver {
             .collect())
     }
 
+    /// CreateTopics: topic `name` is created in no mirror, with `configs` as its overrides.
+    /// Returns its partitions.
+    fn create_for_client(
+        &mut self,
+        name: &str,
+        topic_id: TopicId,
+        partitions: PartitionIndex,
+        configs: &BTreeMap<String, String>,
+    ) -> Result<Vec<PartitionKey>, NodeError> {
+        if self.dest.meta().topics.contains_key(name) {
+            return Ok(Vec::new());
+        }
+        let dir = MetadataDir::of(self.dest.root());
+        if configs.is_empty() {
+            remove_file(&dir.topic_config_path(name))?;
+        } else {
+            dir.write_topic_config(name, configs)
+                .map_err(|e| NodeError::Metadata(Box::new(e)))?;
+        }
+        self.extend_topic(name, topic_id, 0, partitions, None)?;
+        self.events.push(format!(
+            "{name}: created with {partitions} partition(s) (CreateTopics)"
+        ));
+        Ok((0..partitions)
+            .map(|p| PartitionKey::new(topic_id, p))
+            .collect())
+    }
+
     /// DeleteTopics of a regular topic: see the [module documentation](self) for the order.
     fn delete_topic(&mut self, name: &str, topic_id: TopicId) -> Result<(), NodeError> {
         let Some(topic) = self.dest.meta().topics.get(name).cloned() else {
@@ -200,18 +245,7 @@ impl NodeDriver {
         }
         self.make_created_durable()?;
         // 4. Its configs and committed offsets.
-        let configs = MetadataDir::of(self.dest.root()).topic_config_path(name);
-        match fs::remove_file(&configs) {
-            Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::NotFound => {}
-            Err(source) => {
-                return Err(NodeError::Io {
-                    action: "delete",
-                    path: configs,
-                    source,
-                })
-            }
-        }
+        remove_file(&MetadataDir::of(self.dest.root()).topic_config_path(name))?;
         if let Some(clients) = self.clients.as_mut() {
             clients.forget_topic(name)?;
         }
@@ -234,6 +268,19 @@ fn names_topic(input: &NodeInput, topic_id: TopicId) -> bool {
         NodeInput::CoordinatorMoved { .. }
         | NodeInput::FetchResponse(_)
         | NodeInput::FetchFailed { .. } => false,
+    }
+}
+
+/// Deletes file `path` (gone already is fine).
+fn remove_file(path: &Path) -> Result<(), NodeError> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(NodeError::Io {
+            action: "delete",
+            path: path.to_path_buf(),
+            source,
+        }),
     }
 }
 

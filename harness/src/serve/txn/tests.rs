@@ -173,6 +173,9 @@ impl ServedNode for TestNode {
     fn delete_records(&mut self, key: &PartitionKey, _: Offset) -> Result<Offset, ServeError> {
         Err(ServeError::NoLog { partition: *key })
     }
+    fn mirror_selecting(&self, _: &str) -> Option<kmirror_kernel::types::MirrorName> {
+        None
+    }
 }
 
 /// A node, its transaction and group coordinators and its producer ids, under one directory.

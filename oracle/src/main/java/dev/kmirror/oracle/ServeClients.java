@@ -7,6 +7,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Properties;
 import java.util.TreeMap;
 import java.util.concurrent.Future;
@@ -15,6 +16,7 @@ import java.util.function.Function;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewPartitions;
+import org.apache.kafka.clients.admin.NewTopic;
 
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
@@ -58,9 +60,11 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *       ({@code sendOffsetsToTransaction}) and commits, then N more in a transaction it aborts;
  *       one line with the records sent in each, the errors by exception class, and GROUP's
  *       committed offsets afterwards (Admin {@code listConsumerGroupOffsets});
- *   <li>{@code grow:TOPIC:N} — Admin {@code createPartitions} of TOPIC to N partitions, and
- *       {@code delete:TOPIC} — Admin {@code deleteTopics} of TOPIC; one line each with the
- *       error's exception class and message ({@code null} when it succeeded).
+ *   <li>{@code create:TOPIC:N} — Admin {@code createTopics} of TOPIC with N partitions and the
+ *       default replication factor, {@code grow:TOPIC:N} — Admin {@code createPartitions} of
+ *       TOPIC to N partitions, and {@code delete:TOPIC} — Admin {@code deleteTopics} of TOPIC;
+ *       one line each with the error's exception class and message ({@code null} when it
+ *       succeeded).
  * </ul>
  */
 public final class ServeClients {
@@ -80,6 +84,10 @@ public final class ServeClients {
                 case "produce" -> produce(bootstrap, parts[1], Integer.parseInt(parts[2]),
                         Boolean.parseBoolean(parts[3]));
                 case "txn" -> txn(bootstrap, parts[1], Integer.parseInt(parts[2]), parts[3]);
+                case "create" -> admin(bootstrap, "create", parts[1], admin -> admin
+                        .createTopics(List.of(new NewTopic(parts[1],
+                                Optional.of(Integer.parseInt(parts[2])), Optional.empty())))
+                        .all());
                 case "grow" -> admin(bootstrap, "grow", parts[1], admin -> admin
                         .createPartitions(Map.of(parts[1],
                                 NewPartitions.increaseTo(Integer.parseInt(parts[2]))))
