@@ -37,8 +37,6 @@ use kmirror_harness::source::{Source, SourceError};
 use kmirror_harness::topic_partition::parse_topic_id;
 use kmirror_harness::wire::{KafkaSource, SecurityConfig};
 
-use crate::demo;
-
 /// The commands on real logs (flattened into the `kmirror` binary's commands).
 #[derive(Subcommand, Debug)]
 pub enum LogCommand {
@@ -485,7 +483,7 @@ pub fn run(command: LogCommand) -> Result<ExitCode, String> {
         LogCommand::Status(args) => status(args),
         LogCommand::Verify(args) => verify(args),
         LogCommand::Produce(args) => produce(args),
-        LogCommand::Demo(args) => demo_command(args),
+        LogCommand::Demo(args) => return crate::demo::run_command(args),
         LogCommand::Sync(args) => {
             crate::sync_cli::sync(args).map_err(|e| DriverError::Invalid(e.to_string()))
         }
@@ -1334,21 +1332,4 @@ fn produce(args: ProduceArgs) -> Result<ExitCode, DriverError> {
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn demo_command(args: DemoArgs) -> Result<ExitCode, DriverError> {
-    let mut clock = SystemClock;
-    let report = demo::run(args.dir.as_deref(), &mut clock)?;
-    if args.json {
-        let text = serde_json::to_string_pretty(&report)
-            .map_err(|e| DriverError::Invalid(format!("cannot encode the demo: {e}")))?;
-        println!("{text}");
-    } else {
-        print!("{}", report.render());
-    }
-    Ok(if report.verified {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
 }

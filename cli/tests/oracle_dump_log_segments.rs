@@ -539,9 +539,9 @@ fn write_source(root: &Path) -> FileLog {
     log
 }
 
-/// `kmirror demo` (source and destination clusters with three replicas each, mirroring,
-/// failover with an open transaction and `MIRROR_PID_RESET`, local idempotent and transactional
-/// producers, failback): DumpLogSegments reads every segment of every replica and of
+/// `kmirror demo` (two nodes: east written over Kafka's wire, west mirroring it, failover with
+/// a half-mirrored transaction and `MIRROR_PID_RESET`, idempotent and transactional producers
+/// on west, failback): DumpLogSegments reads every segment of both nodes' partitions and of
 /// `__mirror_state` exactly as we wrote them, and prints the reset as `UNKNOWN(100)`.
 #[test]
 #[ignore = "needs Java 17 and Maven; run with `-- --include-ignored oracle`"]

@@ -387,12 +387,13 @@ impl NodeDest {
                 .next()
                 .is_none();
         if !empty {
+            let what = if Self::is_node_dest(root) {
+                "is a node destination already".to_owned()
+            } else {
+                format!("exists and is neither empty nor a node destination (no {NODE_FILE})")
+            };
             return Err(NodeError::Invalid {
-                message: format!(
-                    "{} exists and is neither empty nor a node destination (no {NODE_FILE}); \
-                     pick a new directory",
-                    root.display()
-                ),
+                message: format!("{} {what}; pick a new directory", root.display()),
             });
         }
         if meta.mirror_state_partitions == 0 {

@@ -142,7 +142,8 @@ impl ProducerIds {
     }
 }
 
-/// The largest producer id in any of the node's logs' producer state (-1: none).
+/// The largest producer id in any of the node's logs, in a batch or in the producer state (-1:
+/// none).
 fn highest_logged_producer(node: &dyn ServedNode) -> i64 {
     let meta = node.meta();
     meta.topics
@@ -152,11 +153,11 @@ fn highest_logged_producer(node: &dyn ServedNode) -> i64 {
         })
         .filter_map(|k| node.log(&k))
         .filter_map(|l| {
-            l.mem_log()
-                .producer_state()
-                .producers()
-                .map(|(p, _)| p)
-                .max()
+            // Every batch's producer, not only the live producer state: a MIRROR_PID_RESET
+            // expired the mirrored producers, whose ids stay in the log's batches.
+            let logged = l.mem_log().batches().iter().map(|b| b.producer_id);
+            let live = l.mem_log().producer_state().producers().map(|(p, _)| p);
+            logged.chain(live).max()
         })
         .max()
         .unwrap_or(-1)

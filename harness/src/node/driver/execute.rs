@@ -8,7 +8,7 @@
 //! | `ReadState` | read from the coordinator of `__mirror_state` partition `mirror_state_partition(key)`, answered as `CoordinatorAnswer` |
 //! | `WriteState` / `WriteLastMirroredEpoch` | fenced by that coordinator and staged; at the end of the round, group-committed ([`crate::node::commit`], [`NodeDriver::commit`]): the partition logs the round's records name made durable, then each `__mirror_state-<k>` appended and fsynced once, then the answers fed (the flush rules in `lifecycle.rs`) |
 //! | `QueryLastMirroredEpoch` | a stock Kafka source keeps no `__mirror_state`: "no LME" with the source's log start offset (ListOffsets earliest, every pending query of a round in one request per broker, `source.rs`), as [`KafkaSource`](crate::wire::KafkaSource) answers |
-//! | `Log(_)` | `apply_log_effect` on the partition's [`FileLog`](crate::file_log::FileLog), with its share of the fetched batches byte for byte; then its high watermark moves to its log end offset (one replica) and a partition waiting for its `MIRROR_PID_RESET` to commit hears `HighWatermarkAdvanced` |
+//! | `Log(_)` | `apply_log_effect` on the partition's [`FileLog`](crate::file_log::FileLog), with its share of the fetched batches byte for byte; then its high watermark moves to its log end offset (one replica) and a partition waiting for its `MIRROR_PID_RESET` to commit hears `HighWatermarkAdvanced`; a truncation that removed data, the `MIRROR_PID_RESET` and an ABORT marker are reported as event lines |
 //! | `BumpLeaderEpoch` | the partition's leader epoch in `node.properties`: written once per round, in the group commit, before any answer |
 //! | `SetWritable` | the partition's produce gate in `node.properties` |
 //! | `ScheduleRetry` | a timer per partition, fired once the caller's clock passes it |
@@ -28,7 +28,7 @@ use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::node::{NodeEffect, NodeError as KernelNodeError, NodeInput, PartitionKey};
 use kmirror_kernel::partition::Activity;
 use kmirror_kernel::partitioner::mirror_state_partition;
-use kmirror_kernel::types::MirrorPartition;
+use kmirror_kernel::types::{MirrorPartition, Offset};
 
 use crate::mirror_state_log::MirrorStateLog;
 use crate::node::commit::CommitParts;
@@ -321,11 +321,17 @@ impl NodeDriver {
             message: format!("no log for partition {key}"),
         })?;
         log.set_append_timestamp(now);
+        let before = log.log_end_offset();
         apply_log_effect(log, effect, fetched).map_err(|source| NodeError::LogEffect {
             dir: log.dir().to_path_buf(),
             effect: format!("{effect:?}"),
             source: Box::new(source),
         })?;
+        if let Some(line) = log_event(effect, before) {
+            let tp = log.topic_partition();
+            let line = format!("{}-{}: {line}", tp.topic, tp.partition);
+            self.events.push(line);
+        }
         if matches!(effect, LogEffect::AppendFetched) {
             self.stats.batches += fetched.len() as u64;
             self.stats.bytes += fetched
@@ -341,5 +347,28 @@ impl NodeDriver {
                 .sum::<u64>();
         }
         Ok(())
+    }
+}
+
+/// What an operator reads of a log effect that removes data or writes a marker of the node's
+/// own (the log's end offset was `before`); `None` for appends of fetched batches and for
+/// truncations that removed nothing.
+fn log_event(effect: &LogEffect, before: Offset) -> Option<String> {
+    match effect {
+        LogEffect::TruncateTo { offset, cause } if *offset < before => {
+            Some(format!("truncated from LEO {before} to {offset} ({cause})"))
+        }
+        LogEffect::TruncateFullyAndStartAt { offset, cause } if before > 0 || *offset > 0 => Some(
+            format!("emptied (LEO {before}), starts at {offset} ({cause})"),
+        ),
+        LogEffect::AppendPidReset { leader_epoch } => Some(format!(
+            "MIRROR_PID_RESET appended at offset {before} (leader epoch {leader_epoch}): \
+             mirrored producer state expired"
+        )),
+        LogEffect::AbortTransaction { producer_id, .. } => Some(format!(
+            "ABORT marker appended at offset {before} for producer {producer_id}'s open \
+             transaction"
+        )),
+        _ => None,
     }
 }

@@ -681,3 +681,30 @@ fn a_node_reopened_between_prepare_and_markers_completes_the_transaction() {
     assert_eq!(ends, again);
     assert_eq!(w.state(), TxnState::CompleteCommit);
 }
+
+/// A node that mirrored another kmirror node holds producer ids from that node's range
+/// (at or above `FIRST_ID`); after the failover's `MIRROR_PID_RESET` expired them, its own
+/// first id is still above every id in its logs, so a log never shows two producers under
+/// one id.
+#[test]
+fn a_new_producer_id_is_above_every_logged_one_even_after_a_pid_reset() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = TestNode::open(dir.path());
+    let mirrored = (FIRST_ID + 7, 0);
+    node.produce(1, mirrored, 0);
+    let key = PartitionKey::new(ORDERS, 1);
+    let reset = LeaderBatch::Control {
+        control: ControlType::MirrorPidReset,
+        producer: None,
+    };
+    let log = node.logs.get_mut(&key).unwrap();
+    log.append_as_leader(1, reset).unwrap();
+    log.advance_high_watermark(log.log_end_offset()).unwrap();
+    assert_eq!(
+        node.mem(1).producer_state().producers().count(),
+        0,
+        "the reset expired the mirrored producer"
+    );
+    let first = ProducerIds::open(dir.path()).unwrap().next(&node).unwrap();
+    assert!(first > mirrored.0, "{first} after {}", mirrored.0);
+}
