@@ -123,6 +123,7 @@ use kmirror_kernel::types::{LeaderEpoch, Offset};
 
 use crate::checkpoint_files::Persisted;
 use crate::error::FileLogError;
+use crate::file_region::{FileRegion, Truncations};
 use crate::log_dir_checkpoints::{CheckpointKind, Checkpoints, LogDirCheckpoints};
 use crate::read_buffer::ReadBuffer;
 use crate::record_batch::RawBatch;
@@ -161,6 +162,8 @@ pub struct FileLog {
     /// The buffer reads go through: the batches read are slices of it, and its allocation is
     /// reused once they are dropped, so a fetch costs no copy per batch and no fresh allocation.
     read_buf: Mutex<ReadBuffer>,
+    /// Counts the truncations, for the file regions taken of this log ([`FileLog::region`]).
+    truncations: Truncations,
 }
 
 impl FileLog {
@@ -238,6 +241,7 @@ impl FileLog {
             timestamp_ms: config.append_timestamp_ms,
             failed: Mutex::new(None),
             read_buf: Mutex::new(ReadBuffer::default()),
+            truncations: Truncations::default(),
         };
         Ok((log, recovered.report))
     }
@@ -427,6 +431,52 @@ impl FileLog {
     /// at a time) into a [`ReadBuffer`], whose slices the batches are.
     pub fn try_read(&self, from: Offset, below: Offset) -> Result<Vec<RawBatch>, FileLogError> {
         self.try_read_at_most(from, below, usize::MAX)
+    }
+
+    /// The batches from `from` below `below` of the one segment holding `from`, whole, at most
+    /// `limit` bytes (at least one batch when `at_least_one`: Kafka returns a first batch
+    /// larger than the limit, so a consumer can make progress), as a byte range of that
+    /// segment's file ([`FileRegion`]): what a Fetch answer sends without reading it. `None`
+    /// when there is no such batch. One segment, as Kafka's fetch reads one; the client asks
+    /// again from the next.
+    pub fn region(
+        &self,
+        from: Offset,
+        below: Offset,
+        limit: u64,
+        at_least_one: bool,
+    ) -> Result<Option<FileRegion>, FileLogError> {
+        self.check_not_failed()?;
+        let at = self.segments.partition_point(|s| s.next_offset() <= from);
+        let Some(seg) = self.segments.get(at) else {
+            return Ok(None);
+        };
+        let batches = seg.batches();
+        let first = batches.partition_point(|b| b.header.last_offset < from);
+        let mut end = first;
+        let mut size = 0u64;
+        while let Some(b) = batches.get(end) {
+            let room = size + b.size <= limit || (end == first && at_least_one);
+            if b.header.base_offset >= below || !room {
+                break;
+            }
+            size += b.size;
+            end += 1;
+        }
+        let (Some(head), Some(last)) = (batches.get(first), batches[..end].last()) else {
+            return Ok(None);
+        };
+        if end == first {
+            return Ok(None);
+        }
+        Ok(Some(FileRegion::new(
+            seg.shared_file(),
+            seg.log_path(),
+            head.position,
+            size,
+            last.header.last_offset,
+            &self.truncations,
+        )))
     }
 
     /// [`FileLog::try_read`], stopping after `max_batches` batches.
@@ -835,6 +885,8 @@ impl FileLog {
     }
 
     fn truncate_inner(&mut self, next: &MemLog) -> Result<(), FileLogError> {
+        // Counted before any file changes: a region taken before is no longer known intact.
+        self.truncations.begin();
         let new_end = next.log_end_offset();
         self.durable_end = self.durable_end.min(new_end);
         if self.persisted.recovery_point > new_end {
@@ -884,6 +936,7 @@ impl FileLog {
     }
 
     fn truncate_fully_inner(&mut self, offset: Offset) -> Result<(), FileLogError> {
+        self.truncations.begin();
         self.durable_end = offset;
         for seg in self.segments.iter().rev() {
             seg.mark_deleted()?;

@@ -3,7 +3,8 @@
 //! The on-disk side: [`record_batch`] (Kafka record batch v2 codec), [`read_buffer`] (the
 //! shared buffer fetched batches are slices of), [`segment`] (segment files and their offset
 //! index), [`writeback`] (starting the disk's writes of appended bytes early), [`file_log`] (a
-//! partition log on disk implementing the kernel's log contract), [`log_config`] (how a log
+//! partition log on disk implementing the kernel's log contract), [`file_region`] (a byte range
+//! of a segment file a Fetch answer sends without reading it), [`log_config`] (how a log
 //! lays out, flushes and verifies its data), [`topic_partition`] (a partition's name on disk,
 //! the topic names a destination may hold, topic ids), [`checkpoint_files`] (a log's checkpoint
 //! files and Kafka's offset checkpoint format), [`log_dir_checkpoints`] (Kafka's log-dir-level
@@ -31,6 +32,7 @@ pub mod durability;
 pub mod error;
 mod fault;
 pub mod file_log;
+pub mod file_region;
 pub mod log_config;
 pub mod log_dir_checkpoints;
 pub mod read_buffer;

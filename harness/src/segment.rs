@@ -25,6 +25,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use kmirror_kernel::batch::BatchHeader;
@@ -118,7 +119,8 @@ pub struct Segment {
     base_offset: Offset,
     log_path: PathBuf,
     index_path: PathBuf,
-    log: File,
+    /// Shared with the file regions a Fetch answer sends ([`crate::file_region`]).
+    log: Arc<File>,
     /// The `.index` file once opened ([`index_file`]); `None` until this segment writes it.
     index: Option<File>,
     batches: Vec<BatchEntry>,
@@ -168,7 +170,7 @@ impl Segment {
             base_offset,
             log_path,
             index_path,
-            log,
+            log: Arc::new(log),
             index: None,
             batches: Vec::new(),
             index_entries: Vec::new(),
@@ -202,7 +204,7 @@ impl Segment {
             base_offset,
             log_path,
             index_path,
-            log,
+            log: Arc::new(log),
             index: None,
             batches,
             index_entries: Vec::new(),
@@ -310,6 +312,12 @@ impl Segment {
     /// The `.index` file.
     pub fn index_path(&self) -> &Path {
         &self.index_path
+    }
+
+    /// The `.log` file, shared: a file region sent after this segment is truncated or deleted
+    /// still reads the same file.
+    pub fn shared_file(&self) -> Arc<File> {
+        Arc::clone(&self.log)
     }
 
     /// The batches, oldest first.

@@ -17,10 +17,10 @@
 //!    data. Both logs end byte for byte equal.
 //!
 //! Each node is a [`NodeDriver`] in this process with a Kafka listener on loopback. A node
-//! that only serves runs on a thread of its own ([`Served`]); a node the demo steps (a mirror
+//! that only serves runs on a thread of its own (`Served`); a node the demo steps (a mirror
 //! it cuts off, a stop, a failback) runs on the caller's thread. Every write goes through the
-//! node's listener ([`client`]), every decision is the kernel's: the demo only chooses what to
-//! do and when, and reads the nodes for the tables ([`report`]).
+//! node's listener (`client.rs`), every decision is the kernel's: the demo only chooses what to
+//! do and when, and reads the nodes for the tables ([`DemoRow`]).
 
 mod client;
 mod report;

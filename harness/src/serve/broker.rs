@@ -29,7 +29,8 @@ use super::produce::ProducerIds;
 use super::topic_admin::{self, TopicWork};
 use super::txn::TxnCoordinator;
 use super::{
-    admin, configs, create_topics, metadata, offsets, produce, CallId, ClientCall, ServeError,
+    admin, configs, create_topics, metadata, offsets, produce, CallId, ClientCall, Reply,
+    ServeError,
 };
 
 /// What the broker reads and writes of the node, lent by the node driver for one call.
@@ -119,7 +120,7 @@ pub struct Broker {
     groups: GroupCoordinator,
     txns: TxnCoordinator,
     /// JoinGroup and SyncGroup calls the coordinator holds until their rebalance completes.
-    group_calls: BTreeMap<CallId, SyncSender<ResponseKind>>,
+    group_calls: BTreeMap<CallId, SyncSender<Reply>>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -219,7 +220,10 @@ impl Broker {
             RequestKind::Fetch(r) => {
                 let context = self.sessions.context(now_ms, r, version);
                 match self.fetch(now_ms, context, r, version, node, false) {
-                    Some(response) => ResponseKind::Fetch(response),
+                    Some(reply) => {
+                        let _ = call.reply.send(reply);
+                        return Ok(None);
+                    }
                     None => {
                         let deadline_ms = now_ms.saturating_add(i64::from(r.max_wait_ms.max(0)));
                         self.parked.push(Parked {
@@ -237,7 +241,9 @@ impl Broker {
             RequestKind::DescribeAcls(_) => ResponseKind::DescribeAcls(configs::describe_acls()),
             RequestKind::DeleteRecords(r) => {
                 let (response, failure) = admin::delete_records(node, r);
-                let _ = call.reply.send(ResponseKind::DeleteRecords(response));
+                let _ = call
+                    .reply
+                    .send(ResponseKind::DeleteRecords(response).into());
                 return failure.map_or(Ok(None), Err);
             }
             RequestKind::CreateTopics(r) => {
@@ -282,7 +288,7 @@ impl Broker {
             RequestKind::Produce(r) => {
                 // acks=0: the connection thread writes no response (Kafka sends none).
                 let (response, failure) = produce::answer(node, r, version);
-                let _ = call.reply.send(ResponseKind::Produce(response));
+                let _ = call.reply.send(ResponseKind::Produce(response).into());
                 return failure.map_or(Ok(None), Err);
             }
             other => {
@@ -295,7 +301,7 @@ impl Broker {
                 return Ok(None);
             }
         };
-        let _ = call.reply.send(response);
+        let _ = call.reply.send(response.into());
         Ok(None)
     }
 
@@ -363,7 +369,7 @@ impl Broker {
     fn send_group_answers(&mut self, answers: Vec<GroupAnswer>) {
         for answer in answers {
             if let Some(reply) = self.group_calls.remove(&answer.call) {
-                let _ = reply.send(answer.response);
+                let _ = reply.send(answer.response.into());
             }
         }
     }
@@ -402,8 +408,8 @@ impl Broker {
             };
             let version = parked.call.header.request_api_version;
             match self.fetch(now_ms, parked.context, r, version, node, expired) {
-                Some(response) => {
-                    let _ = parked.call.reply.send(ResponseKind::Fetch(response));
+                Some(reply) => {
+                    let _ = parked.call.reply.send(reply);
                 }
                 None => still.push(parked),
             }
@@ -422,10 +428,16 @@ impl Broker {
         version: i16,
         node: &dyn ServedNode,
         expired: bool,
-    ) -> Option<kafka_protocol::messages::FetchResponse> {
+    ) -> Option<Reply> {
         let wanted = self.sessions.wanted(context, request, version);
         match fetch::answer(node, request, wanted, expired) {
-            FetchAnswer::Ready(read) => Some(self.sessions.respond(now_ms, context, version, read)),
+            FetchAnswer::Ready(read) => {
+                let (response, regions) = self.sessions.respond(now_ms, context, version, read);
+                Some(Reply {
+                    response: ResponseKind::Fetch(response),
+                    regions,
+                })
+            }
             FetchAnswer::Wait => None,
         }
     }

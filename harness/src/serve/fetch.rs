@@ -1,12 +1,15 @@
-//! Fetch, as a consumer sends it: records from the segment files up to the high watermark
-//! (read-uncommitted) or the last stable offset (read-committed, with the aborted
-//! transactions of the records returned), KIP-320's diverging epoch, and long polls (the
-//! [`Broker`](super::Broker) parks a Fetch with fewer than `min_bytes` for up to `max_wait_ms`).
+//! Fetch, as a consumer sends it: records up to the high watermark (read-uncommitted) or the
+//! last stable offset (read-committed, with the aborted transactions of the records
+//! returned), KIP-320's diverging epoch, and long polls (the [`Broker`](super::Broker) parks a
+//! Fetch with fewer than `min_bytes` for up to `max_wait_ms`). A partition's records are whole
+//! batches of one segment, taken from the log's index as a region of the segment file
+//! ([`crate::file_region`]) that the connection's thread sends without reading
+//! ([`fetch_frame`](super::fetch_frame)); the node's thread reads no record.
 //!
 //! Which partitions a Fetch reads and which of their answers it gets is its fetch session's
 //! business ([`fetch_session`](super::fetch_session)); this module reads them.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::FetchPartition;
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, EpochEndOffset, LeaderIdAndEpoch, PartitionData,
@@ -18,6 +21,7 @@ use kmirror_kernel::types::{Offset, ProducerId as Pid, TopicId};
 use std::collections::BTreeMap;
 
 use crate::file_log::FileLog;
+use crate::file_region::FileRegion;
 
 use super::broker::{leader_epoch, partition_key, ServedNode};
 use super::fetch_session::{TopicRef, Wanted};
@@ -27,17 +31,20 @@ use super::offsets::{check_leader_epoch, KAFKA_STORAGE_ERROR};
 /// `OFFSET_OUT_OF_RANGE`.
 pub const OFFSET_OUT_OF_RANGE: i16 = 1;
 
-/// Batches read from a log at a time.
-const READ_BATCHES: usize = 64;
 /// Offsets looked at a time past the records returned, for the markers that say which of
 /// their transactions aborted.
 const MARKER_WINDOW: i64 = 10_000;
+
+/// One partition of a Fetch, read: its answer, and the region of a segment file its records
+/// are (the answer's `records` then an empty placeholder the connection's thread fills from
+/// the region; [`crate::file_region`]).
+pub type Read = (Wanted, PartitionData, Option<FileRegion>);
 
 /// A Fetch's partitions read, or that it waits for data.
 #[derive(Debug)]
 pub enum FetchAnswer {
     /// Each partition read, with its answer, in the order asked.
-    Ready(Vec<(Wanted, PartitionData)>),
+    Ready(Vec<Read>),
     /// Fewer bytes than `min_bytes` and no error: park it until data comes or its wait ends.
     Wait,
 }
@@ -52,8 +59,8 @@ pub fn answer(
     expired: bool,
 ) -> FetchAnswer {
     let read_committed = request.isolation_level == 1;
-    let mut budget = usize::try_from(request.max_bytes.max(0)).unwrap_or(usize::MAX);
-    let mut total = 0usize;
+    let mut budget = u64::try_from(request.max_bytes.max(0)).unwrap_or(u64::MAX);
+    let mut total = 0u64;
     let mut errors = false;
     // Kafka answers at once a Fetch that reads no partition (a client closing its session
     // sends one), that may not wait, that has enough bytes, or that met an error.
@@ -67,17 +74,18 @@ pub fn answer(
                 .map(str::to_owned),
             TopicRef::Name(name) => Some(name.clone()),
         };
-        let data = match &name {
-            None => failed(w.params.partition, UNKNOWN_TOPIC_ID),
+        let (data, region) = match &name {
+            None => (failed(w.params.partition, UNKNOWN_TOPIC_ID), None),
             Some(name) => {
                 let first = total == 0;
-                let data = partition(node, name, &w.params, read_committed, &mut budget, first);
-                total += data.records.as_ref().map_or(0, Bytes::len);
-                data
+                let (data, region) =
+                    partition(node, name, &w.params, read_committed, &mut budget, first);
+                total += region.as_ref().map_or(0, FileRegion::len);
+                (data, region)
             }
         };
         errors |= data.error_code != 0;
-        read.push((w, data));
+        read.push((w, data, region));
     }
     if asks_for_data && !expired && !errors && request.max_wait_ms > 0 && total < min_bytes(request)
     {
@@ -86,8 +94,8 @@ pub fn answer(
     FetchAnswer::Ready(read)
 }
 
-fn min_bytes(request: &FetchRequest) -> usize {
-    usize::try_from(request.min_bytes.max(1)).unwrap_or(1)
+fn min_bytes(request: &FetchRequest) -> u64 {
+    u64::try_from(request.min_bytes.max(1)).unwrap_or(1)
 }
 
 /// A partition's answer carrying only `code`.
@@ -100,48 +108,47 @@ fn failed(partition: i32, code: i16) -> PartitionData {
         .with_log_start_offset(-1)
 }
 
-/// One partition's answer.
+/// One partition's answer, and the region of a segment file its records are.
 fn partition(
     node: &dyn ServedNode,
     name: &str,
     p: &FetchPartition,
     read_committed: bool,
-    budget: &mut usize,
+    budget: &mut u64,
     first: bool,
-) -> PartitionData {
+) -> (PartitionData, Option<FileRegion>) {
     let Some(key) = partition_key(node, name, p.partition) else {
-        return failed(p.partition, UNKNOWN_TOPIC_OR_PARTITION);
+        return (failed(p.partition, UNKNOWN_TOPIC_OR_PARTITION), None);
     };
     let Some(log) = node.log(&key) else {
-        return failed(p.partition, UNKNOWN_TOPIC_OR_PARTITION);
+        return (failed(p.partition, UNKNOWN_TOPIC_OR_PARTITION), None);
     };
     let epoch = leader_epoch(node, name, &key);
     let current = LeaderIdAndEpoch::default()
         .with_leader_id(BrokerId(node.meta().broker))
         .with_leader_epoch(epoch);
     if let Some(code) = check_leader_epoch(p.current_leader_epoch, epoch) {
-        return failed(p.partition, code).with_current_leader(current);
+        return (failed(p.partition, code).with_current_leader(current), None);
     }
     let mem = log.mem_log();
-    let mut data = PartitionData::default()
+    let data = PartitionData::default()
         .with_partition_index(p.partition)
         .with_high_watermark(mem.high_watermark())
         .with_last_stable_offset(mem.last_stable_offset())
         .with_log_start_offset(mem.log_start_offset())
         .with_preferred_read_replica(BrokerId(-1));
     if p.fetch_offset < mem.log_start_offset() || p.fetch_offset > mem.log_end_offset() {
-        return data.with_error_code(OFFSET_OUT_OF_RANGE);
+        return (data.with_error_code(OFFSET_OUT_OF_RANGE), None);
     }
     if p.last_fetched_epoch >= 0 {
         let end = mem
             .epoch_cache()
             .end_offset_for(p.last_fetched_epoch, mem.log_end_offset());
         if end.epoch < p.last_fetched_epoch || end.end_offset < p.fetch_offset {
-            return data.with_diverging_epoch(
-                EpochEndOffset::default()
-                    .with_epoch(end.epoch)
-                    .with_end_offset(end.end_offset),
-            );
+            let diverging = EpochEndOffset::default()
+                .with_epoch(end.epoch)
+                .with_end_offset(end.end_offset);
+            return (data.with_diverging_epoch(diverging), None);
         }
     }
     let bound = if read_committed {
@@ -149,16 +156,19 @@ fn partition(
     } else {
         mem.high_watermark()
     };
-    let limit = usize::try_from(p.partition_max_bytes.max(0))
+    let limit = u64::try_from(p.partition_max_bytes.max(0))
         .unwrap_or(0)
         .min(*budget);
-    let records = match read(log, p.fetch_offset, bound, limit, first) {
-        Ok(records) => records,
-        Err(()) => return data.with_error_code(KAFKA_STORAGE_ERROR),
+    let region = match log.region(p.fetch_offset, bound, limit, first) {
+        Ok(region) => region,
+        Err(_) => return (data.with_error_code(KAFKA_STORAGE_ERROR), None),
     };
-    *budget = budget.saturating_sub(records.len());
+    *budget = budget.saturating_sub(region.as_ref().map_or(0, FileRegion::len));
+    let mut data = data.with_records(Some(Bytes::new()));
     if read_committed {
-        let end = records_end(&records).unwrap_or(p.fetch_offset);
+        let end = region
+            .as_ref()
+            .map_or(p.fetch_offset, |r| r.last_offset() + 1);
         data.aborted_transactions = Some(
             aborted(log, p.fetch_offset, end)
                 .into_iter()
@@ -170,42 +180,7 @@ fn partition(
                 .collect(),
         );
     }
-    data.records = Some(records);
-    data
-}
-
-/// The batches from `from` below `bound`, whole, at most `limit` bytes (at least one batch
-/// when `at_least_one`: Kafka returns a first batch larger than the limit so a consumer can
-/// make progress).
-fn read(
-    log: &FileLog,
-    mut from: Offset,
-    bound: Offset,
-    limit: usize,
-    at_least_one: bool,
-) -> Result<Bytes, ()> {
-    let mut out = BytesMut::new();
-    while from < bound {
-        let batches = log
-            .try_read_at_most(from, bound, READ_BATCHES)
-            .map_err(|_| ())?;
-        let Some(last) = batches.last() else { break };
-        from = last.header().last_offset + 1;
-        for b in &batches {
-            let size = b.bytes().len();
-            if out.len() + size > limit && !(out.is_empty() && at_least_one) {
-                return Ok(out.freeze());
-            }
-            out.extend_from_slice(b.bytes());
-        }
-    }
-    Ok(out.freeze())
-}
-
-/// The offset after the last batch in `records`.
-fn records_end(records: &Bytes) -> Option<Offset> {
-    let batches = crate::record_batch::RawBatch::parse_many_shared(records).ok()?;
-    batches.last().map(|b| b.header().last_offset + 1)
+    (data, region)
 }
 
 /// The aborted transactions of the data batches in `[from, end)`: `(producer id, first

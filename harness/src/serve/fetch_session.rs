@@ -44,6 +44,11 @@ use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
+use super::fetch::Read;
+use super::PlacedRegion;
+#[cfg(test)]
+use crate::file_region::FileRegion;
+
 pub use crate::wire::fetch_session::{
     FETCH_SESSION_ID_NOT_FOUND, FETCH_SESSION_TOPIC_ID_ERROR, INVALID_FETCH_SESSION_EPOCH,
 };
@@ -110,11 +115,11 @@ struct Cached {
 }
 
 impl Cached {
-    /// Whether `data` must be answered (something new), remembering its offsets.
-    fn must_answer(&mut self, data: &PartitionData) -> bool {
-        let mut new = data.records.as_ref().is_some_and(|r| !r.is_empty())
-            || data.diverging_epoch.epoch >= 0
-            || data.preferred_read_replica.0 >= 0;
+    /// Whether `data` must be answered (something new: `has_records`, or an offset, an epoch
+    /// or an error), remembering its offsets.
+    fn must_answer(&mut self, data: &PartitionData, has_records: bool) -> bool {
+        let mut new =
+            has_records || data.diverging_epoch.epoch >= 0 || data.preferred_read_replica.0 >= 0;
         for (cached, now) in [
             (&mut self.high_watermark, data.high_watermark),
             (&mut self.last_stable_offset, data.last_stable_offset),
@@ -301,45 +306,48 @@ impl FetchSessions {
         now_ms: i64,
         context: FetchContext,
         version: i16,
-        read: Vec<(Wanted, PartitionData)>,
-    ) -> FetchResponse {
+        read: Vec<Read>,
+    ) -> (FetchResponse, Vec<PlacedRegion>) {
         match context {
-            FetchContext::Error(code) => FetchResponse::default().with_error_code(code),
-            FetchContext::Sessionless => response(read.into_iter()),
+            FetchContext::Error(code) => {
+                (FetchResponse::default().with_error_code(code), Vec::new())
+            }
+            FetchContext::Sessionless => response(read),
             FetchContext::Full => {
                 let id = self.create(now_ms, version >= FIRST_TOPIC_ID_VERSION, &read);
-                response(read.into_iter()).with_session_id(id)
+                let (answer, regions) = response(read);
+                (answer.with_session_id(id), regions)
             }
             FetchContext::Incremental { id } => {
                 let Some(session) = self.sessions.get_mut(&id) else {
-                    return FetchResponse::default().with_error_code(FETCH_SESSION_ID_NOT_FOUND);
+                    return (
+                        FetchResponse::default().with_error_code(FETCH_SESSION_ID_NOT_FOUND),
+                        Vec::new(),
+                    );
                 };
                 let mut answered = Vec::new();
-                for (wanted, data) in read {
+                for (wanted, data, region) in read {
                     let key = (wanted.topic.clone(), wanted.params.partition);
                     let Some(cached) = session.partitions.get_mut(&key) else {
                         continue;
                     };
-                    if !cached.must_answer(&data) {
+                    let has_records = region.is_some();
+                    if !cached.must_answer(&data, has_records) {
                         continue;
                     }
-                    if data.records.as_ref().is_some_and(|r| !r.is_empty()) {
+                    if has_records {
                         session.move_to_end(&key);
                     }
-                    answered.push((wanted, data));
+                    answered.push((wanted, data, region));
                 }
-                response(answered.into_iter()).with_session_id(id)
+                let (answer, regions) = response(answered);
+                (answer.with_session_id(id), regions)
             }
         }
     }
 
     /// A new session of `read`'s partitions: its id, or 0 when the cache has no room.
-    fn create(
-        &mut self,
-        now_ms: i64,
-        uses_topic_ids: bool,
-        read: &[(Wanted, PartitionData)],
-    ) -> i32 {
+    fn create(&mut self, now_ms: i64, uses_topic_ids: bool, read: &[Read]) -> i32 {
         if self.sessions.len() >= self.max_sessions && !self.evict_for(now_ms, read.len()) {
             return 0;
         }
@@ -355,7 +363,7 @@ impl FetchSessions {
             order: BTreeMap::new(),
             next_rank: 0,
         };
-        for (wanted, data) in read {
+        for (wanted, data, _) in read {
             session.add(wanted.clone(), Some(data));
         }
         self.sessions.insert(id, session);
@@ -460,10 +468,13 @@ fn forgotten(request: &FetchRequest, version: i16) -> Vec<PartitionRef> {
 }
 
 /// A response of `answered`, consecutive partitions of a topic under one topic entry.
-fn response(answered: impl Iterator<Item = (Wanted, PartitionData)>) -> FetchResponse {
+/// The response of `answered`, each topic's partitions together in the order given, and the
+/// regions of those that carry records, each with its place in the response.
+fn response(answered: Vec<Read>) -> (FetchResponse, Vec<PlacedRegion>) {
     let mut response = FetchResponse::default();
+    let mut regions = Vec::new();
     let mut last: Option<TopicRef> = None;
-    for (wanted, data) in answered {
+    for (wanted, data, region) in answered {
         if last.as_ref() != Some(&wanted.topic) {
             let entry = match &wanted.topic {
                 TopicRef::Id(id) => FetchableTopicResponse::default().with_topic_id(*id),
@@ -473,11 +484,18 @@ fn response(answered: impl Iterator<Item = (Wanted, PartitionData)>) -> FetchRes
             response.responses.push(entry);
             last = Some(wanted.topic);
         }
+        let topic = response.responses.len().saturating_sub(1);
         if let Some(entry) = response.responses.last_mut() {
             entry.partitions.push(data);
+            let partition = entry.partitions.len() - 1;
+            regions.extend(region.map(|r| PlacedRegion {
+                topic,
+                partition,
+                region: r,
+            }));
         }
     }
-    response
+    (response, regions)
 }
 
 #[cfg(test)]
@@ -535,21 +553,25 @@ pub(crate) mod tests {
     }
 
     /// What a read of `wanted` gives when each partition's high watermark is `hw` and the
-    /// partitions in `with_records` have records.
-    fn read(wanted: Vec<Wanted>, hw: i64, with_records: &[i32]) -> Vec<(Wanted, PartitionData)> {
+    /// partitions in `with_records` have records (a region of a five-byte file).
+    fn read(wanted: Vec<Wanted>, hw: i64, with_records: &[i32]) -> Vec<Read> {
         wanted
             .into_iter()
             .map(|w| {
-                let records = with_records
-                    .contains(&w.params.partition)
-                    .then(|| Bytes::from_static(b"batch"));
+                let region = with_records.contains(&w.params.partition).then(|| {
+                    let mut file = tempfile::tempfile().unwrap();
+                    std::io::Write::write_all(&mut file, b"batch").unwrap();
+                    let truncations = crate::file_region::Truncations::default();
+                    let path = std::path::Path::new("batch");
+                    FileRegion::new(std::sync::Arc::new(file), path, 0, 5, 0, &truncations)
+                });
                 let data = PartitionData::default()
                     .with_partition_index(w.params.partition)
                     .with_high_watermark(hw)
                     .with_last_stable_offset(hw)
                     .with_log_start_offset(0)
-                    .with_records(records);
-                (w, data)
+                    .with_records(Some(Bytes::new()));
+                (w, data, region)
             })
             .collect()
     }
@@ -564,7 +586,9 @@ pub(crate) mod tests {
     ) -> FetchResponse {
         let context = sessions.context(now_ms, request, 13);
         let wanted = sessions.wanted(context, request, 13);
-        sessions.respond(now_ms, context, 13, read(wanted, hw, with_records))
+        sessions
+            .respond(now_ms, context, 13, read(wanted, hw, with_records))
+            .0
     }
 
     /// The partitions an answer lists.
@@ -633,7 +657,7 @@ pub(crate) mod tests {
         );
         failing[0].1.error_code = 1;
         let context = sessions.context(4, &request(id, 4, &[], &[]), 13);
-        let error = sessions.respond(4, context, 13, failing);
+        let (error, _) = sessions.respond(4, context, 13, failing);
         assert_eq!(answered(&error), [0], "an error is always answered");
         let recovered = fetch(&mut sessions, 5, &request(id, 5, &[], &[]), 12, &[]);
         assert_eq!(
@@ -662,7 +686,7 @@ pub(crate) mod tests {
             [(0, 7), (1, 0), (3, 5)],
             "updated, kept, added; 2 forgotten"
         );
-        let first = sessions.respond(
+        let (first, _) = sessions.respond(
             1,
             context,
             13,
@@ -701,7 +725,7 @@ pub(crate) mod tests {
             let context = sessions.context(1, &request, version);
             assert_eq!(context, FetchContext::Error(code));
             assert!(sessions.wanted(context, &request, version).is_empty());
-            let response = sessions.respond(1, context, version, Vec::new());
+            let (response, _) = sessions.respond(1, context, version, Vec::new());
             assert_eq!((response.error_code, response.session_id), (code, 0));
             assert!(response.responses.is_empty());
         }
@@ -788,7 +812,7 @@ pub(crate) mod tests {
         );
         assert_eq!(sessions.open_sessions(), 1);
 
-        let none = FetchSessions::new(0, 1_000).respond(0, FetchContext::Full, 13, Vec::new());
+        let (none, _) = FetchSessions::new(0, 1_000).respond(0, FetchContext::Full, 13, Vec::new());
         assert_eq!(none.session_id, 0, "a cache of no sessions opens none");
     }
 }

@@ -25,7 +25,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use super::lme::{self, MirrorStatesCall, READ_MIRROR_STATES_KEY};
 use super::sasl::Sasl;
 use super::versions::{api_versions_response, supported};
-use super::{CallId, ClientCall, NodeCall, ServeError, ServeOptions};
+use super::{fetch_frame, CallId, ClientCall, NodeCall, Reply, ServeError, ServeOptions};
 
 /// A running listener. Dropping it stops accepting (connections end as their clients leave).
 #[derive(Debug)]
@@ -140,18 +140,25 @@ fn serve_connection(stream: TcpStream, shared: &Shared) -> Result<(), Closed> {
         .set_write_timeout(Some(shared.options.idle_timeout))
         .map_err(|e| e.to_string())?;
     match &shared.options.security.tls {
-        None => serve_frames(stream, &client_host, shared),
+        None => {
+            // The same connection, for the records a Fetch answer sends from the files.
+            let socket = stream.try_clone().map_err(|e| e.to_string())?;
+            serve_frames(stream, Some(&socket), &client_host, shared)
+        }
         Some(config) => {
             let tls = rustls::ServerConnection::new(config.clone())
                 .map_err(|e| format!("TLS setup failed: {e}"))?;
-            serve_frames(rustls::StreamOwned::new(tls, stream), &client_host, shared)
+            let stream = rustls::StreamOwned::new(tls, stream);
+            serve_frames(stream, None, &client_host, shared)
         }
     }
 }
 
-/// Reads a connection's frames one at a time, answers each, until the client leaves.
+/// Reads a connection's frames one at a time, answers each, until the client leaves. `socket`:
+/// the connection itself when records may be sent from the files (plaintext).
 fn serve_frames(
     mut stream: impl Read + Write,
+    socket: Option<&TcpStream>,
     client_host: &str,
     shared: &Shared,
 ) -> Result<(), Closed> {
@@ -186,10 +193,10 @@ fn serve_frames(
             .map_err(|()| format!("unknown API key {}", header.request_api_key))?;
         // acks=0: Kafka writes no response to a Produce; the client expects none.
         let silent = matches!(&body, RequestKind::Produce(p) if p.acks == 0);
-        let response = if api_key == ApiKey::ApiVersions {
-            ResponseKind::ApiVersions(api_versions_response(version))
+        let reply = if api_key == ApiKey::ApiVersions {
+            ResponseKind::ApiVersions(api_versions_response(version)).into()
         } else if let Some(answer) = sasl.answer(&body, users) {
-            answer
+            answer.into()
         } else if !sasl.authenticated() {
             return Err(format!(
                 "{api_key:?} before SASL authentication (the listener is {}); closed",
@@ -213,10 +220,11 @@ fn serve_frames(
         let failed_login = sasl.failed();
         match write_response(
             &mut stream,
+            socket,
             api_key,
             version,
             header.correlation_id,
-            &response,
+            reply,
         ) {
             Ok(()) => {}
             // The client left before its answer: not an error of either side.
@@ -236,9 +244,9 @@ fn ask_node(
     header: RequestHeader,
     request: RequestKind,
     client_host: &str,
-    reply_to: &SyncSender<ResponseKind>,
-    replies: &Receiver<ResponseKind>,
-) -> Result<ResponseKind, Closed> {
+    reply_to: &SyncSender<Reply>,
+    replies: &Receiver<Reply>,
+) -> Result<Reply, Closed> {
     shared
         .calls
         .send(NodeCall::Client(Box::new(ClientCall {
@@ -336,19 +344,31 @@ enum Written {
 }
 
 /// Encodes and writes one response (`version` -1: an ApiVersions answer to a version this node
-/// does not know, written in v0).
+/// does not know, written in v0); a Fetch response's file regions are sent from the files
+/// ([`fetch_frame`]), with `sendfile` on `socket` when there is one.
 fn write_response(
     stream: &mut impl Write,
+    socket: Option<&TcpStream>,
     key: ApiKey,
     version: i16,
     correlation_id: i32,
-    response: &ResponseKind,
+    reply: Reply,
 ) -> Result<(), Written> {
     let version = version.max(0);
-    let mut body = BytesMut::new();
-    let header = ResponseHeader::default().with_correlation_id(correlation_id);
     let header_version = key.response_header_version(version);
     let failed = |reason: String| Written::Failed(reason);
+    let written = |e: std::io::Error| match e.kind() {
+        ErrorKind::BrokenPipe | ErrorKind::ConnectionReset => Written::ClientLeft,
+        _ => failed(format!("write of a {key:?} response failed: {e}")),
+    };
+    let Reply { response, regions } = reply;
+    if let (ResponseKind::Fetch(fetch), false) = (&response, regions.is_empty()) {
+        let pieces = fetch_frame::frame(correlation_id, header_version, fetch, version, regions)
+            .map_err(failed)?;
+        return fetch_frame::write(stream, socket, pieces).map_err(written);
+    }
+    let mut body = BytesMut::new();
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
     header
         .encode(&mut body, header_version)
         .map_err(|e| failed(format!("encode of a {key:?} response header failed: {e}")))?;
@@ -364,8 +384,5 @@ fn write_response(
     stream
         .write_all(frame.chunk())
         .and_then(|()| stream.flush())
-        .map_err(|e| match e.kind() {
-            ErrorKind::BrokenPipe | ErrorKind::ConnectionReset => Written::ClientLeft,
-            _ => failed(format!("write of a {key:?} response failed: {e}")),
-        })
+        .map_err(written)
 }

@@ -21,8 +21,12 @@
 //!   with a [`ServedNode`] view of its logs and gates; the Broker answers at once, or parks a
 //!   Fetch that waits for data (long poll) and answers it on a later
 //!   [`Broker::poll`], or returns the [`TopicWork`] of a CreateTopics, CreatePartitions or
-//!   DeleteTopics, which the driver carries out and then answers ([`topic_admin`]). Nothing else touches
-//!   the logs, so a client read never races a mirror write or a truncation.
+//!   DeleteTopics, which the driver carries out and then answers ([`topic_admin`]). Nothing
+//!   else changes the logs.
+//! - **Zero copy.** A Fetch answer's records are regions of the segment files, sent by the
+//!   connection's thread with `sendfile` on a plaintext listener ([`fetch_frame`]); a
+//!   truncation that meets them in flight closes the connection before the client has the
+//!   whole answer ([`crate::file_region`]).
 //! - **Bounded.** Frame size, connection count and idle time are limited
 //!   ([`ServeOptions`]); a bad frame closes its connection with one log line.
 //! - **Transactions.** The node is every transactional id's coordinator and every
@@ -41,6 +45,7 @@ pub mod broker;
 pub mod configs;
 pub mod create_topics;
 pub mod fetch;
+pub mod fetch_frame;
 pub mod fetch_session;
 pub mod group;
 pub mod listener;
@@ -60,9 +65,42 @@ use std::time::Duration;
 
 use kafka_protocol::messages::{RequestHeader, RequestKind, ResponseKind};
 
+use crate::file_region::FileRegion;
+
 pub use broker::{Broker, ServedNode};
 pub use listener::Listener;
 pub use topic_admin::{TopicEdit, TopicWork};
+
+/// A response on its way to the connection's thread.
+#[derive(Debug)]
+pub struct Reply {
+    /// The response.
+    pub response: ResponseKind,
+    /// A Fetch response's records that are regions of segment files, sent from the files
+    /// ([`fetch_frame`]); their partitions' `records` are empty placeholders.
+    pub regions: Vec<PlacedRegion>,
+}
+
+impl From<ResponseKind> for Reply {
+    fn from(response: ResponseKind) -> Reply {
+        Reply {
+            response,
+            regions: Vec::new(),
+        }
+    }
+}
+
+/// A Fetch response partition's records as a region of a segment file: the partition is
+/// `responses[topic].partitions[partition]`.
+#[derive(Clone, Debug)]
+pub struct PlacedRegion {
+    /// The topic's index in the response.
+    pub topic: usize,
+    /// The partition's index in its topic.
+    pub partition: usize,
+    /// The records.
+    pub region: FileRegion,
+}
 
 /// Identifies one request handed to the node (unique in the process).
 pub type CallId = u64;
@@ -77,7 +115,7 @@ pub struct ClientCall {
     /// The request body.
     pub request: RequestKind,
     /// Where the answer goes (the connection's thread waits on it).
-    pub reply: SyncSender<ResponseKind>,
+    pub reply: SyncSender<Reply>,
     /// The client's address (DescribeGroups reports it).
     pub client_host: String,
 }

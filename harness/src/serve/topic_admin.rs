@@ -44,6 +44,7 @@ use super::broker::ServedNode;
 use super::metadata::{UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION};
 use super::offsets::KAFKA_STORAGE_ERROR;
 use super::produce::READ_ONLY_TOPIC;
+use super::Reply;
 
 /// `INVALID_PARTITIONS`: a partition count that is not an increase.
 pub const INVALID_PARTITIONS: i16 = 37;
@@ -96,7 +97,7 @@ pub type Planned<R> = (R, Vec<(usize, TopicEdit)>);
 pub struct TopicWork {
     edits: Vec<(usize, TopicEdit)>,
     answer: ResponseKind,
-    reply: SyncSender<ResponseKind>,
+    reply: SyncSender<Reply>,
 }
 
 impl TopicWork {
@@ -105,10 +106,10 @@ impl TopicWork {
     pub fn of(
         edits: Vec<(usize, TopicEdit)>,
         answer: ResponseKind,
-        reply: SyncSender<ResponseKind>,
+        reply: SyncSender<Reply>,
     ) -> Option<TopicWork> {
         if edits.is_empty() {
-            let _ = reply.send(answer);
+            let _ = reply.send(answer.into());
             return None;
         }
         Some(TopicWork {
@@ -125,7 +126,7 @@ impl TopicWork {
 
     /// Sends the answer: every edit was made.
     pub fn succeed(self) {
-        let _ = self.reply.send(self.answer);
+        let _ = self.reply.send(self.answer.into());
     }
 
     /// Sends the answer: the first `done` edits were made; the rest were not, because a disk
@@ -160,7 +161,7 @@ impl TopicWork {
                 _ => {}
             }
         }
-        let _ = reply.send(answer);
+        let _ = reply.send(answer.into());
     }
 }
 
