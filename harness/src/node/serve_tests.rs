@@ -689,7 +689,7 @@ fn bad_frames_close_the_connection_and_an_unknown_api_versions_version_gets_the_
 #[test]
 fn a_tls_listener_serves_a_client_that_trusts_its_certificate_and_refuses_plaintext() {
     let dir = tempfile::tempdir().unwrap();
-    let (_fake, driver) = mirrored(dir.path());
+    let (fake, driver) = mirrored(dir.path());
     // A CA and a certificate for localhost, the key beside it in one PEM keystore.
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -728,11 +728,27 @@ fn a_tls_listener_serves_a_client_that_trusts_its_certificate_and_refuses_plaint
         "client.properties",
     )
     .unwrap();
-    let meta = client(&format!("localhost:{port}"))
-        .with_security(Arc::new(security))
-        .metadata("orders")
-        .unwrap();
+    let mut tls = client(&format!("localhost:{port}")).with_security(Arc::new(security));
+    let meta = tls.metadata("orders").unwrap();
     assert_eq!(meta.partitions.len(), 3, "served over TLS");
+    // Records over TLS are read from the segment file (not sent with sendfile): the same bytes.
+    let expected: Vec<u8> = fake.state().topics[0].partitions[0]
+        .batches
+        .iter()
+        .flat_map(|b| b.bytes().to_vec())
+        .collect();
+    let fetched = tls
+        .fetch(&FetchParams {
+            topic_id: ORDERS,
+            partition: 0,
+            fetch_offset: 0,
+            last_fetched_epoch: None,
+            isolation_level: READ_UNCOMMITTED,
+            max_wait_ms: 0,
+            max_bytes: 1 << 20,
+        })
+        .unwrap();
+    assert_eq!(fetched.records.to_vec(), expected, "orders-0 over TLS");
     assert!(
         client(&running.address).metadata("orders").is_err(),
         "a PLAINTEXT client is not served by a TLS listener"
