@@ -132,7 +132,7 @@ impl DemoReport {
             let _ = writeln!(out, "Step {}. {}", step.number, step.title);
             let _ = writeln!(
                 out,
-                "  {:<5} {:<9} {:<16} {:<10} {:>4} {:>4} {:>4} {:>5}  {:<18} {:<9} writable",
+                "  {:<5} {:<9} {:<22} {:<10} {:>4} {:>4} {:>4} {:>5}  {:<18} {:<16} writable",
                 "",
                 "role",
                 "mirror.name",
@@ -147,7 +147,7 @@ impl DemoReport {
             for r in &step.rows {
                 let _ = writeln!(
                     out,
-                    "  {:<5} {:<9} {:<16} {:<10} {:>4} {:>4} {:>4} {:>5}  {:<18} {:<9} {}",
+                    "  {:<5} {:<9} {:<22} {:<10} {:>4} {:>4} {:>4} {:>5}  {:<18} {:<16} {}",
                     r.node,
                     r.role,
                     r.mirror_name,
