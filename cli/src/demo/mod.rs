@@ -430,13 +430,23 @@ fn compare(a: &NodeDriver, b: &NodeDriver, topic_id: TopicId) -> Result<(bool, S
 type RowAsk = (String, String, mpsc::Sender<DemoRow>);
 
 /// A node serving Kafka clients on its own thread, until [`Served::stop`] hands its driver
-/// back. Its rows are read on its thread, between its steps.
+/// back (dropped, as when a step fails, it stops the thread, which closes the node). Its rows
+/// are read on its thread, between its steps.
 struct Served {
     /// Where it serves clients.
     address: String,
     stop: Arc<AtomicBool>,
     asks: mpsc::Sender<RowAsk>,
-    thread: JoinHandle<Result<NodeDriver, NodeError>>,
+    thread: Option<JoinHandle<Result<NodeDriver, NodeError>>>,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 impl Served {
@@ -465,7 +475,7 @@ impl Served {
             address,
             stop,
             asks,
-            thread,
+            thread: Some(thread),
         })
     }
 
@@ -485,9 +495,13 @@ impl Served {
     }
 
     /// Stops the thread and returns the driver, ready to run again on the caller's thread.
-    fn stop(self) -> Result<NodeDriver, DemoError> {
+    fn stop(mut self) -> Result<NodeDriver, DemoError> {
         self.stop.store(true, Ordering::Relaxed);
-        let mut driver = match self.thread.join() {
+        let thread = self.thread.take().ok_or_else(|| DemoError::Refused {
+            what: "stopping a node".into(),
+            message: "its thread was already stopped".into(),
+        })?;
+        let mut driver = match thread.join() {
             Ok(result) => result?,
             Err(panic) => std::panic::resume_unwind(panic),
         };
