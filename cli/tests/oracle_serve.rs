@@ -14,7 +14,8 @@
 //! writes to, and deletes the topic. After a stop, Kafka's transactional producer commits one
 //! transaction (with a group's offset) and aborts another, and read-committed consumers see only
 //! the committed one. A node of its own (`kmirror serve --create`) takes a topic Kafka's Admin
-//! client creates and Kafka's producers write, and a second node mirrors it over the wire.
+//! client creates and Kafka's producers write, and a second node mirrors it over the wire. Kafka's
+//! clients log in to a SASL listener with SCRAM-SHA-512.
 
 use std::path::Path;
 use std::process::Command;
@@ -418,7 +419,7 @@ fn oracle_serve_a_node_of_its_own_is_created_written_and_mirrored_with_kafkas_cl
     };
     let tmp = tempfile::tempdir().expect("tempdir");
     let east_path = tmp.path().join("east");
-    let east = Serving::new_node(east_path.to_str().expect("utf-8 path"));
+    let east = Serving::new_node(east_path.to_str().expect("utf-8 path"), &[]);
     let class = "dev.kmirror.oracle.ServeClients";
 
     // Kafka's Admin client creates the topic (a second time: TopicExistsException), an
@@ -462,4 +463,57 @@ fn oracle_serve_a_node_of_its_own_is_created_written_and_mirrored_with_kafkas_cl
     assert_eq!((committed, uncommitted), (36, 42), "{read:?}");
     assert_eq!(west.stop(), Some(0));
     assert_eq!(east.stop(), Some(0), "SIGTERM closes kmirror serve cleanly");
+}
+
+/// Kafka's Java clients log in to a SASL_PLAINTEXT listener with SCRAM-SHA-512 (the node
+/// checks their proofs, they check its signature), create a topic, write and read it.
+#[test]
+#[ignore = "needs Java 17 and Maven; run with `-- --include-ignored oracle`"]
+fn oracle_serve_java_clients_log_in_with_scram() {
+    let Some(oracle) = Oracle::for_tests("oracle_serve_java_clients_log_in_with_scram") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let listener = tmp.path().join("listener.properties");
+    std::fs::write(
+        &listener,
+        "security.protocol=SASL_PLAINTEXT\nsasl.enabled.mechanisms=SCRAM-SHA-512\n\
+         sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \
+         user_alice=\"alice-secret\";\n",
+    )
+    .expect("listener config");
+    let client = tmp.path().join("client.properties");
+    std::fs::write(
+        &client,
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n\
+         sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \
+         username=\"alice\" password=\"alice-secret\";\n",
+    )
+    .expect("client config");
+    let dest = tmp.path().join("east");
+    let listener = listener.to_str().expect("utf-8 path");
+    let node = Serving::new_node(
+        dest.to_str().expect("utf-8 path"),
+        &["--listener-config", listener],
+    );
+    let config = format!("config:{}", client.display());
+    let lines = java(
+        &oracle,
+        "dev.kmirror.oracle.ServeClients",
+        &node.address,
+        &[
+            &config,
+            "create:events:2",
+            "produce:events:10:true",
+            "read:events:read_committed",
+        ],
+    );
+    assert_eq!(lines[0]["error"], Value::Null, "{lines:?}");
+    assert_eq!(lines[1]["acked"], 10, "{lines:?}");
+    let read: i64 = reads(&lines)
+        .iter()
+        .map(|r| r["records"].as_i64().unwrap())
+        .sum();
+    assert_eq!(read, 10, "{lines:?}");
+    assert_eq!(node.stop(), Some(0));
 }

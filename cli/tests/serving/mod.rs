@@ -81,16 +81,17 @@ impl Serving {
         ])
     }
 
-    /// `kmirror serve --create --dest DEST --listen`: a node of its own.
-    pub fn new_node(dest: &str) -> Serving {
-        Serving::spawn(&[
+    /// `kmirror serve --create --dest DEST --listen ... EXTRA`: a node of its own.
+    pub fn new_node(dest: &str, extra: &[&str]) -> Serving {
+        let args = [
             "serve",
             "--create",
             "--dest",
             dest,
             "--listen",
             "127.0.0.1:0",
-        ])
+        ];
+        Serving::spawn(&[&args[..], extra].concat())
     }
 
     /// `kmirror ARGS`, once it says where it serves clients.

@@ -163,8 +163,8 @@ fn serve_frames(
     shared: &Shared,
 ) -> Result<(), Closed> {
     let (reply_to, replies) = mpsc::sync_channel(1);
-    let users = shared.options.security.plain_users.as_deref();
-    let mut sasl = Sasl::new(users.is_some());
+    let security = &shared.options.security;
+    let mut sasl = Sasl::new(security.sasl_users.is_some());
     loop {
         let Some(frame) = read_frame(&mut stream, shared.options.max_request_bytes)? else {
             return Ok(());
@@ -195,7 +195,7 @@ fn serve_frames(
         let silent = matches!(&body, RequestKind::Produce(p) if p.acks == 0);
         let reply = if api_key == ApiKey::ApiVersions {
             ResponseKind::ApiVersions(api_versions_response(version)).into()
-        } else if let Some(answer) = sasl.answer(&body, users) {
+        } else if let Some(answer) = sasl.answer(&body, security) {
             answer.into()
         } else if !sasl.authenticated() {
             return Err(format!(

@@ -37,8 +37,8 @@
 //!
 //! What is served, at which versions: [`versions`]; beside Kafka's APIs, the LME lookup a
 //! failing-back mirror asks ([`lme`]); incremental fetch sessions ([`fetch_session`]). Not
-//! yet: SASL mechanisms other than PLAIN, ACLs.
-//! TLS (a PEM keystore) and SASL/PLAIN: [`security`].
+//! yet: ACLs.
+//! TLS (a PEM keystore) and SASL (PLAIN, SCRAM): [`security`], [`sasl`], [`scram`].
 
 pub mod admin;
 pub mod broker;
@@ -54,6 +54,7 @@ pub mod metadata;
 pub mod offsets;
 pub mod produce;
 pub mod sasl;
+pub mod scram;
 pub mod security;
 pub mod topic_admin;
 pub mod txn;

@@ -1,9 +1,8 @@
-//! SASL/PLAIN on a connection (KIP-43's framing: SaslHandshake v1, then SaslAuthenticate):
-//! the mechanism is PLAIN, the token `authzid NUL user NUL password`, checked against the
-//! listener's users. Until it succeeds a connection may send only ApiVersions, SaslHandshake and
-//! SaslAuthenticate; a failed login is answered `SASL_AUTHENTICATION_FAILED` and closed.
-
-use std::collections::BTreeMap;
+//! SASL on a connection (KIP-43's framing: SaslHandshake v1, then SaslAuthenticate): PLAIN,
+//! whose token `authzid NUL user NUL password` is checked against the listener's users, or
+//! SCRAM-SHA-256/512 ([`super::scram`]), two SaslAuthenticate round trips. Until a login
+//! succeeds a connection may send only ApiVersions, SaslHandshake and SaslAuthenticate; a
+//! failed login is answered `SASL_AUTHENTICATION_FAILED` and closed.
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
@@ -11,6 +10,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::scram::{ScramHash, ScramServer};
+use super::security::ListenerSecurity;
 use crate::wire::security::Secret;
 
 /// `UNSUPPORTED_SASL_MECHANISM`.
@@ -20,11 +21,19 @@ const ILLEGAL_SASL_STATE: i16 = 34;
 /// `SASL_AUTHENTICATION_FAILED`.
 const SASL_AUTHENTICATION_FAILED: i16 = 58;
 
+/// The mechanism a connection's handshake chose.
+#[derive(Debug)]
+enum Mechanism {
+    Plain,
+    /// SCRAM, and the login once its first message was answered.
+    Scram(ScramHash, Option<ScramServer>),
+}
+
 /// Where a connection is in its login.
 #[derive(Debug)]
 pub struct Sasl {
     required: bool,
-    mechanism_chosen: bool,
+    mechanism: Option<Mechanism>,
     user: Option<String>,
     failed: bool,
 }
@@ -34,7 +43,7 @@ impl Sasl {
     pub fn new(required: bool) -> Self {
         Sasl {
             required,
-            mechanism_chosen: false,
+            mechanism: None,
             user: None,
             failed: false,
         }
@@ -50,57 +59,97 @@ impl Sasl {
         self.failed
     }
 
-    /// The answer to a SASL request; `None` for any other request.
+    /// The answer to a SASL request under the listener's `security`; `None` for any other
+    /// request.
     pub fn answer(
         &mut self,
         request: &RequestKind,
-        users: Option<&BTreeMap<String, Secret>>,
+        security: &ListenerSecurity,
     ) -> Option<ResponseKind> {
         match request {
             RequestKind::SaslHandshake(r) => {
-                let plain = r.mechanism.eq_ignore_ascii_case("PLAIN") && users.is_some();
-                self.mechanism_chosen = plain;
+                let asked = r.mechanism.to_ascii_uppercase();
+                let served = security.sasl_users.is_some() && security.mechanisms.contains(&asked);
+                self.mechanism = match ScramHash::of(&asked) {
+                    _ if !served => None,
+                    Some(hash) => Some(Mechanism::Scram(hash, None)),
+                    None => Some(Mechanism::Plain),
+                };
                 let mut response = SaslHandshakeResponse::default();
-                if users.is_some() {
-                    response.mechanisms = vec![StrBytes::from_static_str("PLAIN")];
+                if security.sasl_users.is_some() {
+                    response.mechanisms = security
+                        .mechanisms
+                        .iter()
+                        .map(|m| StrBytes::from_string(m.clone()))
+                        .collect();
                 }
-                if !plain {
+                if !served {
                     response.error_code = UNSUPPORTED_SASL_MECHANISM;
                 }
                 Some(ResponseKind::SaslHandshake(response))
             }
             RequestKind::SaslAuthenticate(r) => {
-                let mut response = SaslAuthenticateResponse::default();
-                if !self.mechanism_chosen || self.user.is_some() {
-                    response.error_code = ILLEGAL_SASL_STATE;
-                    response.error_message = Some(StrBytes::from_static_str(
-                        "SaslAuthenticate before a SaslHandshake choosing PLAIN, or twice",
-                    ));
-                    self.failed = true;
-                    return Some(ResponseKind::SaslAuthenticate(response));
-                }
-                match users.and_then(|u| check(u, &r.auth_bytes)) {
-                    Some(user) => {
-                        self.user = Some(user);
-                        response.auth_bytes = Bytes::new();
-                    }
-                    None => {
-                        response.error_code = SASL_AUTHENTICATION_FAILED;
-                        response.error_message = Some(StrBytes::from_static_str(
-                            "Authentication failed: invalid username or password",
-                        ));
-                        self.failed = true;
-                    }
-                }
-                Some(ResponseKind::SaslAuthenticate(response))
+                let users = security.sasl_users.as_deref();
+                Some(ResponseKind::SaslAuthenticate(
+                    match (self.mechanism.as_mut(), users) {
+                        (Some(_), Some(users)) if self.user.is_none() => {
+                            self.authenticate(users, &r.auth_bytes)
+                        }
+                        _ => {
+                            self.failed = true;
+                            SaslAuthenticateResponse::default()
+                                .with_error_code(ILLEGAL_SASL_STATE)
+                                .with_error_message(Some(StrBytes::from_static_str(
+                                    "SaslAuthenticate before a SaslHandshake choosing a served \
+                                     mechanism, or after the login",
+                                )))
+                        }
+                    },
+                ))
             }
             _ => None,
+        }
+    }
+
+    /// One SaslAuthenticate of the chosen mechanism's login.
+    fn authenticate(
+        &mut self,
+        users: &std::collections::BTreeMap<String, Secret>,
+        token: &[u8],
+    ) -> SaslAuthenticateResponse {
+        let step = match self.mechanism.as_mut() {
+            Some(Mechanism::Plain) => check(users, token)
+                .map(|user| (Bytes::new(), Some(user)))
+                .ok_or_else(|| "Authentication failed: invalid username or password".to_owned()),
+            Some(Mechanism::Scram(hash, login)) => match login.take() {
+                None => ScramServer::start(*hash, users, token).map(|(server, first)| {
+                    *login = Some(server);
+                    (Bytes::from(first), None)
+                }),
+                Some(server) => server
+                    .finish(token)
+                    .map(|(last, user)| (Bytes::from(last), Some(user))),
+            },
+            None => Err("no mechanism chosen".to_owned()),
+        };
+        let response = SaslAuthenticateResponse::default();
+        match step {
+            Ok((bytes, user)) => {
+                self.user = user;
+                response.with_auth_bytes(bytes)
+            }
+            Err(message) => {
+                self.failed = true;
+                response
+                    .with_error_code(SASL_AUTHENTICATION_FAILED)
+                    .with_error_message(Some(StrBytes::from_string(message)))
+            }
         }
     }
 }
 
 /// The user a PLAIN token logs in, if its password is right (`authzid` empty or the user).
-fn check(users: &BTreeMap<String, Secret>, token: &[u8]) -> Option<String> {
+fn check(users: &std::collections::BTreeMap<String, Secret>, token: &[u8]) -> Option<String> {
     let mut parts = token.split(|b| *b == 0);
     let authzid = std::str::from_utf8(parts.next()?).ok()?;
     let user = std::str::from_utf8(parts.next()?).ok()?;

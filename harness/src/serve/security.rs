@@ -1,6 +1,7 @@
 //! The listener's security: TLS with the server's certificate chain and key from PEM, as
-//! Kafka's `ssl.keystore.type=PEM` reads them, and SASL/PLAIN with the users of a broker's
-//! JAAS entry, in a `--listener-config` file of Kafka's `server.properties` keys.
+//! Kafka's `ssl.keystore.type=PEM` reads them, and SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)
+//! with the users of a broker's JAAS entry, in a `--listener-config` file of Kafka's
+//! `server.properties` keys.
 //!
 //! | key | meaning |
 //! |---|---|
@@ -8,8 +9,8 @@
 //! | `ssl.keystore.type` | `PEM` (the only type read) |
 //! | `ssl.keystore.location` | a PEM file holding the certificate chain and its unencrypted key |
 //! | `ssl.keystore.certificate.chain`, `ssl.keystore.key` | the same, inline |
-//! | `sasl.enabled.mechanisms` | `PLAIN` (the only mechanism served) |
-//! | `sasl.jaas.config` | `org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret" ...;`: one `user_<name>="<password>"` per user, as on a Kafka broker |
+//! | `sasl.enabled.mechanisms` | comma-separated, of `PLAIN` (the default), `SCRAM-SHA-256`, `SCRAM-SHA-512` |
+//! | `sasl.jaas.config` | `org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret" ...;`: one `user_<name>="<password>"` per user, as on a Kafka broker; every mechanism logs in the same users (SCRAM salts the password at each login, [`super::scram`]) |
 //!
 //! Any other `ssl.`, `sasl.` or `security.` key is refused (a listener that looks secured and
 //! is not would be worse than an error); other keys are errors too. Every authenticated user
@@ -30,15 +31,17 @@ use crate::wire::security::Secret;
 pub struct ListenerSecurity {
     /// TLS (`SSL`, `SASL_SSL`); `None`: plain TCP.
     pub tls: Option<Arc<ServerConfig>>,
-    /// The SASL/PLAIN users and their passwords (`SASL_PLAINTEXT`, `SASL_SSL`); `None`: no
+    /// The SASL users and their passwords (`SASL_PLAINTEXT`, `SASL_SSL`); `None`: no
     /// authentication.
-    pub plain_users: Option<Arc<BTreeMap<String, Secret>>>,
+    pub sasl_users: Option<Arc<BTreeMap<String, Secret>>>,
+    /// The SASL mechanisms served, by Kafka's names (`sasl.enabled.mechanisms`).
+    pub mechanisms: Vec<String>,
 }
 
 impl ListenerSecurity {
     /// `security.protocol`'s name for this listener.
     pub fn protocol(&self) -> &'static str {
-        match (self.tls.is_some(), self.plain_users.is_some()) {
+        match (self.tls.is_some(), self.sasl_users.is_some()) {
             (false, false) => "PLAINTEXT",
             (true, false) => "SSL",
             (false, true) => "SASL_PLAINTEXT",
@@ -106,12 +109,8 @@ pub fn from_file(path: &Path) -> Result<ListenerSecurity, ListenerConfigError> {
             )))
         }
     };
-    let plain_users = if sasl {
-        if let Some(m) = mechanisms.filter(|m| !m.trim().eq_ignore_ascii_case("PLAIN")) {
-            return Err(fail(format!(
-                "sasl.enabled.mechanisms={m}: only PLAIN is served (SCRAM is not yet)"
-            )));
-        }
+    let mechanisms = enabled_mechanisms(mechanisms.as_deref().unwrap_or("PLAIN")).map_err(fail)?;
+    let sasl_users = if sasl {
         let jaas = jaas.ok_or_else(|| {
             fail(
                 "SASL needs sasl.jaas.config with the users: `org.apache.kafka.common.security.\
@@ -119,14 +118,15 @@ pub fn from_file(path: &Path) -> Result<ListenerSecurity, ListenerConfigError> {
                     .to_owned(),
             )
         })?;
-        let users = plain_users(&jaas).map_err(fail)?;
+        let users = jaas_users(&jaas).map_err(fail)?;
         Some(Arc::new(users))
     } else {
         None
     };
     let security = ListenerSecurity {
         tls: None,
-        plain_users,
+        sasl_users,
+        mechanisms: if sasl { mechanisms } else { Vec::new() },
     };
     if !tls {
         return Ok(security);
@@ -162,9 +162,32 @@ pub fn from_file(path: &Path) -> Result<ListenerSecurity, ListenerConfigError> {
     })
 }
 
-/// The `user_<name>="<password>"` options of a broker's PLAIN JAAS entry. The error never
-/// quotes a password.
-fn plain_users(jaas: &str) -> Result<BTreeMap<String, Secret>, String> {
+/// The mechanisms of `sasl.enabled.mechanisms`, by Kafka's names, each one served.
+fn enabled_mechanisms(list: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for m in list.split(',').map(str::trim).filter(|m| !m.is_empty()) {
+        let name = m.to_ascii_uppercase();
+        if !SERVED_MECHANISMS.contains(&name.as_str()) {
+            return Err(format!(
+                "sasl.enabled.mechanisms: {m} is not served (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"
+            ));
+        }
+        if !out.contains(&name) {
+            out.push(name);
+        }
+    }
+    if out.is_empty() {
+        return Err("sasl.enabled.mechanisms names no mechanism".to_owned());
+    }
+    Ok(out)
+}
+
+/// The SASL mechanisms a listener serves.
+pub const SERVED_MECHANISMS: [&str; 3] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
+
+/// The `user_<name>="<password>"` options of a broker's JAAS entry. The error never quotes a
+/// password.
+fn jaas_users(jaas: &str) -> Result<BTreeMap<String, Secret>, String> {
     let mut users = BTreeMap::new();
     let mut rest = jaas;
     while let Some(at) = rest.find("user_") {

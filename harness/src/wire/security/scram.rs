@@ -124,7 +124,7 @@ impl<D: Digest + BlockSizeUser + Clone> ScramClient<D> {
     }
 }
 
-fn hmac<D: Digest + BlockSizeUser + Clone>(key: &[u8], data: &[u8]) -> Vec<u8> {
+pub(crate) fn hmac<D: Digest + BlockSizeUser + Clone>(key: &[u8], data: &[u8]) -> Vec<u8> {
     // SimpleHmac takes keys of any length: the error cannot happen (an empty result would only
     // make the server refuse the proof).
     match <SimpleHmac<D> as Mac>::new_from_slice(key) {
@@ -137,7 +137,11 @@ fn hmac<D: Digest + BlockSizeUser + Clone>(key: &[u8], data: &[u8]) -> Vec<u8> {
 }
 
 /// RFC 5802's `Hi`: PBKDF2 with HMAC-`D`, one block.
-fn hi<D: Digest + BlockSizeUser + Clone>(password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
+pub(crate) fn hi<D: Digest + BlockSizeUser + Clone>(
+    password: &[u8],
+    salt: &[u8],
+    iterations: u32,
+) -> Vec<u8> {
     let mut first = salt.to_vec();
     first.extend_from_slice(&1u32.to_be_bytes());
     let mut u = hmac::<D>(password, &first);

@@ -60,6 +60,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *       ({@code sendOffsetsToTransaction}) and commits, then N more in a transaction it aborts;
  *       one line with the records sent in each, the errors by exception class, and GROUP's
  *       committed offsets afterwards (Admin {@code listConsumerGroupOffsets});
+ *   <li>{@code config:FILE} — the client properties in FILE (security settings, say) go into
+ *       every client the later steps create; no line;
  *   <li>{@code create:TOPIC:N} — Admin {@code createTopics} of TOPIC with N partitions and the
  *       default replication factor, {@code grow:TOPIC:N} — Admin {@code createPartitions} of
  *       TOPIC to N partitions, and {@code delete:TOPIC} — Admin {@code deleteTopics} of TOPIC;
@@ -70,6 +72,17 @@ import org.apache.kafka.common.serialization.StringSerializer;
 public final class ServeClients {
     private ServeClients() {}
 
+    /** What a {@code config} step loaded, for every client created after it. */
+    private static final Properties EXTRA = new Properties();
+
+    /** A client's properties: the {@code config} step's, then {@code bootstrap}. */
+    private static Properties base(String bootstrap) {
+        Properties props = new Properties();
+        props.putAll(EXTRA);
+        props.put("bootstrap.servers", bootstrap);
+        return props;
+    }
+
     public static void main(String[] args) throws Exception {
         if (args.length < 2) {
             System.err.println("usage: ServeClients BOOTSTRAP STEP...");
@@ -79,6 +92,12 @@ public final class ServeClients {
         for (int i = 1; i < args.length; i++) {
             String[] parts = args[i].split(":");
             switch (parts[0]) {
+                case "config" -> {
+                    try (java.io.Reader in = java.nio.file.Files.newBufferedReader(
+                            java.nio.file.Path.of(parts[1]))) {
+                        EXTRA.load(in);
+                    }
+                }
                 case "read" -> read(bootstrap, parts[1], parts[2]);
                 case "group" -> group(bootstrap, parts[1], parts[2], Integer.parseInt(parts[3]));
                 case "produce" -> produce(bootstrap, parts[1], Integer.parseInt(parts[2]),
@@ -103,8 +122,7 @@ public final class ServeClients {
     }
 
     private static Properties consumerProps(String bootstrap, String isolation) {
-        Properties props = new Properties();
-        props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        Properties props = base(bootstrap);
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG,
                 StringDeserializer.class.getName());
@@ -214,8 +232,7 @@ public final class ServeClients {
     }
 
     private static Properties producerProps(String bootstrap) {
-        Properties props = new Properties();
-        props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        Properties props = base(bootstrap);
         props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         props.put(ProducerConfig.LINGER_MS_CONFIG, "0");
@@ -291,8 +308,7 @@ public final class ServeClients {
             }
         }
         Map<Integer, Long> offsets = new TreeMap<>();
-        Properties adminProps = new Properties();
-        adminProps.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        Properties adminProps = base(bootstrap);
         adminProps.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "5000");
         adminProps.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "10000");
         try (Admin admin = Admin.create(adminProps)) {
@@ -309,8 +325,7 @@ public final class ServeClients {
     /** One Admin call on {@code topic}: a line with its error's class and message, if any. */
     private static void admin(String bootstrap, String step, String topic,
             Function<Admin, KafkaFuture<Void>> call) throws Exception {
-        Properties props = new Properties();
-        props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        Properties props = base(bootstrap);
         props.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "5000");
         props.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "10000");
         String error = null;
