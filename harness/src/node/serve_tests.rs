@@ -114,6 +114,20 @@ fn client(address: &str) -> KafkaClient {
     KafkaClient::new(address, Duration::from_secs(2), Duration::from_secs(5))
 }
 
+/// A read-uncommitted Fetch of `orders-<partition>` from offset 0 (1 MiB, no wait).
+fn fetch_from_start(c: &mut KafkaClient, partition: i32) -> crate::wire::PartitionFetch {
+    c.fetch(&FetchParams {
+        topic_id: ORDERS,
+        partition,
+        fetch_offset: 0,
+        last_fetched_epoch: None,
+        isolation_level: READ_UNCOMMITTED,
+        max_wait_ms: 0,
+        max_bytes: 1 << 20,
+    })
+    .unwrap()
+}
+
 /// A batch as a client writes it: offsets from 0, no leader epoch, `records` records.
 pub(super) fn client_batch(records: i64, producer_id: i64, base_sequence: i32) -> RawBatch {
     let header = BatchHeader {
@@ -221,17 +235,7 @@ fn a_serving_node_answers_a_consumer_with_the_mirrored_bytes() {
         let end = source.batches.last().unwrap().header().last_offset + 1;
         let latest = c.list_offset("orders", p, -1, READ_UNCOMMITTED).unwrap();
         assert_eq!(latest.0, end, "orders-{p} latest offset");
-        let fetched = c
-            .fetch(&FetchParams {
-                topic_id: ORDERS,
-                partition: p,
-                fetch_offset: 0,
-                last_fetched_epoch: None,
-                isolation_level: READ_UNCOMMITTED,
-                max_wait_ms: 0,
-                max_bytes: 1 << 20,
-            })
-            .unwrap();
+        let fetched = fetch_from_start(&mut c, p);
         assert_eq!(fetched.error_code, 0);
         assert_eq!(fetched.high_watermark, end);
         assert_eq!(fetched.records.to_vec(), expected, "orders-{p} bytes");
@@ -737,17 +741,7 @@ fn a_tls_listener_serves_a_client_that_trusts_its_certificate_and_refuses_plaint
         .iter()
         .flat_map(|b| b.bytes().to_vec())
         .collect();
-    let fetched = tls
-        .fetch(&FetchParams {
-            topic_id: ORDERS,
-            partition: 0,
-            fetch_offset: 0,
-            last_fetched_epoch: None,
-            isolation_level: READ_UNCOMMITTED,
-            max_wait_ms: 0,
-            max_bytes: 1 << 20,
-        })
-        .unwrap();
+    let fetched = fetch_from_start(&mut tls, 0);
     assert_eq!(fetched.records.to_vec(), expected, "orders-0 over TLS");
     assert!(
         client(&running.address).metadata("orders").is_err(),
