@@ -41,8 +41,9 @@ pub struct ListenArgs {
         requires = "listen"
     )]
     pub idle_timeout_ms: u64,
-    /// TLS and SASL/PLAIN on the listener: Kafka's server.properties keys (security.protocol,
-    /// a PEM keystore, sasl.jaas.config with user_NAME="PASSWORD"); see docs/serve.md.
+    /// TLS and SASL (PLAIN, SCRAM-SHA-256/512) on the listener: Kafka's server.properties keys
+    /// (security.protocol, a PEM keystore, sasl.enabled.mechanisms, sasl.jaas.config with
+    /// user_NAME="PASSWORD"); see docs/serve.md.
     #[arg(long, value_name = "FILE", requires = "listen")]
     pub listener_config: Option<PathBuf>,
 }
