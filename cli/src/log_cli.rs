@@ -108,9 +108,9 @@ pub enum LogCommand {
     Produce(ProduceArgs),
     /// Mirror, fail over with an open transaction, produce, fail back: step by step.
     ///
-    /// Builds a source cluster, mirrors it to a 3-replica destination, fails over while a
-    /// transaction is half mirrored, produces locally on the destination, fails back (the old
-    /// source mirrors from the new one), and prints each step as a table.
+    /// Starts two nodes on loopback: producers write to east over Kafka's wire, west mirrors
+    /// it, fails over while a transaction is half mirrored and takes writes, and east fails
+    /// back from west; prints each step as a table.
     Demo(DemoArgs),
     /// Sync topic configs, consumer group offsets and ACLs from the source (KIP-1279).
     ///
@@ -398,7 +398,8 @@ pub struct ProduceArgs {
 /// `kmirror demo`.
 #[derive(Args, Debug)]
 pub struct DemoArgs {
-    /// Build the clusters in DIR and keep them (default: a temporary directory, removed).
+    /// Build the nodes in DIR/east and DIR/west and keep them (default: a temporary directory,
+    /// removed); neither may exist yet.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
     /// Print the steps as JSON.
