@@ -273,25 +273,22 @@ fn names_topic(input: &NodeInput, topic_id: TopicId) -> bool {
 
 /// Deletes file `path` (gone already is fine).
 fn remove_file(path: &Path) -> Result<(), NodeError> {
-    match fs::remove_file(path) {
+    remove_with(path, |p| fs::remove_file(p))
+}
+
+/// Deletes directory `dir` and what it holds (gone already is fine).
+fn remove_dir(dir: &Path) -> Result<(), NodeError> {
+    remove_with(dir, |p| fs::remove_dir_all(p))
+}
+
+/// Deletes `path` with `remove`; a path already gone is fine.
+fn remove_with(path: &Path, remove: fn(&Path) -> std::io::Result<()>) -> Result<(), NodeError> {
+    match remove(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
         Err(source) => Err(NodeError::Io {
             action: "delete",
             path: path.to_path_buf(),
-            source,
-        }),
-    }
-}
-
-/// Deletes directory `dir` and what it holds (gone already is fine).
-fn remove_dir(dir: &Path) -> Result<(), NodeError> {
-    match fs::remove_dir_all(dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
-        Err(source) => Err(NodeError::Io {
-            action: "delete",
-            path: dir.to_path_buf(),
             source,
         }),
     }
