@@ -230,8 +230,9 @@ pub struct MirrorArgs {
     /// The destination cluster directory (created if it does not exist or is empty).
     #[arg(long, value_name = "DIR")]
     pub dest: PathBuf,
-    /// Number of replicas of a new destination (1 leader + N-1 followers); checked against an
-    /// existing one.
+    /// Number of replicas of every partition of a new destination (1 leader + N-1 in-process
+    /// followers; default 1 for a node destination, 3 for a single-partition one); checked
+    /// against an existing one.
     #[arg(long, value_name = "N")]
     pub replicas: Option<u32>,
     /// The mirror name of a new destination (default: the source's cluster.name).

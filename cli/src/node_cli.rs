@@ -315,13 +315,6 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
                 .to_owned(),
         );
     }
-    if args.replicas.is_some_and(|r| r != 1) {
-        return Err(
-            "a node destination holds one replica per partition (the in-process followers are \
-             the single-partition format's); drop --replicas"
-                .to_owned(),
-        );
-    }
     let include = TopicSelection::parse(topics).map_err(|e| e.to_string())?;
     let exclude = match args.exclude.trim() {
         "" => None,
@@ -401,6 +394,7 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
     let options = options(Some(&args.run), StopStrategy::TruncateToLso);
     let mut driver = if NodeDest::is_node_dest(&args.dest) {
         let driver = open(&mut clock, &args.dest, options)?;
+        check_replicas(&driver, args.replicas)?;
         if let Some(old) = &driver.dest().meta().source_bootstrap {
             if old != bootstrap {
                 eprintln!(
@@ -411,10 +405,11 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
         }
         driver
     } else {
-        let meta = NodeMeta::new(
+        let mut meta = NodeMeta::new(
             Some(bootstrap.to_owned()),
             kmirror_kernel::node::DEFAULT_MIRROR_STATE_PARTITIONS,
         );
+        meta.replicas = args.replicas.unwrap_or(1);
         let dest = NodeDest::create(&args.dest, meta).map_err(|e| e.to_string())?;
         NodeDriver::from_dest(dest, None, options).map_err(|e| e.to_string())?
     };
@@ -1040,6 +1035,20 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
         })
         .collect();
     Ok(report_verdicts(&lines))
+}
+
+/// Refuses `--replicas N` for an existing node that has another replica count (fixed at
+/// creation).
+pub fn check_replicas(driver: &NodeDriver, replicas: Option<u32>) -> Result<(), String> {
+    let count = driver.dest().meta().replicas;
+    match replicas {
+        Some(n) if n != count => Err(format!(
+            "{} has {count} replica(s) per partition, not {n}; the replica count is fixed when \
+             a node is created (drop --replicas, or create a new node)",
+            driver.dest().root().display()
+        )),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -94,6 +94,11 @@ pub struct ServeArgs {
     /// Kafka clients create its topics). Without it a missing DIR is an error.
     #[arg(long)]
     pub create: bool,
+    /// Replicas of every partition of a node --create makes, the leader included (1 to 16;
+    /// the others are in-process followers under DIR/replicas/); checked against an existing
+    /// node.
+    #[arg(long, value_name = "N")]
+    pub replicas: Option<u32>,
     /// The listener.
     #[command(flatten)]
     pub listen: ListenArgs,
@@ -107,7 +112,8 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     let mut clock = SystemClock;
     let options = crate::node_cli::options(None, MirrorConfig::default().stop_strategy);
     let mut driver = if args.create && !NodeDest::is_node_dest(&args.dest) {
-        let meta = NodeMeta::new(None, DEFAULT_MIRROR_STATE_PARTITIONS);
+        let mut meta = NodeMeta::new(None, DEFAULT_MIRROR_STATE_PARTITIONS);
+        meta.replicas = args.replicas.unwrap_or(1);
         let dest = NodeDest::create(&args.dest, meta).map_err(|e| e.to_string())?;
         println!("{}: created an empty node destination", args.dest.display());
         NodeDriver::from_dest(dest, None, options).map_err(|e| e.to_string())?
@@ -119,7 +125,9 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
                 args.dest.display()
             ));
         }
-        crate::node_cli::open(&mut clock, &args.dest, options)?
+        let driver = crate::node_cli::open(&mut clock, &args.dest, options)?;
+        crate::node_cli::check_replicas(&driver, args.replicas)?;
+        driver
     };
     driver.interrupt_on(crate::signals::stop_flag());
     driver.serve_control().map_err(|e| e.to_string())?;

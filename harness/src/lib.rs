@@ -15,9 +15,9 @@
 //! build injects torn writes. [`file_log`] uses [`recovery`] and [`log_dir_checkpoints`],
 //! which use only the lower modules.
 //!
-//! Running the kernel on those logs, on the caller's [`clock`]: [`driver`] (a partition's
-//! kernel driven over a cluster
-//! directory), [`mirror_state_log`] (a `__mirror_state` partition and the coordinator rebuilt
+//! Running the kernel on those logs, on the caller's [`clock`]: [`replicas`] (in-process
+//! follower replicas and Kafka's replication round, for both destination formats), [`driver`]
+//! (a partition's kernel driven over a cluster directory), [`mirror_state_log`] (a `__mirror_state` partition and the coordinator rebuilt
 //! from it, for both destination formats), [`source`] (what
 //! a mirror fetches from), [`producer`] (local producers behind the produce gate), [`sync`]
 //! (the metadata-sync executor) and [`wire`] (a Kafka wire-protocol client: a live broker as
@@ -38,6 +38,7 @@ pub mod log_dir_checkpoints;
 pub mod read_buffer;
 pub mod record_batch;
 pub mod recovery;
+pub mod replicas;
 pub mod segment;
 pub mod topic_partition;
 pub mod writeback;

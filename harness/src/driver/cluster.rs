@@ -55,23 +55,18 @@ use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
 use im::OrdSet;
-use kmirror_kernel::config::FetchIsolation;
 use kmirror_kernel::controller::{TopicCatalogue, TopicInfo};
 use kmirror_kernel::desired::DesiredState;
-use kmirror_kernel::fetch::serve_fetch;
-use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::records::MirrorPartitionStateValue;
-use kmirror_kernel::replication::{
-    follower_fetch, follower_high_watermark, is_under_min_isr, leader_high_watermark, FollowerLog,
-    FollowerLogOp, FollowerState, HwReplica,
-};
 use kmirror_kernel::state::{MirrorState, TransitionTable};
-use kmirror_kernel::types::{BrokerId, LeaderEpoch, MirrorName, MirrorPartition, Offset, TopicId};
+use kmirror_kernel::types::{BrokerId, LeaderEpoch, MirrorName, MirrorPartition, TopicId};
 
 use super::DriverError;
 use crate::file_log::{FileLog, FileLogConfig, TopicPartition};
 use crate::mirror_state_log::MirrorStateLog;
 use crate::recovery::RecoveryReport;
+use crate::replicas::{self, ReplicaLogError};
+pub use crate::replicas::{Follower, RoundReport};
 use crate::segment;
 use crate::topic_partition::{check_topic, parse_topic_id};
 
@@ -713,6 +708,14 @@ fn broker_dir(root: &Path, b: BrokerId) -> PathBuf {
     root.join(format!("broker-{b}"))
 }
 
+/// A replica's failed log operation as the driver's error.
+fn log_error(e: ReplicaLogError) -> DriverError {
+    DriverError::Log {
+        dir: e.dir,
+        source: e.source,
+    }
+}
+
 fn io(action: &'static str, path: &Path, source: std::io::Error) -> DriverError {
     DriverError::Io {
         action,
@@ -731,29 +734,6 @@ fn write_file(root: &Path, name: &str, text: &str) -> Result<(), DriverError> {
         dir: root.join(name),
         source: Box::new(source),
     })
-}
-
-/// What one replication round did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RoundReport {
-    /// Whether any log, high watermark or acknowledged offset changed.
-    pub changed: bool,
-    /// `(follower, its log end offset after the fetch)`, for the kernel's `ReplicaFetched`.
-    pub fetched: Vec<(BrokerId, Offset)>,
-    /// Follower truncations: `(follower, from LEO, to LEO)`.
-    pub truncations: Vec<(BrokerId, Offset, Offset)>,
-}
-
-/// A follower replica and what its leader knows of it.
-#[derive(Debug)]
-pub struct Follower {
-    /// The broker id.
-    pub id: BrokerId,
-    /// Its log.
-    pub log: FileLog,
-    /// The leader's record of it (Kafka's `ReplicaState`): its LEO is the fetch offset of its
-    /// last fetch served records, what the leader knows it has.
-    state: FollowerState,
 }
 
 /// A cluster directory with its logs open: the leader, the followers and `__mirror_state`.
@@ -802,11 +782,7 @@ impl Cluster {
                 if !report.is_clean() && !report.created {
                     repaired.push((log.dir().to_path_buf(), report));
                 }
-                followers.push(Follower {
-                    id: b,
-                    log,
-                    state: FollowerState::EMPTY,
-                });
+                followers.push(Follower::new(b, log));
             }
         }
         let state_log = dir.open_mirror_state()?;
@@ -838,145 +814,48 @@ impl Cluster {
     /// The leader's log was truncated: what followers had acknowledged may no longer be there,
     /// so the high watermark waits for their next valid fetch.
     pub fn leader_truncated(&mut self) {
-        for f in &mut self.followers {
-            f.state = FollowerState::EMPTY;
-        }
+        replicas::leader_truncated(&mut self.followers);
     }
 
     /// Whether every follower holds exactly the leader's log range and the high watermarks are
     /// at the leader's log end offset.
     pub fn in_sync(&self) -> bool {
-        let leo = self.leader.log_end_offset();
-        self.leader.high_watermark() == leo
-            && self.followers.iter().all(|f| {
-                f.log.log_end_offset() == leo
-                    && f.log.log_start_offset() == self.leader.log_start_offset()
-                    && f.log.high_watermark() == leo
-                    && f.log.last_batch() == self.leader.last_batch()
-            })
+        replicas::in_sync(&self.leader, &self.followers)
     }
 
-    /// One replication round: every follower fetches once from the leader as a Kafka follower
-    /// does (the kernel's [`follower_fetch`]: appends, KIP-320 divergence and out-of-range
-    /// truncation; the leader credits the fetch offset of a fetch served records), then the
-    /// high watermarks move: the leader's to the smallest LEO it credited an ISR member with,
-    /// each follower's to the leader's clamped into its log. (Followers learn the new HW in the
-    /// same round, where Kafka's learn it on their next fetch; the ISR is the controller
-    /// state's; no clock: caught-up times stay 0 and nothing waits for joiners.)
+    /// One replication round ([`replicas::replicate_round`]) with the controller state's ISR.
     pub fn replicate_round(&mut self, max_batches: usize) -> Result<RoundReport, DriverError> {
-        let mut report = RoundReport::default();
-        let leader = &self.leader;
-        for f in &mut self.followers {
-            let before = (f.log.log_start_offset(), f.log.log_end_offset(), f.state);
-            let leo = f.log.log_end_offset();
-            // The view reads at most `max_batches` batches from the fetch offset (the
-            // leader's fetch path, `LocalSource::fetch`): a round costs what it replicates,
-            // not a read of the rest of the leader's log.
-            let response = serve_fetch(
-                &leader.fetch_view(max_batches),
-                leo,
-                f.log.epoch_cache().latest_epoch(),
-                FetchIsolation::Follower,
-                max_batches,
-            );
-            let dir = f.log.dir().to_path_buf();
-            let log_err = |source| DriverError::Log {
-                dir: dir.clone(),
-                source: Box::new(source),
-            };
-            let fetch = follower_fetch(response, leo, FollowerLog::of(&f.log));
-            if let Some(r) = fetch.report {
-                f.state.update_fetch_state(
-                    r.fetch_offset,
-                    r.follower_log_start_offset,
-                    0,
-                    r.leader_log_end_offset,
-                );
-            }
-            match fetch.log_op {
-                Some(FollowerLogOp::Append(batches)) => {
-                    f.log.append_as_follower(&batches).map_err(log_err)?
-                }
-                Some(FollowerLogOp::TruncateTo(to)) => f.log.truncate_to(to).map_err(log_err)?,
-                Some(FollowerLogOp::TruncateFullyAndStartAt(start)) => {
-                    f.log.truncate_fully_and_start_at(start).map_err(log_err)?
-                }
-                None => {}
-            }
-            let after_leo = f.log.log_end_offset();
-            if after_leo < leo || f.log.log_start_offset() != before.0 {
-                report.truncations.push((f.id, leo, after_leo));
-            }
-            if (f.log.log_start_offset(), after_leo, f.state) != before {
-                report.changed = true;
-            }
-            report.fetched.push((f.id, after_leo));
-        }
-        report.changed |= self.update_high_watermarks()?;
-        Ok(report)
-    }
-
-    /// Moves the high watermarks (see [`Cluster::replicate_round`]; the kernel's
-    /// [`leader_high_watermark`] with `min.insync.replicas` 1, and
-    /// [`follower_high_watermark`], forward only); returns whether one moved.
-    pub fn update_high_watermarks(&mut self) -> Result<bool, DriverError> {
         let controller = self.dir.controller();
-        let isr = &controller.isr;
-        let remote = self.followers.iter().map(|f| HwReplica {
-            log_end_offset: f.state.log_end_offset,
-            in_isr: isr.contains(&f.id),
-            caught_up_and_eligible: false,
-        });
-        let under_min_isr = is_under_min_isr(isr.len(), 1, controller.replicas.len());
-        let new_hw = leader_high_watermark(
-            self.leader.high_watermark(),
-            self.leader.log_end_offset(),
-            remote,
-            under_min_isr,
-        );
-        let mut changed = false;
-        if let Some(hw) = new_hw {
-            self.leader
-                .advance_high_watermark(hw)
-                .map_err(|source| DriverError::Log {
-                    dir: self.leader.dir().to_path_buf(),
-                    source: Box::new(source),
-                })?;
-            changed = true;
-        }
-        let leader_hw = self.leader.high_watermark();
-        for f in &mut self.followers {
-            let hw = follower_high_watermark(
-                leader_hw,
-                f.log.log_start_offset(),
-                f.log.log_end_offset(),
-            );
-            if hw > f.log.high_watermark() {
-                f.log
-                    .advance_high_watermark(hw)
-                    .map_err(|source| DriverError::Log {
-                        dir: f.log.dir().to_path_buf(),
-                        source: Box::new(source),
-                    })?;
-                changed = true;
-            }
-        }
-        Ok(changed)
+        let isr = |b: BrokerId| controller.isr.contains(&b);
+        replicas::replicate_round(
+            &mut self.leader,
+            &mut self.followers,
+            &isr,
+            controller.replicas.len(),
+            max_batches,
+        )
+        .map_err(log_error)
     }
 
-    /// Replicates until a round changes nothing (every follower caught up, the high watermarks
-    /// at the log end offset), at most `max_rounds` rounds.
+    /// Replicates until a round changes nothing, at most `max_rounds` rounds
+    /// ([`replicas::replicate_until_in_sync`]).
     pub fn replicate_until_in_sync(
         &mut self,
         max_batches: usize,
         max_rounds: usize,
     ) -> Result<(), DriverError> {
-        for _ in 0..max_rounds {
-            if !self.replicate_round(max_batches)?.changed {
-                break;
-            }
-        }
-        Ok(())
+        let controller = self.dir.controller();
+        let isr = |b: BrokerId| controller.isr.contains(&b);
+        replicas::replicate_until_in_sync(
+            &mut self.leader,
+            &mut self.followers,
+            &isr,
+            controller.replicas.len(),
+            max_batches,
+            max_rounds,
+        )
+        .map(|_| ())
+        .map_err(log_error)
     }
 
     /// Flushes and closes every log (persisting recovery points and high watermarks).
@@ -1000,6 +879,7 @@ impl Cluster {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kmirror_kernel::log::LogView;
 
     #[test]
     fn config_round_trips_and_refuses_typos() {

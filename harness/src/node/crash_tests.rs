@@ -169,10 +169,23 @@ fn mirror(
     halt: Option<u64>,
     flush: FlushPolicy,
 ) -> (NodeDriver, bool) {
+    mirror_replicated(fake, root, halt, flush, 1)
+}
+
+/// [`mirror`] into a node of `replicas` replicas of every partition (when it creates it).
+fn mirror_replicated(
+    fake: &FakeCluster,
+    root: &Path,
+    halt: Option<u64>,
+    flush: FlushPolicy,
+    replicas: u32,
+) -> (NodeDriver, bool) {
     let dest = if NodeDest::is_node_dest(root) {
         NodeDest::open(root).unwrap()
     } else {
-        NodeDest::create(root, NodeMeta::new(Some(fake.address(1)), STATE_PARTITIONS)).unwrap()
+        let mut meta = NodeMeta::new(Some(fake.address(1)), STATE_PARTITIONS);
+        meta.replicas = replicas;
+        NodeDest::create(root, meta).unwrap()
     };
     let mut driver =
         NodeDriver::from_dest(dest, Some(source(fake)), options_with(halt, flush)).unwrap();
@@ -637,6 +650,20 @@ fn check_converged(
         for p in 0..count {
             let key = PartitionKey::new(id, p);
             let got = batches(&driver, &key);
+            let leader = driver.log(&key).unwrap();
+            for f in driver.followers(&key) {
+                let copy = f.log.try_read(0, f.log.log_end_offset()).unwrap();
+                let held = leader.try_read(0, leader.log_end_offset()).unwrap();
+                let bytes = |batches: Vec<crate::record_batch::RawBatch>| -> Vec<Vec<u8>> {
+                    batches.iter().map(|b| b.bytes().to_vec()).collect()
+                };
+                assert_eq!(
+                    bytes(copy),
+                    bytes(held),
+                    "{what}: {name}-{p}, follower {}",
+                    f.id
+                );
+            }
             let source = &sources[&key];
             let state = driver.persisted_state(&key);
             states.insert(key, state);
@@ -827,11 +854,31 @@ fn a_kill_after_every_effect_of_mirroring_many_partitions() {
 
 #[test]
 fn a_kill_after_every_effect_of_stopping_one_topic() {
+    let tally = stop_sweep(1, 0x5eed_0101);
+    tally.report("node crash test, stop");
+    assert!(tally.kills >= 10, "{tally:?}");
+    assert!(tally.torn_state_writes >= 3, "{tally:?}");
+}
+
+/// The stop's sweep on a node with two in-process followers per partition: the stop waits for
+/// its `MIRROR_PID_RESET` on every replica, and after every kill the reopened node converges
+/// with every follower holding its leader's log (`check_converged`).
+#[test]
+fn a_kill_after_every_effect_of_stopping_one_topic_with_followers() {
+    let tally = stop_sweep(3, 0x5eed_0102);
+    tally.report("node crash test, stop with followers");
+    assert!(tally.kills >= 10, "{tally:?}");
+    assert!(tally.torn_state_writes >= 3, "{tally:?}");
+}
+
+/// A kill after every effect of `kmirror stop --topics orders` on a node of `replicas`
+/// replicas (see the [module documentation](self)), cut points seeded with `seed`.
+fn stop_sweep(replicas: u32, seed: u64) -> Tally {
     let fake = fake();
     let sources = source_bytes(&fake);
     let tmp = scratch();
     let base = tmp.path().join("base");
-    let (driver, halted) = mirror(&fake, &base, None, FlushPolicy::Kafka);
+    let (driver, halted) = mirror_replicated(&fake, &base, None, FlushPolicy::Kafka, replicas);
     assert!(!halted);
     driver.close().unwrap();
     let reference = tmp.path().join("reference");
@@ -841,7 +888,7 @@ fn a_kill_after_every_effect_of_stopping_one_topic() {
     check_converged(driver, &reference, &sources, &[ORDERS], "no kill");
     let history = History::of(&reference);
     let restart = |root: &Path| stop(root, None).0;
-    let mut rng = Rng(0x5eed_0101);
+    let mut rng = Rng(seed);
     let mut tally = Tally::default();
     for n in 1.. {
         let root = tmp.path().join(format!("kill-{n}"));
@@ -851,7 +898,7 @@ fn a_kill_after_every_effect_of_stopping_one_topic() {
             fs::remove_dir_all(&root).unwrap();
             break;
         }
-        let what = format!("stop, kill after effect {n}");
+        let what = format!("stop ({replicas} replicas), kill after effect {n}");
         check_kill(
             driver,
             &root,
@@ -864,9 +911,7 @@ fn a_kill_after_every_effect_of_stopping_one_topic() {
             &what,
         );
     }
-    tally.report("node crash test, stop");
-    assert!(tally.kills >= 10, "{tally:?}");
-    assert!(tally.torn_state_writes >= 3, "{tally:?}");
+    tally
 }
 
 /// A scratch directory on a RAM disk when there is one: a machine crash is simulated

@@ -15,6 +15,9 @@
 //!   control/                    the control channel of a running mirror
 //!                               (`<id>.request`, `<id>.taken`, `<id>.response`: JSON, each
 //!                               written atomically; see `super::control`)
+//!   replicas/broker-<id>/       with replicas=N > 1: the log dir of each follower broker
+//!                               (ids broker.id + 1 .. broker.id + N - 1), laid out as data/
+//!                               without __mirror_state (see below)
 //!   data/                       the node's log dir (Kafka's `log.dirs`)
 //!     recovery-point-offset-checkpoint   one line per partition of the log dir: its
 //!     replication-offset-checkpoint      recovery point, high watermark and log start
@@ -50,10 +53,12 @@
 //! older format and the migration runs again. An older kmirror refuses the new format (its
 //! `format` check) rather than misreading it.
 //!
-//! **One replica per partition.** The node is the leader of every partition it holds and there
-//! are no followers: a partition's high watermark is its log end offset. The in-process
-//! follower replication is the single-partition cluster directory's feature
-//! ([`cluster`](crate::driver::cluster)).
+//! **Replicas.** The node is the leader of every partition it holds. With `replicas=N` (set at
+//! creation, `--replicas`), every partition also has `N - 1` in-process follower replicas,
+//! each follower broker a log dir of its own under `replicas/`: they replicate from the leader
+//! with Kafka's follower rules, and the leader's high watermark waits for them (the driver's
+//! `followers.rs`). `__mirror_state` has one replica, in `data/`. With one replica (the
+//! default) a partition's high watermark is its log end offset.
 //!
 //! A single-partition cluster directory (it has `cluster.properties`) is never read as a node
 //! destination: [`NodeDest::open`] refuses it and names the commands that handle it.
@@ -70,6 +75,7 @@
 //! | `source.bootstrap` | the source cluster's bootstrap addresses (`host:port,...`) |
 //! | `mirror_state.partitions` | the partition count of `__mirror_state` (fixed at creation) |
 //! | `segment.bytes` | segment size of every log (optional; default 1 GiB) |
+//! | `replicas` | replicas of every partition, the leader included, 1 to 16 (optional; default 1; fixed at creation) |
 //! | `mirrors` | comma-separated cluster mirrors created on this node; `mirror.name` must name one |
 //! | `topic` | repeated, one per topic: `<name>,<topic id, 32 hex digits>,<partition count>,<mirror.name>` (an empty `mirror.name`: not mirrored) |
 //! | `partition` | repeated, one per partition: `<topic>-<index>,<leader epoch>,<writable: 0 or 1>` |
@@ -102,6 +108,10 @@ pub const NODE_FORMAT_PER_PARTITION_CHECKPOINTS: &str = "kmirror-node-1";
 pub const LOG_DIR: &str = "data";
 /// File name of the status snapshot a run leaves.
 pub const STATUS_FILE: &str = "status.json";
+/// Where the follower brokers' log dirs live, under the destination directory.
+pub const REPLICAS_DIR: &str = "replicas";
+/// The most replicas a partition may have (the leader included).
+pub const MAX_REPLICAS: u32 = 16;
 /// The file that marks a single-partition cluster directory.
 pub const SINGLE_PARTITION_FILE: &str = "cluster.properties";
 
@@ -145,6 +155,8 @@ pub struct NodeMeta {
     pub mirror_state_partitions: u32,
     /// `segment.bytes` of every log, if not the default.
     pub segment_bytes: Option<u64>,
+    /// Replicas of every partition, the leader included (1: no followers).
+    pub replicas: u32,
     /// The cluster mirrors created on this node.
     pub mirrors: BTreeSet<MirrorName>,
     /// The topics, by name.
@@ -161,10 +173,18 @@ impl NodeMeta {
             source_bootstrap,
             mirror_state_partitions,
             segment_bytes: None,
+            replicas: 1,
             mirrors: BTreeSet::new(),
             topics: BTreeMap::new(),
             partitions: BTreeMap::new(),
         }
+    }
+
+    /// The follower brokers' ids: the `replicas - 1` ids after the node's own.
+    pub fn follower_ids(&self) -> Vec<i32> {
+        (1..self.replicas as i32)
+            .map(|i| self.broker.saturating_add(i))
+            .collect()
     }
 
     /// The name of the topic with id `topic_id`.
@@ -205,6 +225,9 @@ impl NodeMeta {
         }
         if let Some(s) = self.segment_bytes {
             out.push_str(&format!("segment.bytes={s}\n"));
+        }
+        if self.replicas > 1 {
+            out.push_str(&format!("replicas={}\n", self.replicas));
         }
         let mirrors: Vec<&str> = self.mirrors.iter().map(MirrorName::as_str).collect();
         out.push_str(&format!("mirrors={}\n", mirrors.join(",")));
@@ -259,6 +282,13 @@ impl NodeMeta {
                 }
                 "segment.bytes" => {
                     meta.segment_bytes = Some(value.parse().map_err(|_| number("a size"))?)
+                }
+                "replicas" => {
+                    meta.replicas = value
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=MAX_REPLICAS).contains(n))
+                        .ok_or_else(|| number(&format!("a replica count in 1..={MAX_REPLICAS}")))?
                 }
                 "mirrors" => {
                     for m in value.split(',').filter(|m| !m.is_empty()) {
@@ -399,6 +429,14 @@ impl NodeDest {
         if meta.mirror_state_partitions == 0 {
             return Err(NodeError::Invalid {
                 message: "__mirror_state needs at least 1 partition".to_owned(),
+            });
+        }
+        if !(1..=MAX_REPLICAS).contains(&meta.replicas) {
+            return Err(NodeError::Invalid {
+                message: format!(
+                    "--replicas {}: a partition has 1 to {MAX_REPLICAS} replicas",
+                    meta.replicas
+                ),
             });
         }
         fs::create_dir_all(root.join(LOG_DIR)).map_err(|e| io("create", root, e))?;
@@ -544,6 +582,11 @@ impl NodeDest {
     /// The log dir (`<dest>/data`).
     pub fn log_dir(&self) -> PathBuf {
         self.root.join(LOG_DIR)
+    }
+
+    /// The log dir of follower broker `id` (see [`NodeMeta::follower_ids`]).
+    pub fn replica_log_dir(&self, id: i32) -> PathBuf {
+        self.root.join(REPLICAS_DIR).join(format!("broker-{id}"))
     }
 
     /// The metadata.

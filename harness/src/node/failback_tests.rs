@@ -108,6 +108,19 @@ fn mirror_of_a(root: &Path, address: &str, a_root: &Path) -> (NodeDriver, Mirror
 
 #[test]
 fn a_failback_from_a_serving_node_refuses_a_loop_then_cuts_only_what_it_never_had() {
+    failback_from_a_serving_node(1);
+}
+
+/// The same with two followers on A: PREPARING's truncation waits for them, and they end
+/// holding A's log.
+#[test]
+fn a_failback_into_a_node_with_followers_cuts_them_too() {
+    failback_from_a_serving_node(3);
+}
+
+/// The story of [`a_failback_from_a_serving_node_refuses_a_loop_then_cuts_only_what_it_never_had`]
+/// with `replicas` replicas of every partition on A.
+fn failback_from_a_serving_node(replicas: u32) {
     let dir = tempfile::tempdir().unwrap();
     let (a_root, b_root) = (dir.path().join("a"), dir.path().join("b"));
     let fake = fake();
@@ -115,7 +128,9 @@ fn a_failback_from_a_serving_node_refuses_a_loop_then_cuts_only_what_it_never_ha
     let mut clock = WallClock(Instant::now());
 
     // A mirrors the Kafka cluster and fails over.
-    let dest = NodeDest::create(&a_root, NodeMeta::new(Some(fake.address(1)), 4)).unwrap();
+    let mut meta = NodeMeta::new(Some(fake.address(1)), 4);
+    meta.replicas = replicas;
+    let dest = NodeDest::create(&a_root, meta).unwrap();
     let mut a = NodeDriver::from_dest(dest, Some(source(&fake, &["orders"])), options()).unwrap();
     let results = a
         .add_topics(&east(), &[("orders".into(), ORDERS, 3)], 0)
@@ -224,15 +239,34 @@ fn a_failback_from_a_serving_node_refuses_a_loop_then_cuts_only_what_it_never_ha
 
     a.set_source(Some(source_at(&b_served.address)));
     let mut lowest = i64::MAX;
+    let mut events = Vec::new();
     a.run(&mut clock, NodeUntil::CaughtUp, &mut |d, _| {
         lowest = lowest.min(leo(d, 0));
+        events.extend(d.take_events());
     })
     .unwrap();
     assert_eq!(lowest, copied[0], "A cut the 3 records B never had");
+    let cut = format!("LEO {} to {}", copied[0] + 3, copied[0]);
+    for follower in 1..replicas as i32 {
+        let line = format!("orders-0: follower {follower} truncated from {cut}");
+        assert!(events.contains(&line), "{line:?} not in {events:#?}");
+    }
     let b = unserved(b_served);
     for p in 0..3 {
         assert_eq!(state_of(&a, &a_mirror, p).0, MirrorState::Mirroring);
         assert_eq!(bytes_of(&a, p), bytes_of(&b, p), "orders-{p} byte for byte");
+        let followers = a.followers(&PartitionKey::new(ORDERS, p));
+        assert_eq!(followers.len(), replicas as usize - 1);
+        for f in followers {
+            let log = &f.log;
+            let copy: Vec<u8> = log
+                .try_read(0, log.log_end_offset())
+                .unwrap()
+                .iter()
+                .flat_map(|b| b.bytes().to_vec())
+                .collect();
+            assert_eq!(copy, bytes_of(&b, p), "orders-{p}, follower {}", f.id);
+        }
     }
     a.close().unwrap();
     b.close().unwrap();

@@ -86,7 +86,20 @@ pub fn added_from(
     source: SourceCluster,
     options: NodeDriverOptions,
 ) -> NodeDriver {
-    let dest = NodeDest::create(root, NodeMeta::new(Some(fake.address(1)), 4)).unwrap();
+    added_replicated(fake, root, source, options, 1)
+}
+
+/// [`added_from`] into a node with `replicas` replicas of every partition.
+pub fn added_replicated(
+    fake: &FakeCluster,
+    root: &Path,
+    source: SourceCluster,
+    options: NodeDriverOptions,
+    replicas: u32,
+) -> NodeDriver {
+    let mut meta = NodeMeta::new(Some(fake.address(1)), 4);
+    meta.replicas = replicas;
+    let dest = NodeDest::create(root, meta).unwrap();
     let mut driver = NodeDriver::from_dest(dest, Some(source), options).unwrap();
     let results = driver
         .add_topics(
@@ -97,6 +110,42 @@ pub fn added_from(
         .unwrap();
     assert!(results.values().all(Result::is_ok), "{results:?}");
     driver
+}
+
+/// `kmirror stop --topics orders` on `driver` with no source, run until settled.
+pub fn fail_over_orders(driver: &mut NodeDriver, clock: &mut crate::clock::ManualClock) {
+    driver.set_source(None);
+    let results = driver
+        .request_topics(
+            crate::node::control::TopicsVerb::Stop,
+            "orders",
+            None,
+            clock.now_ms,
+        )
+        .unwrap();
+    assert!(results.values().all(Result::is_ok), "{results:?}");
+    driver
+        .run(clock, super::NodeUntil::Settled, &mut |_, _| {})
+        .unwrap();
+}
+
+/// An unclean election on `fake`'s orders-0: the new leader (epoch 6) had only the first two
+/// batches of epoch 5 (offsets 0..=3) and appended three batches of its own from offset 4, so
+/// a copy's epoch-5 batches at 4..=7 exist nowhere any more. The leader answers KIP-320.
+pub fn unclean_election_on_orders_0(fake: &FakeCluster) {
+    use kmirror_kernel::batch::BatchHeader;
+    let mut state = fake.state();
+    state.kip320 = true;
+    let p = &mut state.topics[0].partitions[0];
+    p.batches.truncate(2);
+    p.epoch = 6;
+    for base in [4, 6, 8] {
+        let header = BatchHeader::plain(base, base + 1, 6);
+        p.batches
+            .push(crate::record_batch::RawBatch::synthesize(&header, 3_000).unwrap());
+    }
+    // What the leader answers a fetch at 8 with last fetched epoch 5.
+    assert_eq!(p.end_offset_for_epoch(5), (5, 4));
 }
 
 /// The source's metadata: a metadata directory, and log end offsets from the fake cluster.

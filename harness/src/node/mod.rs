@@ -46,6 +46,8 @@ mod fixture;
 #[cfg(test)]
 mod link_tests;
 #[cfg(test)]
+mod replica_tests;
+#[cfg(test)]
 mod serve_admin_tests;
 #[cfg(test)]
 mod serve_create_tests;

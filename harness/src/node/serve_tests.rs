@@ -171,7 +171,7 @@ pub(super) fn produce_to(
 }
 
 /// DeleteRecords of `orders-<partition>` before `offset`: the error code and low watermark.
-fn delete_records(conn: &mut Connection, partition: i32, offset: i64) -> (i16, i64) {
+pub(super) fn delete_records(conn: &mut Connection, partition: i32, offset: i64) -> (i16, i64) {
     use kafka_protocol::messages::delete_records_request::{
         DeleteRecordsPartition, DeleteRecordsTopic,
     };
@@ -623,13 +623,7 @@ fn a_producer_with_a_mirrored_producers_id_is_not_taken_for_it_after_a_failover(
     driver
         .run(&mut clock, NodeUntil::CaughtUp, &mut |_, _| {})
         .unwrap();
-    driver.set_source(None);
-    driver
-        .request_topics(TopicsVerb::Stop, "orders", None, clock.now_ms)
-        .unwrap();
-    driver
-        .run(&mut clock, NodeUntil::Settled, &mut |_, _| {})
-        .unwrap();
+    super::fixture::fail_over_orders(&mut driver, &mut clock);
     let key = PartitionKey::new(ORDERS, 0);
     let end = driver.log(&key).unwrap().mem_log().log_end_offset();
     assert_eq!(

@@ -164,6 +164,9 @@ pub struct NodeStatus {
     pub dest: String,
     /// The source's bootstrap addresses.
     pub source_bootstrap: Option<String>,
+    /// Replicas of every partition, the leader included (`replicas` in `node.properties`).
+    #[serde(default = "one_replica")]
+    pub replicas: u32,
     /// Every partition, by topic and index.
     pub partitions: Vec<PartitionStatus>,
     /// Every topic.
@@ -175,6 +178,11 @@ pub struct NodeStatus {
     /// The round trip to the source and the Fetches in flight, if a run measured them.
     #[serde(default)]
     pub source_link: Option<SourceLink>,
+}
+
+/// The replica count of a status written before nodes had followers.
+fn one_replica() -> u32 {
+    1
 }
 
 impl NodeStatus {
@@ -208,6 +216,7 @@ impl NodeStatus {
         let mut status = NodeStatus {
             dest: root.display().to_string(),
             source_bootstrap: meta.source_bootstrap.clone(),
+            replicas: meta.replicas,
             partitions,
             topics,
             measured_at_ms: None,
@@ -344,6 +353,14 @@ impl NodeStatus {
             self.dest,
             self.source_bootstrap.as_deref().unwrap_or("-")
         );
+        if self.replicas > 1 {
+            out.push_str(&format!(
+                "{} replicas per partition: the leader and {} in-process follower(s) \
+                 (replicas/); the high watermark waits for them\n",
+                self.replicas,
+                self.replicas - 1
+            ));
+        }
         if let Some(at) = self.measured_at_ms {
             out.push_str(&format!(
                 "source positions measured {} s ago\n",

@@ -670,29 +670,14 @@ fn a_destination_in_the_older_per_partition_checkpoint_layout_is_migrated_on_ope
 
 #[test]
 fn a_diverging_epoch_after_an_unclean_source_election_truncates_and_converges() {
-    use kmirror_kernel::batch::BatchHeader;
     let fake = fake();
     let dir = tempfile::tempdir().unwrap();
     let (mut driver, mut clock) = mirrored(&fake, &dir.path().join("west"));
     let key = PartitionKey::new(ORDERS, 0);
     assert_eq!(driver.log(&key).unwrap().log_end_offset(), 8);
-    // An unclean election on the source: the new leader (epoch 6) had only the first two
-    // batches of epoch 5 (offsets 0..=3) and appended three batches of its own from offset 4.
-    // The destination's epoch-5 batches at 4..=7 exist nowhere any more.
-    {
-        let mut state = fake.state();
-        state.kip320 = true;
-        let p = &mut state.topics[0].partitions[0];
-        p.batches.truncate(2);
-        p.epoch = 6;
-        for base in [4, 6, 8] {
-            let header = BatchHeader::plain(base, base + 1, 6);
-            p.batches
-                .push(crate::record_batch::RawBatch::synthesize(&header, 3_000).unwrap());
-        }
-        // What the leader answers a fetch at 8 with last fetched epoch 5 (KIP-320).
-        assert_eq!(p.end_offset_for_epoch(5), (5, 4));
-    }
+    // An unclean election on the source: the destination's epoch-5 batches at 4..=7 exist
+    // nowhere any more.
+    super::fixture::unclean_election_on_orders_0(&fake);
     run_until_caught_up(&mut driver, &mut clock);
     // Truncated to the diverging epoch's end (4), then the new leader's batches fetched: the
     // log is the source's byte for byte, epoch 5 up to offset 4 and epoch 6 after.

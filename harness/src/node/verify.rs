@@ -1,6 +1,7 @@
 //! The full scan of a node destination (`kmirror verify DIR`): every partition log of its log
-//! dir and every `__mirror_state` partition opened with [`Verify::All`], every batch's CRC-32C
-//! checked, below the recovery point too; one result per log.
+//! dir, every `__mirror_state` partition and every follower replica's log opened with
+//! [`Verify::All`], every batch's CRC-32C checked, below the recovery point too; one result per
+//! log.
 //!
 //! Opening a log the normal way ([`Verify::FromRecoveryPoint`]: every other command and the
 //! [`NodeDriver`](super::NodeDriver)) checks CRCs only from the recovery point on and trusts
@@ -18,7 +19,7 @@ use std::sync::Arc;
 use kmirror_kernel::log::LogView;
 use kmirror_kernel::types::Offset;
 
-use crate::file_log::{FileLog, TopicPartition, Verify};
+use crate::file_log::{FileLog, FileLogConfig, TopicPartition, Verify};
 use crate::log_dir_checkpoints::LogDirCheckpoints;
 use crate::mirror_state_log::MIRROR_STATE_TOPIC;
 use crate::recovery::RecoveryReport;
@@ -51,20 +52,15 @@ pub struct LogVerdict {
 
 /// Scans every log of the node destination at `root` with [`Verify::All`]: each partition of
 /// every topic in `node.properties`, every `__mirror_state` partition, and any other
-/// `<topic>-<partition>` directory of the log dir, in directory-name order. Fails as a whole
-/// only when the destination cannot be read (not a node destination, in use, a damaged
+/// `<topic>-<partition>` directory of the log dir, in directory-name order; then every
+/// follower broker's log dir (`replicas/broker-<id>/`), each of its partition directories. A
+/// follower without a partition's directory is not damaged (it copies the partition from the
+/// leader again), so only the leader's listed partitions are missed when missing. Fails as a
+/// whole only when the destination cannot be read (not a node destination, in use, a damaged
 /// `node.properties` or log-dir checkpoint file); a damaged log is its own verdict.
 pub fn verify_node(root: &Path) -> Result<Vec<LogVerdict>, NodeError> {
     let dest = NodeDest::open(root)?;
     let meta = dest.meta();
-    let log_dir = dest.log_dir();
-    let checkpoints =
-        Arc::new(
-            LogDirCheckpoints::open(&log_dir).map_err(|source| NodeError::Log {
-                dir: log_dir.clone(),
-                source: Box::new(source),
-            })?,
-        );
     // What node.properties says the node holds, then whatever else the log dir holds.
     let mut listed = BTreeSet::new();
     for (name, topic) in &meta.topics {
@@ -75,16 +71,40 @@ pub fn verify_node(root: &Path) -> Result<Vec<LogVerdict>, NodeError> {
     for k in 0..meta.mirror_state_partitions {
         listed.insert(format!("{MIRROR_STATE_TOPIC}-{k}"));
     }
-    let mut names = listed.clone();
-    let entries = fs::read_dir(&log_dir).map_err(|source| NodeError::Io {
+    let config = dest.file_log_config();
+    let mut verdicts = scan_log_dir(&dest.log_dir(), listed, config)?;
+    for id in meta.follower_ids() {
+        let log_dir = dest.replica_log_dir(id);
+        if log_dir.is_dir() {
+            verdicts.extend(scan_log_dir(&log_dir, BTreeSet::new(), config)?);
+        }
+    }
+    Ok(verdicts)
+}
+
+/// Scans the `listed` partitions of `log_dir` and every other partition directory it holds.
+fn scan_log_dir(
+    log_dir: &Path,
+    listed: BTreeSet<String>,
+    config: FileLogConfig,
+) -> Result<Vec<LogVerdict>, NodeError> {
+    let checkpoints =
+        Arc::new(
+            LogDirCheckpoints::open(log_dir).map_err(|source| NodeError::Log {
+                dir: log_dir.to_path_buf(),
+                source: Box::new(source),
+            })?,
+        );
+    let mut names = listed;
+    let entries = fs::read_dir(log_dir).map_err(|source| NodeError::Io {
         action: "list",
-        path: log_dir.clone(),
+        path: log_dir.to_path_buf(),
         source,
     })?;
     for entry in entries {
         let entry = entry.map_err(|source| NodeError::Io {
             action: "list",
-            path: log_dir.clone(),
+            path: log_dir.to_path_buf(),
             source,
         })?;
         let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
@@ -94,7 +114,6 @@ pub fn verify_node(root: &Path) -> Result<Vec<LogVerdict>, NodeError> {
             names.insert(name);
         }
     }
-    let config = dest.file_log_config();
     let mut verdicts = Vec::with_capacity(names.len());
     for name in names {
         let dir = log_dir.join(&name);
@@ -111,7 +130,7 @@ pub fn verify_node(root: &Path) -> Result<Vec<LogVerdict>, NodeError> {
                 ),
             }),
             Ok(tp) => {
-                FileLog::open_in_log_dir(&log_dir, tp, config, Verify::All, checkpoints.clone())
+                FileLog::open_in_log_dir(log_dir, tp, config, Verify::All, checkpoints.clone())
                     .map(|(log, report)| LogScan {
                         segments: log.segments().len(),
                         log_start_offset: log.log_start_offset(),

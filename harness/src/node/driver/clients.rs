@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use kmirror_kernel::batch::{BatchHeader, ControlType, LeaderBatch};
 use kmirror_kernel::coordinator::Coordinator;
-use kmirror_kernel::log::{LogView, PartitionLog};
+use kmirror_kernel::log::PartitionLog;
 use kmirror_kernel::node::PartitionKey;
 use kmirror_kernel::partitioner::mirror_state_partition;
 use kmirror_kernel::types::{
@@ -28,6 +28,7 @@ use crate::serve::{lme, Broker, Listener, NodeCall, ServeError, ServeOptions, Se
 use super::super::dest::{NodeDest, NodeMeta};
 use super::super::follow::Follow;
 use super::super::NodeError;
+use super::followers::NodeFollowers;
 use super::source::Following;
 use super::topic_admin::Growing;
 use super::{gate_open, NodeDriver};
@@ -61,6 +62,7 @@ impl Clients {
 struct View<'a> {
     dest: &'a NodeDest,
     logs: &'a mut BTreeMap<PartitionKey, FileLog>,
+    followers: &'a mut NodeFollowers,
     gates: &'a BTreeMap<PartitionKey, bool>,
     states: &'a BTreeMap<u32, MirrorStateLog>,
     started: bool,
@@ -117,11 +119,21 @@ impl ServedNode for View<'_> {
         let Some(log) = self.logs.get_mut(key) else {
             return Err(ServeError::NoLog { partition: *key });
         };
-        log.delete_records_before(offset)
-            .map_err(|source| ServeError::Log {
-                dir: log.dir().to_path_buf(),
-                source: Box::new(source),
-            })
+        let failed = |log: &FileLog, source| ServeError::Log {
+            dir: log.dir().to_path_buf(),
+            source: Box::new(source),
+        };
+        let start = log
+            .delete_records_before(offset)
+            .map_err(|e| failed(log, e))?;
+        // Kafka's followers move their log start to the leader's from its fetch answers;
+        // in-process ones move with it.
+        for f in self.followers.of_mut(key) {
+            f.log
+                .delete_records_before(start)
+                .map_err(|e| failed(&f.log, e))?;
+        }
+        Ok(start)
     }
 
     fn mirror_selecting(&self, name: &str) -> Option<MirrorName> {
@@ -131,8 +143,8 @@ impl ServedNode for View<'_> {
 }
 
 impl View<'_> {
-    /// Appends to `key` with `append` (as its leader), then moves the high watermark to the
-    /// log end offset: one replica.
+    /// Appends to `key` with `append` (as its leader), then the followers replicate it and the
+    /// high watermark moves (to the log end offset: every replica is in the ISR).
     fn append_leader(
         &mut self,
         key: &PartitionKey,
@@ -146,11 +158,12 @@ impl View<'_> {
             source: Box::new(source),
         };
         let header = append(log).map_err(|e| failed(log, e))?;
-        let leo = log.log_end_offset();
-        if log.high_watermark() < leo {
-            log.advance_high_watermark(leo)
-                .map_err(|e| failed(log, e))?;
-        }
+        self.followers
+            .replicate(key, log)
+            .map_err(|e| ServeError::Log {
+                dir: e.dir,
+                source: e.source,
+            })?;
         Ok(header)
     }
 }
@@ -188,6 +201,7 @@ impl NodeDriver {
         let view = View {
             dest: &self.dest,
             logs: &mut self.logs,
+            followers: &mut self.followers,
             gates: &self.gates,
             states: &self.states,
             started: self.started,

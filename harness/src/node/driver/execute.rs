@@ -8,7 +8,7 @@
 //! | `ReadState` | read from the coordinator of `__mirror_state` partition `mirror_state_partition(key)`, answered as `CoordinatorAnswer` |
 //! | `WriteState` / `WriteLastMirroredEpoch` | fenced by that coordinator and staged; at the end of the round, group-committed ([`crate::node::commit`], [`NodeDriver::commit`]): the partition logs the round's records name made durable, then each `__mirror_state-<k>` appended and fsynced once, then the answers fed (the flush rules in `lifecycle.rs`) |
 //! | `QueryLastMirroredEpoch` | a stock Kafka source keeps no `__mirror_state`: "no LME" with the source's log start offset (ListOffsets earliest, every pending query of a round in one request per broker, `source.rs`), as [`KafkaSource`](crate::wire::KafkaSource) answers |
-//! | `Log(_)` | `apply_log_effect` on the partition's [`FileLog`](crate::file_log::FileLog), with its share of the fetched batches byte for byte; then its high watermark moves to its log end offset (one replica) and a partition waiting for its `MIRROR_PID_RESET` to commit hears `HighWatermarkAdvanced`; a truncation that removed data, the `MIRROR_PID_RESET` and an ABORT marker are reported as event lines |
+//! | `Log(_)` | `apply_log_effect` on the partition's [`FileLog`](crate::file_log::FileLog), with its share of the fetched batches byte for byte; then its followers replicate it and its high watermark moves (`followers.rs`; with one replica, to its log end offset), and the kernel hears what it waits for (`ReplicaFetched`, `HighWatermarkAdvanced`); a truncation that removed data, the `MIRROR_PID_RESET` and an ABORT marker are reported as event lines |
 //! | `BumpLeaderEpoch` | the partition's leader epoch in `node.properties`: written once per round, in the group commit, before any answer |
 //! | `SetWritable` | the partition's produce gate in `node.properties` |
 //! | `ScheduleRetry` | a timer per partition, fired once the caller's clock passes it |
@@ -24,7 +24,7 @@ use std::collections::BTreeSet;
 use kmirror_kernel::apply::apply_log_effect;
 use kmirror_kernel::effect::{Effect, LogEffect};
 use kmirror_kernel::input::Input;
-use kmirror_kernel::log::{LogView, PartitionLog};
+use kmirror_kernel::log::LogView;
 use kmirror_kernel::node::{NodeEffect, NodeError as KernelNodeError, NodeInput, PartitionKey};
 use kmirror_kernel::partition::Activity;
 use kmirror_kernel::partitioner::mirror_state_partition;
@@ -41,6 +41,12 @@ impl NodeDriver {
     /// Feeds one input to the node and executes its effects, in order.
     pub(super) fn feed(&mut self, queued: Queued) -> Result<(), NodeError> {
         let Queued { input, batches } = queued;
+        let mut touched = BTreeSet::new();
+        if let NodeInput::Partition { key, .. } = &input {
+            // What it waits for may be the replicas (PREPARING's wait after the LME
+            // truncation), with nothing written.
+            touched.insert(*key);
+        }
         if let NodeInput::FetchResponse(r) = &input {
             self.stats.partition_fetches += r.partitions.len() as u64;
         }
@@ -54,7 +60,6 @@ impl NodeDriver {
                 other => self.events.push(format!("node: {other}")),
             }
         }
-        let mut touched = BTreeSet::new();
         for effect in output.effects {
             self.last_state_write = None;
             match effect {
@@ -77,35 +82,56 @@ impl NodeDriver {
             }
         }
         for key in touched {
-            self.advance_high_watermark(key)?;
+            self.replicate(key)?;
         }
         Ok(())
     }
 
-    /// One replica: the high watermark is the log end offset. A partition waiting for its
-    /// `MIRROR_PID_RESET` to be committed hears it.
-    pub(super) fn advance_high_watermark(&mut self, key: PartitionKey) -> Result<(), NodeError> {
+    /// The followers of `key` replicate its log and its high watermark moves
+    /// (`followers.rs`; with one replica, to the log end offset); the kernel hears what it
+    /// waits for: each follower's `ReplicaFetched` while it waits for the replicas to
+    /// truncate, `HighWatermarkAdvanced` while it waits for its `MIRROR_PID_RESET` to be
+    /// committed.
+    pub(super) fn replicate(&mut self, key: PartitionKey) -> Result<(), NodeError> {
         let Some(log) = self.logs.get_mut(&key) else {
             return Ok(());
         };
-        let leo = log.log_end_offset();
-        if log.high_watermark() < leo {
-            let dir = log.dir().to_path_buf();
-            log.advance_high_watermark(leo)
-                .map_err(|source| NodeError::Log {
-                    dir,
-                    source: Box::new(source),
-                })?;
-            if self
-                .node
-                .partition(&key)
-                .is_some_and(|pm| *pm.activity() == Activity::AwaitingPidResetCommit)
-            {
+        let report = self
+            .followers
+            .replicate(&key, log)
+            .map_err(|e| NodeError::Log {
+                dir: e.dir,
+                source: e.source,
+            })?;
+        for &(replica, from, to) in &report.truncations {
+            if to < from {
+                let tp = log.topic_partition();
+                self.events.push(format!(
+                    "{}-{}: follower {replica} truncated from LEO {from} to {to}",
+                    tp.topic, tp.partition
+                ));
+            }
+        }
+        let activity = self.node.partition(&key).map(|pm| pm.activity().clone());
+        match activity {
+            Some(Activity::AwaitingPidResetCommit) if report.high_watermark_advanced => {
                 self.queue.push_back(Queued::plain(NodeInput::Partition {
                     key,
                     input: Input::HighWatermarkAdvanced,
                 }));
             }
+            Some(Activity::AwaitingReplicas { .. }) => {
+                for (replica, log_end_offset) in report.fetched {
+                    self.queue.push_back(Queued::plain(NodeInput::Partition {
+                        key,
+                        input: Input::ReplicaFetched {
+                            replica,
+                            log_end_offset,
+                        },
+                    }));
+                }
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -322,6 +348,12 @@ impl NodeDriver {
         })?;
         log.set_append_timestamp(now);
         let before = log.log_end_offset();
+        if matches!(
+            effect,
+            LogEffect::TruncateTo { .. } | LogEffect::TruncateFullyAndStartAt { .. }
+        ) {
+            self.followers.leader_truncated(&key);
+        }
         apply_log_effect(log, effect, fetched).map_err(|source| NodeError::LogEffect {
             dir: log.dir().to_path_buf(),
             effect: format!("{effect:?}"),

@@ -58,6 +58,7 @@ use crate::node::NodeError;
 use crate::wire::source_cluster::SourceCluster;
 
 use super::fetch_round::SourceView;
+use super::followers::NodeFollowers;
 use super::{topic_admin, NodeDriver, NodeDriverOptions, NodeStats, Queued};
 
 /// Most threads [`NodeDriver::close`] closes partition logs on. The work is fsyncs, which
@@ -103,15 +104,12 @@ impl NodeDriver {
         let mut log_config = dest.file_log_config();
         log_config.flush = options.flush;
         log_config.deferred_durability = barrier.is_some();
-        let checkpoints =
-            Arc::new(
-                LogDirCheckpoints::open(&log_dir).map_err(|source| NodeError::Log {
-                    dir: log_dir.clone(),
-                    source: Box::new(source),
-                })?,
-            );
+        let checkpoints = open_checkpoints(&log_dir)?;
         // What a crash left of a topic deletion or creation: directories no topic names.
-        let removed = topic_admin::remove_unnamed_partitions(&log_dir, &meta, &checkpoints)?;
+        let mut removed = topic_admin::remove_unnamed_partitions(&log_dir, &meta, &checkpoints)?;
+        let (followers, removed_from_followers) =
+            NodeFollowers::open(&dest, log_config, options.max_fetch_batches)?;
+        removed.extend(removed_from_followers);
         let mut states = BTreeMap::new();
         for k in 0..meta.mirror_state_partitions {
             let table = options.mirror.transitions.clone();
@@ -126,6 +124,7 @@ impl NodeDriver {
             options,
             node,
             logs: BTreeMap::new(),
+            followers,
             states,
             checkpoints,
             source,
@@ -175,13 +174,11 @@ impl NodeDriver {
     /// Writes the log dir's checkpoint files whose entries changed (one atomic write per file
     /// for every partition): see the [module documentation](self).
     pub(super) fn write_checkpoints(&self) -> Result<(), NodeError> {
-        self.checkpoints
-            .write()
-            .map(|_| ())
-            .map_err(|source| NodeError::Log {
-                dir: self.checkpoints.dir().to_path_buf(),
-                source: Box::new(source),
-            })
+        self.checkpoints.write().map_err(|source| NodeError::Log {
+            dir: self.checkpoints.dir().to_path_buf(),
+            source: Box::new(source),
+        })?;
+        self.followers.write_checkpoints()
     }
 
     /// Opens (recovers) the logs of `partitions` of topic `name` not open yet; each one's
@@ -215,7 +212,7 @@ impl NodeDriver {
             }
             let (log, _report) = FileLog::open_in_log_dir(
                 &self.dest.log_dir(),
-                tp,
+                tp.clone(),
                 config,
                 Verify::FromRecoveryPoint,
                 Arc::clone(&self.checkpoints),
@@ -225,6 +222,7 @@ impl NodeDriver {
                 source: Box::new(source),
             })?;
             self.logs.insert(key, log);
+            self.followers.open_partition(key, &tp)?;
         }
         Ok(())
     }
@@ -288,12 +286,13 @@ impl NodeDriver {
         partitions: std::ops::Range<PartitionIndex>,
     ) -> Result<(), NodeError> {
         let broker = self.dest.meta().broker;
+        let replicas = self.followers.replica_set(broker);
         for p in partitions {
-            // Kafka's makeLeader: with the ISR {this broker} the leader's HW moves to its LEO at
-            // once (maybeIncrementLeaderHW). The checkpointed HW lags the log after a restart;
-            // left there, the LSO (capped by the HW) would lag too, and a stop would truncate
-            // mirrored, committed batches.
-            self.advance_high_watermark(PartitionKey::new(topic_id, p))?;
+            // Kafka's makeLeader: the leader's HW moves to the smallest LEO of its ISR
+            // (maybeIncrementLeaderHW), here once the followers caught up, at its LEO. The
+            // checkpointed HW lags the log after a restart; left there, the LSO (capped by the
+            // HW) would lag too, and a stop would truncate mirrored, committed batches.
+            self.replicate(PartitionKey::new(topic_id, p))?;
             let epoch = self
                 .dest
                 .meta()
@@ -304,8 +303,8 @@ impl NodeDriver {
                 key: PartitionKey::new(topic_id, p),
                 input: Input::BecameLeader {
                     leader_epoch: epoch,
-                    replicas: im::ordset![broker],
-                    isr: im::ordset![broker],
+                    replicas: replicas.clone(),
+                    isr: replicas.clone(),
                 },
             }));
         }
@@ -390,6 +389,8 @@ impl NodeDriver {
         self.answer_control(self.now_ms, true)?;
         self.persist_gates()?;
         let logs: Vec<FileLog> = std::mem::take(&mut self.logs).into_values().collect();
+        // The followers hold nothing the kernel decided: closed (flushed) on the pool.
+        close_on_pool(self.followers.take_logs())?;
         match self.barrier.as_ref() {
             // Every log and `__mirror_state` partition made durable with two `syncfs`
             // ([`make_durable`]), then the log dir's checkpoint files move the recovery points.
@@ -408,6 +409,16 @@ impl NodeDriver {
         }
         self.write_checkpoints()
     }
+}
+
+/// The checkpoint files of the log dir `log_dir`, read.
+pub(super) fn open_checkpoints(log_dir: &Path) -> Result<Arc<LogDirCheckpoints>, NodeError> {
+    LogDirCheckpoints::open(log_dir)
+        .map(Arc::new)
+        .map_err(|source| NodeError::Log {
+            dir: log_dir.to_path_buf(),
+            source: Box::new(source),
+        })
 }
 
 /// Closes `logs` file by file on up to [`CLOSE_THREADS`] threads, as Kafka's `LogManager`

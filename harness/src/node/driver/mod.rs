@@ -17,6 +17,8 @@
 //!   ([`NodeDriver::run_once`], [`NodeDriver::run`], [`NodeDriver::all_caught_up`]);
 //! - `execute.rs`: the effect executor, the one `match` over every effect (the table of what
 //!   each effect is executed as), and the round's group commit;
+//! - `followers.rs`: the in-process follower replicas, replicated after every change of the
+//!   leader's log;
 //! - `fetch_round.rs`: one fetch round, each fetcher's answer fed as soon as it is complete,
 //!   and the next round read ahead;
 //! - `source.rs`: the source cluster apart from the fetches: its leaders, the LME queries,
@@ -33,6 +35,7 @@ mod clients;
 mod execute;
 mod fetch_pipeline;
 mod fetch_round;
+mod followers;
 mod lifecycle;
 mod requests;
 mod source;
@@ -59,6 +62,7 @@ use crate::durability::FsBarrier;
 use crate::file_log::{FileLog, FlushPolicy};
 use crate::log_dir_checkpoints::LogDirCheckpoints;
 use crate::record_batch::RawBatch;
+use crate::replicas::Follower;
 use crate::wire::source_cluster::SourceCluster;
 
 use super::commit::Staged;
@@ -197,6 +201,8 @@ pub struct NodeDriver {
     options: NodeDriverOptions,
     node: NodeMirror,
     logs: BTreeMap<PartitionKey, FileLog>,
+    /// Every partition's in-process followers.
+    followers: followers::NodeFollowers,
     states: BTreeMap<u32, MirrorStateLog>,
     /// The log dir's recovery points, high watermarks and log start offsets.
     checkpoints: Arc<LogDirCheckpoints>,
@@ -271,6 +277,11 @@ impl NodeDriver {
     /// The log of `key`.
     pub fn log(&self, key: &PartitionKey) -> Option<&FileLog> {
         self.logs.get(key)
+    }
+
+    /// The in-process follower replicas of `key` (none with one replica per partition).
+    pub fn followers(&self, key: &PartitionKey) -> &[Follower] {
+        self.followers.of(key)
     }
 
     /// The source cluster, if any.

@@ -22,7 +22,7 @@
 //!    keeps them inert, as for any leadership that moved (it has no other way to let a
 //!    partition go; a topic id is never reused, so nothing routes to them again);
 //! 2. `node.properties` is written without the topic: from here on the topic does not exist;
-//! 3. the logs are dropped (not flushed: nothing of them is kept), their lines leave the log
+//! 3. the logs (the followers' too) are dropped (not flushed: nothing of them is kept), their lines leave the log
 //!    dir's checkpoint files, their directories are deleted and the log dir is synced;
 //! 4. its config overrides and its groups' committed offsets are dropped.
 //!
@@ -229,8 +229,10 @@ impl NodeDriver {
         meta.topics.remove(name);
         meta.partitions.retain(|(t, _), _| t != name);
         self.dest.set_meta(meta)?;
-        // 3. Its logs, checkpoint lines and directories go.
+        // 3. Its logs, checkpoint lines and directories go, the followers' too.
+        let mut follower_dirs = Vec::new();
         for key in &keys {
+            follower_dirs.extend(self.followers.forget_partition(key));
             let Some(log) = self.logs.remove(key) else {
                 continue;
             };
@@ -242,6 +244,9 @@ impl NodeDriver {
         let log_dir = self.dest.log_dir();
         for p in 0..topic.partitions {
             remove_dir(&log_dir.join(format!("{name}-{p}")))?;
+        }
+        for dir in &follower_dirs {
+            remove_dir(dir)?;
         }
         self.make_created_durable()?;
         // 4. Its configs and committed offsets.
