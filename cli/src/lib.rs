@@ -12,11 +12,13 @@
 //! - [`serve_cli`]: `serve`, a node destination on Kafka's wire, and the `--listen` options
 //!   `mirror --topics` shares.
 //! - [`failback_cli`]: `mirror --failback`'s preview, with the source's LME when it serves it.
+//! - [`convert_cli`]: `convert`, a single-partition cluster directory made a node destination.
 //! - [`demo`]: the scripted failover and failback of `kmirror demo`, two nodes on Kafka's wire.
 //!
 //! The kernel is `kmirror-kernel`, the model `kmirror-model`, the on-disk and wire side
 //! `kmirror-harness`; this crate only parses arguments, reads the clock and prints.
 
+pub mod convert_cli;
 pub mod demo;
 pub mod failback_cli;
 pub mod log_cli;

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use kmirror::{log_cli, model_cli, replay};
+use kmirror::{convert_cli, log_cli, model_cli, replay};
 
 /// Kafka cluster mirroring (KIP-1279): a pure kernel, its exhaustive model, and real logs.
 #[derive(Parser)]
@@ -28,6 +28,12 @@ enum Command {
     Diagram(model_cli::DiagramArgs),
     /// Replay a model trace on real on-disk Kafka logs, comparing after every step.
     Replay(replay::ReplayArgs),
+    /// Make a node destination of a single-partition cluster directory (left as it is).
+    ///
+    /// The leader's log and __mirror_state are copied into NEW's Kafka log dir and
+    /// node.properties takes the topic, its mirror.name, the leader epoch, the produce gate and
+    /// the replica count; the node's followers copy the log when it first runs.
+    Convert(convert_cli::ConvertArgs),
     #[command(flatten)]
     Logs(Box<log_cli::LogCommand>),
 }
@@ -65,6 +71,7 @@ fn main() -> ExitCode {
         Command::Show(args) => model_cli::show(args),
         Command::Diagram(args) => model_cli::diagram(args),
         Command::Replay(args) => replay::run(args),
+        Command::Convert(args) => convert_cli::convert(args),
         Command::Logs(cmd) => log_cli::run(*cmd),
     };
     match result {

@@ -1,5 +1,6 @@
-//! The two destination formats refuse each other with a message naming the right commands, and
-//! bad `--topics` input is a one-line error (exit code 2) that creates nothing.
+//! The two destination formats refuse each other with a message naming the right commands,
+//! `kmirror convert` makes a node destination of a single-partition one, and bad `--topics`
+//! input is a one-line error (exit code 2) that creates nothing.
 
 use std::process::{Command, Output};
 
@@ -44,6 +45,10 @@ fn a_single_partition_destination_is_never_read_as_a_node_destination() {
             "{args:?}: {err}"
         );
         assert!(err.contains("without --topics"), "{args:?}: {err}");
+        assert!(
+            err.contains("kmirror convert --from DIR"),
+            "{args:?}: {err}"
+        );
     }
     // The single-partition commands still read it.
     let out = kmirror(&["status", "--dest", single]);
@@ -142,4 +147,102 @@ fn single_partition_client_commands_on_a_node_destination_name_kmirror_serve() {
     }
     let entries = std::fs::read_dir(node).unwrap().count();
     assert_eq!(entries, 1, "only node.properties: nothing was created");
+}
+
+/// `kmirror convert`: a failed-over single-partition destination becomes a node destination
+/// with the same log bytes, state, leader epoch, produce gate and replica count, in the node's
+/// log-dir checkpoint layout; the old directory is left as it was; a repeat into the same
+/// directory and a node as the source are refused, changing nothing.
+#[test]
+fn a_single_partition_destination_converts_into_a_node_destination() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = |name: &str| tmp.path().join(name).to_str().unwrap().to_owned();
+    let (east, west, node) = (path("east"), path("west"), path("node"));
+    let ok = |args: &[&str]| {
+        let out = kmirror(args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    ok(&[
+        "produce", "--dir", &east, "--topic", "orders", "plain:3", "txn:7:2", "commit:7",
+    ]);
+    ok(&[
+        "mirror",
+        "--source",
+        &east,
+        "--dest",
+        &west,
+        "--until-caught-up",
+    ]);
+    ok(&["stop", "--dest", &west]);
+    let old_log = std::fs::read(
+        tmp.path()
+            .join("west/broker-0/orders-0/00000000000000000000.log"),
+    )
+    .unwrap();
+
+    let said = ok(&["convert", "--from", &west, "--dest", &node]);
+    assert!(
+        said.contains("holding orders-0 (STOPPED, LEO 7, 3 replicas)"),
+        "{said}"
+    );
+    assert!(said.contains("kmirror serve --dest"), "{said}");
+    let new_log = std::fs::read(
+        tmp.path()
+            .join("node/data/orders-0/00000000000000000000.log"),
+    )
+    .unwrap();
+    assert_eq!(new_log, old_log, "the log, byte for byte");
+    let props = std::fs::read_to_string(tmp.path().join("node/node.properties")).unwrap();
+    for line in [
+        "format=kmirror-node-2",
+        "replicas=3",
+        "mirror_state.partitions=1",
+        "partition=orders-0,1,1",
+    ] {
+        assert!(props.lines().any(|l| l == line), "{line} not in {props}");
+    }
+    assert!(
+        props.contains("topic=orders,") && props.contains(",1,east.removed"),
+        "{props}"
+    );
+    assert!(
+        !tmp.path()
+            .join("node/data/orders-0/replication-offset-checkpoint")
+            .exists(),
+        "migrated into the log dir's files"
+    );
+    let status = ok(&["status", "--dest", &node]);
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("orders-0") && l.contains("STOPPED") && l.contains("yes")),
+        "{status}"
+    );
+    // The old directory is as it was, and still read by its commands.
+    assert!(ok(&["status", "--dest", &west]).contains("STOPPED"));
+
+    for (args, says) in [
+        (
+            vec!["convert", "--from", &west, "--dest", &node],
+            "exists and is not empty",
+        ),
+        (
+            vec!["convert", "--from", &node, "--dest", &path("again")],
+            "is a node destination already",
+        ),
+    ] {
+        let out = kmirror(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+    }
+    assert!(!tmp.path().join("again").exists());
+    assert_eq!(
+        std::fs::read(
+            tmp.path()
+                .join("node/data/orders-0/00000000000000000000.log")
+        )
+        .unwrap(),
+        old_log
+    );
 }
