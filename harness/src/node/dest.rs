@@ -187,6 +187,13 @@ impl NodeMeta {
             .collect()
     }
 
+    /// Every partition's replicas: the node's broker (the leader), then its followers.
+    pub fn replica_set(&self) -> Vec<i32> {
+        std::iter::once(self.broker)
+            .chain(self.follower_ids())
+            .collect()
+    }
+
     /// The name of the topic with id `topic_id`.
     pub fn topic_name(&self, topic_id: TopicId) -> Option<&str> {
         self.topics

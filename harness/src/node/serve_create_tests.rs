@@ -316,3 +316,94 @@ fn a_running_mirror_keeps_the_names_its_selection_takes() {
     assert_eq!(partitions(&mut conn, "billing"), Ok(1));
     running.stop().close().unwrap();
 }
+
+/// On a node with `--replicas 3` every partition lives on the node and its two followers:
+/// CreateTopics takes a replication factor of -1 or 3 (and answers 3), refuses 2 and 4 with
+/// Kafka's code, takes a manual assignment of exactly those replicas; Metadata lists them as
+/// the partition's replicas and ISR; a write to a created topic reaches the followers.
+#[test]
+fn a_node_with_followers_creates_topics_on_all_its_replicas() {
+    use super::dest::{NodeDest, NodeMeta};
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    let dir = tempfile::tempdir().unwrap();
+    let mut meta = NodeMeta::new(None, 2);
+    meta.replicas = 3;
+    let dest = NodeDest::create(&dir.path().join("n"), meta).unwrap();
+    let driver = NodeDriver::from_dest(dest, None, options()).unwrap();
+    let running = Running::start(driver);
+    let mut conn = connect(&running.address);
+
+    let response = create(
+        &mut conn,
+        vec![
+            topic("a", 2, -1, &[]),
+            topic("b", 1, 3, &[]),
+            topic("c", 1, 2, &[]),
+            topic("d", 1, 4, &[]),
+            assigned("e", &[(0, &[0, 1, 2])]),
+            assigned("f", &[(0, &[0])]),
+            assigned("g", &[(0, &[2, 0, 3])]),
+        ],
+        false,
+    );
+    assert_eq!(
+        codes(&response),
+        vec![
+            (0, None),
+            (0, None),
+            refused(
+                INVALID_REPLICATION_FACTOR,
+                "Unable to replicate the partition 2 time(s): this node keeps every partition \
+                 on its 3 replicas (--replicas); ask 3 or -1."
+            ),
+            refused(
+                INVALID_REPLICATION_FACTOR,
+                "Unable to replicate the partition 4 time(s): The target replication factor of \
+                 4 cannot be reached because only 3 broker(s) are registered."
+            ),
+            (0, None),
+            refused(
+                INVALID_REPLICA_ASSIGNMENT,
+                "The manual partition assignment lists 1 of this node's 3 replicas [0, 1, 2]: \
+                 it keeps every partition on all of them (--replicas)."
+            ),
+            refused(
+                INVALID_REPLICA_ASSIGNMENT,
+                "The manual partition assignment includes broker 3, but no such broker is \
+                 registered."
+            ),
+        ]
+    );
+    assert_eq!(response.topics[0].replication_factor, 3);
+
+    let request = kafka_protocol::messages::MetadataRequest::default()
+        .with_topics(Some(vec![MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_static_str("a"))))]));
+    let metadata = conn.send("Metadata", &request, 12).unwrap();
+    for p in &metadata.topics[0].partitions {
+        let ids = |nodes: &[BrokerId]| nodes.iter().map(|b| b.0).collect::<Vec<i32>>();
+        assert_eq!(ids(&p.replica_nodes), vec![0, 1, 2]);
+        assert_eq!(ids(&p.isr_nodes), vec![0, 1, 2]);
+        assert_eq!(p.leader_id.0, 0);
+    }
+
+    assert_eq!(
+        produce_to(&mut conn, "a", 1, &client_batch(3, -1, 0)),
+        (0, 0)
+    );
+    let driver = running.stop();
+    let key = driver.key_of("a", 1).unwrap();
+    let leader = driver.log(&key).unwrap();
+    assert_eq!(leader.high_watermark(), 3);
+    let followers = driver.followers(&key);
+    assert_eq!(followers.len(), 2);
+    for f in followers {
+        assert_eq!(
+            f.log.try_read(0, 3).unwrap()[0].bytes(),
+            leader.try_read(0, 3).unwrap()[0].bytes(),
+            "follower {}",
+            f.id
+        );
+    }
+    driver.close().unwrap();
+}

@@ -12,9 +12,11 @@
 //!   `POLICY_VIOLATION`: the mirror creates that topic itself, with the source's id, when the
 //!   source has it;
 //! - the partition count: `-1` is the default (1), anything else not positive or above
-//!   [`MAX_PARTITIONS`] is `INVALID_PARTITIONS`; the replication factor: `-1` or 1 (the node
-//!   is the only broker), else `INVALID_REPLICATION_FACTOR`; manual assignments, with both of
-//!   them `-1`, give partitions `0..n` each on this node once (`INVALID_REPLICA_ASSIGNMENT`);
+//!   [`MAX_PARTITIONS`] is `INVALID_PARTITIONS`; the replication factor: `-1` or the node's
+//!   replica count (`--replicas`, 1 by default: the node and its in-process followers keep
+//!   every partition), else `INVALID_REPLICATION_FACTOR`; manual assignments, with both of them
+//!   `-1`, give partitions `0..n` each on exactly the node's replicas
+//!   (`INVALID_REPLICA_ASSIGNMENT`);
 //! - the configs: each a topic config Kafka knows with a valid value, and not `mirror.name`
 //!   (which only a mirror's requests set), else `INVALID_CONFIG`.
 //!
@@ -49,13 +51,13 @@ use crate::topic_partition::{check_topic, MIRROR_STATE_TOPIC};
 pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
 /// `TOPIC_ALREADY_EXISTS`.
 pub const TOPIC_ALREADY_EXISTS: i16 = 36;
-/// `INVALID_REPLICATION_FACTOR`: more replicas than the node's one broker.
+/// `INVALID_REPLICATION_FACTOR`: another replica count than the node keeps.
 pub const INVALID_REPLICATION_FACTOR: i16 = 38;
 /// `INVALID_CONFIG`: a config key or value Kafka would refuse.
 pub const INVALID_CONFIG: i16 = 40;
-/// Kafka's `num.partitions` and `default.replication.factor` defaults, used for `-1`.
+/// Kafka's `num.partitions` default, used for `-1`. A replication factor of `-1` is the node's
+/// replica count (`replicas` in `node.properties`), the only one it keeps.
 const DEFAULT_PARTITIONS: PartitionIndex = 1;
-const DEFAULT_REPLICATION_FACTOR: i16 = 1;
 /// The config source of an override given at creation (`DYNAMIC_TOPIC_CONFIG`).
 const DYNAMIC_TOPIC_CONFIG: i8 = 1;
 /// Topics Kafka keeps for itself, and the node's own.
@@ -94,7 +96,8 @@ pub fn create_topics(
                 taken.insert(topic_id);
                 result.topic_id = Uuid::from_bytes(topic_id.0);
                 result.num_partitions = partitions;
-                result.replication_factor = DEFAULT_REPLICATION_FACTOR;
+                result.replication_factor =
+                    i16::try_from(node.meta().replica_set().len()).unwrap_or(i16::MAX);
                 result.configs = Some(described(&configs));
                 if !request.validate_only {
                     edits.push((
@@ -126,7 +129,7 @@ fn plan(
 ) -> Result<(PartitionIndex, BTreeMap<String, String>), Refusal> {
     let name = t.name.0.as_str();
     check_name(node, name)?;
-    let partitions = partition_count(node.meta().broker, t)?;
+    let partitions = partition_count(&node.meta().replica_set(), t)?;
     let configs = check_configs(t)?;
     Ok((partitions, configs))
 }
@@ -171,7 +174,7 @@ fn check_name(node: &dyn ServedNode, name: &str) -> Result<(), Refusal> {
 }
 
 /// The partition count a topic asks, by count or by manual assignment.
-fn partition_count(broker: i32, t: &CreatableTopic) -> Result<PartitionIndex, Refusal> {
+fn partition_count(replicas: &[i32], t: &CreatableTopic) -> Result<PartitionIndex, Refusal> {
     if !t.assignments.is_empty() {
         if t.num_partitions != -1 || t.replication_factor != -1 {
             return Err((
@@ -191,7 +194,7 @@ fn partition_count(broker: i32, t: &CreatableTopic) -> Result<PartitionIndex, Re
         }
         for a in &t.assignments {
             let ids: Vec<i32> = a.broker_ids.iter().map(|b| b.0).collect();
-            check_replicas(broker, &ids).map_err(|m| (INVALID_REPLICA_ASSIGNMENT, m))?;
+            check_replicas(replicas, &ids).map_err(|m| (INVALID_REPLICA_ASSIGNMENT, m))?;
         }
         let count = PartitionIndex::try_from(t.assignments.len()).unwrap_or(PartitionIndex::MAX);
         return within_cap(count);
@@ -206,8 +209,10 @@ fn partition_count(broker: i32, t: &CreatableTopic) -> Result<PartitionIndex, Re
         }
         n => n,
     };
+    let count_of_replicas = i16::try_from(replicas.len()).unwrap_or(i16::MAX);
     match t.replication_factor {
-        -1 | DEFAULT_REPLICATION_FACTOR => {}
+        -1 => {}
+        n if n == count_of_replicas => {}
         n if n <= 0 => {
             return Err((
                 INVALID_REPLICATION_FACTOR,
@@ -215,12 +220,23 @@ fn partition_count(broker: i32, t: &CreatableTopic) -> Result<PartitionIndex, Re
                     .to_owned(),
             ))
         }
-        n => {
+        n if n > count_of_replicas => {
             return Err((
                 INVALID_REPLICATION_FACTOR,
                 format!(
                     "Unable to replicate the partition {n} time(s): The target replication \
-                     factor of {n} cannot be reached because only 1 broker(s) are registered."
+                     factor of {n} cannot be reached because only {count_of_replicas} \
+                     broker(s) are registered."
+                ),
+            ))
+        }
+        n => {
+            return Err((
+                INVALID_REPLICATION_FACTOR,
+                format!(
+                    "Unable to replicate the partition {n} time(s): this node keeps every \
+                     partition on its {count_of_replicas} replicas (--replicas); ask \
+                     {count_of_replicas} or -1."
                 ),
             ))
         }

@@ -96,6 +96,14 @@ fn topic(node: &dyn ServedNode, name: &str) -> MetadataResponseTopic {
         return entry.with_error_code(UNKNOWN_TOPIC_OR_PARTITION);
     };
     let broker = BrokerId(node.meta().broker);
+    // The node leads every partition; its in-process followers are in the ISR (they hold the
+    // leader's log once a step ends) but are not brokers a client can reach.
+    let replicas: Vec<BrokerId> = node
+        .meta()
+        .replica_set()
+        .into_iter()
+        .map(BrokerId)
+        .collect();
     entry
         .with_topic_id(Uuid::from_bytes(t.topic_id.0))
         .with_partitions(
@@ -106,8 +114,8 @@ fn topic(node: &dyn ServedNode, name: &str) -> MetadataResponseTopic {
                         .with_partition_index(p)
                         .with_leader_id(broker)
                         .with_leader_epoch(leader_epoch(node, name, &key))
-                        .with_replica_nodes(vec![broker])
-                        .with_isr_nodes(vec![broker])
+                        .with_replica_nodes(replicas.clone())
+                        .with_isr_nodes(replicas.clone())
                 })
                 .collect(),
         )

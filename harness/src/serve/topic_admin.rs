@@ -260,7 +260,7 @@ fn growth(
         ));
     }
     if let Some(assignments) = &t.assignments {
-        check_assignments(node.meta().broker, t.count - current, assignments)
+        check_assignments(&node.meta().replica_set(), t.count - current, assignments)
             .map_err(|message| (INVALID_REPLICA_ASSIGNMENT, Some(message)))?;
     }
     Ok(TopicEdit::Grow {
@@ -270,10 +270,10 @@ fn growth(
     })
 }
 
-/// Checks manual assignments of `added` new partitions on a node whose only broker is
-/// `broker`, with the messages of Kafka's controller.
+/// Checks manual assignments of `added` new partitions on a node whose partitions have the
+/// replicas `replicas`, with the messages of Kafka's controller.
 fn check_assignments(
-    broker: i32,
+    replicas: &[i32],
     added: PartitionIndex,
     assignments: &[CreatePartitionsAssignment],
 ) -> Result<(), String> {
@@ -286,26 +286,39 @@ fn check_assignments(
     }
     for a in assignments {
         let ids: Vec<i32> = a.broker_ids.iter().map(|b| b.0).collect();
-        check_replicas(broker, &ids)?;
+        check_replicas(replicas, &ids)?;
     }
     Ok(())
 }
 
-/// Checks one partition's manual replica list `ids` on a node whose only broker is `broker`:
-/// exactly that broker, with the messages of Kafka's controller.
-pub(super) fn check_replicas(broker: i32, ids: &[i32]) -> Result<(), String> {
+/// Checks one partition's manual replica list `ids` on a node whose partitions have the
+/// replicas `replicas`: exactly those, each once, with the messages of Kafka's controller
+/// where Kafka has one.
+pub(super) fn check_replicas(replicas: &[i32], ids: &[i32]) -> Result<(), String> {
     if ids.is_empty() {
         return Err("The manual partition assignment includes an empty replica list.".into());
     }
-    if let Some(other) = ids.iter().find(|b| **b != broker) {
+    if let Some(other) = ids.iter().find(|b| !replicas.contains(b)) {
         return Err(format!(
             "The manual partition assignment includes broker {other}, but no such broker is \
              registered."
         ));
     }
-    if ids.len() > 1 {
+    let mut seen = Vec::with_capacity(ids.len());
+    for id in ids {
+        if seen.contains(id) {
+            return Err(format!(
+                "The manual partition assignment includes the broker {id} more than once."
+            ));
+        }
+        seen.push(*id);
+    }
+    if ids.len() < replicas.len() {
         return Err(format!(
-            "The manual partition assignment includes the broker {broker} more than once."
+            "The manual partition assignment lists {} of this node's {} replicas {replicas:?}: \
+             it keeps every partition on all of them (--replicas).",
+            ids.len(),
+            replicas.len()
         ));
     }
     Ok(())

@@ -26,7 +26,6 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use im::OrdSet;
 use kmirror_kernel::node::PartitionKey;
 use kmirror_kernel::types::BrokerId;
 
@@ -97,13 +96,6 @@ impl NodeFollowers {
             partitions: BTreeMap::new(),
         };
         Ok((followers, removed))
-    }
-
-    /// The replica set of every partition: `leader` and the followers.
-    pub(super) fn replica_set(&self, leader: BrokerId) -> OrdSet<BrokerId> {
-        let mut set = OrdSet::unit(leader);
-        set.extend(self.brokers.iter().map(|b| b.id));
-        set
     }
 
     /// The followers of `key` (none when the node has one replica per partition).

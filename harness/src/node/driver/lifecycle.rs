@@ -285,8 +285,7 @@ impl NodeDriver {
         topic_id: TopicId,
         partitions: std::ops::Range<PartitionIndex>,
     ) -> Result<(), NodeError> {
-        let broker = self.dest.meta().broker;
-        let replicas = self.followers.replica_set(broker);
+        let replicas: im::OrdSet<i32> = self.dest.meta().replica_set().into_iter().collect();
         for p in partitions {
             // Kafka's makeLeader: the leader's HW moves to the smallest LEO of its ISR
             // (maybeIncrementLeaderHW), here once the followers caught up, at its LEO. The
