@@ -1,8 +1,11 @@
 //! Crash safety of the node destination, many partitions at once: the node driver is halted
 //! right after its N-th effect ([`NodeDriverOptions::halt_after_effects`]) and dropped without
 //! closing (a SIGKILL: the page cache survives, nothing is flushed), for every N of a whole
-//! mirroring from an empty destination and of a whole stop (failover) of one topic. At each
-//! kill point three crashes are tried:
+//! mirroring from an empty destination and of a whole stop (failover) of one topic: from plain
+//! batches, and from committed, aborted and open transactions and an idempotent producer (the
+//! stop truncating the open transaction to the LSO); the stop also on a node with two in-process
+//! followers, which must end holding their leader's log. At each kill point three crashes are
+//! tried:
 //!
 //! - **the kill itself**, and when the last effect appended a `__mirror_state` record, **a kill
 //!   inside that write**: its batch torn in half (the record was never acknowledged, so nothing
@@ -23,7 +26,8 @@
 //! disk.
 //!
 //! After each: the destination reopens; every partition is a byte prefix of its source
-//! partition (plus, once stopped, the one `MIRROR_PID_RESET`); the persisted states are ones
+//! partition (plus, once stopped, the one `MIRROR_PID_RESET`, right after the batches below the
+//! source's last stable offset); the persisted states are ones
 //! the operation passes through; a partition is writable only once STOPPED is persisted.
 //! **Nothing acknowledged is lost**: every `__mirror_state` record the killed process had
 //! acknowledged (state and LME, per partition: what its coordinators held) is what the
@@ -34,7 +38,7 @@
 //! acknowledged has its `MIRROR_PID_RESET` below the killed process's high watermark, and in
 //! the reopened log. Then a restart (re-sending the request, as re-running the command does)
 //! converges: every mirrored partition a byte copy of the source and MIRRORING, every stopped
-//! one STOPPED and writable after exactly its mirrored bytes and one reset, and every log,
+//! one STOPPED and writable after exactly its mirrored bytes below the LSO and one reset, and every log,
 //! `__mirror_state` included, passes a full CRC scan ([`Verify::All`]) with its offsets in the
 //! log dir's checkpoint files (the recovery point at its log end after the close) and none in
 //! its own directory. Each test reports its counts on stderr (shown in CI's log, summed by
@@ -104,6 +108,77 @@ fn fake_with(batches: impl Fn(i32) -> i64) -> FakeCluster {
     )
 }
 
+/// [`fake`] with transactions after the plain batches: on orders-0 a committed transaction,
+/// then an open one (its producer never ends it: a stop truncates it to the LSO); on orders-1 an
+/// aborted transaction; on orders-2 an idempotent producer's batches. pay.eu stays plain.
+fn transactional_fake() -> FakeCluster {
+    use kmirror_kernel::batch::{LeaderBatch, ProducerBatchInfo};
+    let fake = fake();
+    {
+        let mut state = fake.state();
+        let orders = &mut state.topics[0];
+        let records = |pid: i64, seq: i32, transactional: bool| LeaderBatch::Records {
+            record_count: 2,
+            producer: Some(ProducerBatchInfo {
+                producer_id: pid,
+                producer_epoch: 0,
+                base_sequence: seq,
+            }),
+            transactional,
+        };
+        let marker = |pid: i64, control| LeaderBatch::Control {
+            control,
+            producer: Some((pid, 0)),
+        };
+        let scripts = [
+            vec![
+                records(7, 0, true),
+                records(7, 2, true),
+                marker(7, ControlType::Commit),
+                records(8, 0, true),
+            ],
+            vec![records(9, 0, true), marker(9, ControlType::Abort)],
+            vec![records(10, 0, false), records(10, 2, false)],
+        ];
+        for (p, script) in orders.partitions.iter_mut().zip(scripts) {
+            let mut next = p.batches.last().map_or(0, |b| b.header().last_offset + 1);
+            for batch in script {
+                let raw =
+                    crate::record_batch::RawBatch::from_leader_batch(&batch, next, p.epoch, 2_000)
+                        .unwrap();
+                next = raw.header().last_offset + 1;
+                p.batches.push(raw);
+            }
+        }
+    }
+    fake
+}
+
+/// The number of leading batches of each source partition below its last stable offset: all of
+/// them, but for a partition whose producer left a transaction open, those before its first
+/// batch (what a stop's truncation to the LSO keeps).
+fn stable_batches(fake: &FakeCluster) -> BTreeMap<PartitionKey, usize> {
+    let state = fake.state();
+    let mut out = BTreeMap::new();
+    for t in &state.topics {
+        for (p, part) in t.partitions.iter().enumerate() {
+            // Each producer's open transaction, by the index of its first batch.
+            let mut open: BTreeMap<i64, usize> = BTreeMap::new();
+            for (i, b) in part.batches.iter().enumerate() {
+                let h = b.header();
+                if h.is_control() {
+                    open.remove(&h.producer_id);
+                } else if h.is_transactional {
+                    open.entry(h.producer_id).or_insert(i);
+                }
+            }
+            let stable = open.values().min().copied().unwrap_or(part.batches.len());
+            out.insert(PartitionKey::new(t.id, p as i32), stable);
+        }
+    }
+    out
+}
+
 fn source(fake: &FakeCluster) -> SourceCluster {
     let options = SourceClusterOptions {
         connect_timeout: Duration::from_secs(1),
@@ -136,20 +211,46 @@ fn options_with(halt: Option<u64>, flush: FlushPolicy) -> NodeDriverOptions {
     }
 }
 
-/// Each source partition's batches, byte for byte.
-fn source_bytes(fake: &FakeCluster) -> BTreeMap<PartitionKey, Vec<Vec<u8>>> {
-    let state = fake.state();
-    let mut out = BTreeMap::new();
-    for t in &state.topics {
-        for (p, part) in t.partitions.iter().enumerate() {
-            let key = PartitionKey::new(t.id, p as i32);
-            out.insert(
-                key,
-                part.batches.iter().map(|b| b.bytes().to_vec()).collect(),
-            );
+/// Each source partition's batches, byte for byte, and how many of them are below its last
+/// stable offset.
+struct Sources {
+    batches: BTreeMap<PartitionKey, Vec<Vec<u8>>>,
+    stable: BTreeMap<PartitionKey, usize>,
+}
+
+impl std::ops::Index<&PartitionKey> for Sources {
+    type Output = Vec<Vec<u8>>;
+
+    fn index(&self, key: &PartitionKey) -> &Vec<Vec<u8>> {
+        &self.batches[key]
+    }
+}
+
+impl Sources {
+    /// How many of `key`'s source batches a stop keeps (those below the LSO).
+    fn stable(&self, key: &PartitionKey) -> usize {
+        self.stable[key]
+    }
+}
+
+fn source_bytes(fake: &FakeCluster) -> Sources {
+    let mut batches = BTreeMap::new();
+    {
+        let state = fake.state();
+        for t in &state.topics {
+            for (p, part) in t.partitions.iter().enumerate() {
+                let key = PartitionKey::new(t.id, p as i32);
+                batches.insert(
+                    key,
+                    part.batches.iter().map(|b| b.bytes().to_vec()).collect(),
+                );
+            }
         }
     }
-    out
+    Sources {
+        batches,
+        stable: stable_batches(fake),
+    }
 }
 
 /// Runs `driver` until `until`; true when it halted (the fault injection fired).
@@ -566,7 +667,7 @@ fn check_stopped_after_committed_reset(driver: &NodeDriver, acked: &Records, wha
 /// in the recovered log.
 fn check_after_kill(
     root: &Path,
-    sources: &BTreeMap<PartitionKey, Vec<Vec<u8>>>,
+    sources: &Sources,
     stopping: &[TopicId],
     expected: &Expected,
     what: &str,
@@ -598,8 +699,8 @@ fn check_after_kill(
                     rest.len()
                 );
                 assert!(
-                    rest.is_empty() || mirrored == source.len(),
-                    "{what}: {name}-{p}: the reset is not after every mirrored batch"
+                    rest.is_empty() || mirrored == sources.stable(&key),
+                    "{what}: {name}-{p}: the reset is not right after the batches below the LSO"
                 );
                 assert!(
                     matches!(
@@ -641,7 +742,7 @@ fn check_after_kill(
 fn check_converged(
     driver: NodeDriver,
     root: &Path,
-    sources: &BTreeMap<PartitionKey, Vec<Vec<u8>>>,
+    sources: &Sources,
     stopped: &[TopicId],
     what: &str,
 ) {
@@ -674,16 +775,17 @@ fn check_converged(
                     writable(&driver, name, p),
                     "{what}: {name}-{p} not writable"
                 );
-                assert_eq!(got.len(), source.len() + 1, "{what}: {name}-{p}");
+                let stable = sources.stable(&key);
+                assert_eq!(got.len(), stable + 1, "{what}: {name}-{p}");
                 assert_eq!(
                     got.last().unwrap().1,
                     Some(ControlType::MirrorPidReset),
                     "{what}: {name}-{p}"
                 );
                 assert!(
-                    bytes[..source.len()]
+                    bytes[..stable]
                         .iter()
-                        .zip(source)
+                        .zip(&source[..stable])
                         .all(|(a, b)| *a == b),
                     "{what}: {name}-{p} lost mirrored bytes"
                 );
@@ -764,7 +866,7 @@ impl Tally {
 fn check_kill(
     driver: NodeDriver,
     root: &Path,
-    sources: &BTreeMap<PartitionKey, Vec<Vec<u8>>>,
+    sources: &Sources,
     stopping: &[TopicId],
     history: &History,
     restart: &dyn Fn(&Path) -> NodeDriver,
@@ -813,22 +915,43 @@ fn check_kill(
 
 #[test]
 fn a_kill_after_every_effect_of_mirroring_many_partitions() {
-    let fake = fake();
-    let sources = source_bytes(&fake);
+    let flushes = [FlushPolicy::Kafka, FlushPolicy::EveryAppend];
+    let tally = mirror_sweep(&fake(), &flushes, 0x5eed_0100);
+    tally.report("node crash test, mirroring");
+    assert!(tally.kills >= 90, "{tally:?}");
+    assert!(tally.torn_state_writes >= 10, "{tally:?}");
+    assert!(tally.tails_cut >= 10, "{tally:?}");
+}
+
+/// The mirroring sweep over a source with committed, aborted and open transactions and an
+/// idempotent producer ([`transactional_fake`]): every batch is copied byte for byte, the
+/// open transaction's too (a mirror copies up to the source's high watermark).
+#[test]
+fn a_kill_after_every_effect_of_mirroring_transactions() {
+    let tally = mirror_sweep(&transactional_fake(), &[FlushPolicy::Kafka], 0x5eed_0103);
+    tally.report("node crash test, mirroring transactions");
+    assert!(tally.kills >= 45, "{tally:?}");
+    assert!(tally.torn_state_writes >= 5, "{tally:?}");
+}
+
+/// A kill after every effect of mirroring `fake`'s two topics from an empty node, with each of
+/// `flushes` (see the [module documentation](self)), cut points seeded with `seed`.
+fn mirror_sweep(fake: &FakeCluster, flushes: &[FlushPolicy], seed: u64) -> Tally {
+    let sources = source_bytes(fake);
     let tmp = scratch();
-    let mut rng = Rng(0x5eed_0100);
+    let mut rng = Rng(seed);
     let mut tally = Tally::default();
-    for flush in [FlushPolicy::Kafka, FlushPolicy::EveryAppend] {
+    for &flush in flushes {
         // The reference: an uninterrupted run, the records each __mirror_state slot takes.
         let reference = tmp.path().join(format!("reference-{flush}"));
-        let (driver, halted) = mirror(&fake, &reference, None, flush);
+        let (driver, halted) = mirror(fake, &reference, None, flush);
         assert!(!halted);
         check_converged(driver, &reference, &sources, &[], "no kill");
         let history = History::of(&reference);
-        let restart = |root: &Path| mirror(&fake, root, None, flush).0;
+        let restart = |root: &Path| mirror(fake, root, None, flush).0;
         for n in 1.. {
             let root = tmp.path().join(format!("kill-{n}-{flush}"));
-            let (driver, halted) = mirror(&fake, &root, Some(n), flush);
+            let (driver, halted) = mirror(fake, &root, Some(n), flush);
             if !halted {
                 break;
             }
@@ -846,15 +969,12 @@ fn a_kill_after_every_effect_of_mirroring_many_partitions() {
             );
         }
     }
-    tally.report("node crash test, mirroring");
-    assert!(tally.kills >= 90, "{tally:?}");
-    assert!(tally.torn_state_writes >= 10, "{tally:?}");
-    assert!(tally.tails_cut >= 10, "{tally:?}");
+    tally
 }
 
 #[test]
 fn a_kill_after_every_effect_of_stopping_one_topic() {
-    let tally = stop_sweep(1, 0x5eed_0101);
+    let tally = stop_sweep(&fake(), 1, 0x5eed_0101);
     tally.report("node crash test, stop");
     assert!(tally.kills >= 10, "{tally:?}");
     assert!(tally.torn_state_writes >= 3, "{tally:?}");
@@ -865,20 +985,35 @@ fn a_kill_after_every_effect_of_stopping_one_topic() {
 /// with every follower holding its leader's log (`check_converged`).
 #[test]
 fn a_kill_after_every_effect_of_stopping_one_topic_with_followers() {
-    let tally = stop_sweep(3, 0x5eed_0102);
+    let tally = stop_sweep(&fake(), 3, 0x5eed_0102);
     tally.report("node crash test, stop with followers");
     assert!(tally.kills >= 10, "{tally:?}");
     assert!(tally.torn_state_writes >= 3, "{tally:?}");
 }
 
+/// The stop's sweep when orders-0 ends in an open transaction ([`transactional_fake`]): the
+/// stop truncates it to the LSO before its `MIRROR_PID_RESET`, on a node with one replica and on
+/// one with two followers, whose copies are truncated after their leader.
+#[test]
+fn a_kill_after_every_effect_of_stopping_one_topic_with_an_open_transaction() {
+    for (replicas, seed) in [(1, 0x5eed_0104), (3, 0x5eed_0105)] {
+        let tally = stop_sweep(&transactional_fake(), replicas, seed);
+        tally.report(&format!(
+            "node crash test, stop with an open transaction, {replicas} replica(s)"
+        ));
+        assert!(tally.kills >= 10, "{tally:?}");
+        assert!(tally.torn_state_writes >= 3, "{tally:?}");
+    }
+}
+
 /// A kill after every effect of `kmirror stop --topics orders` on a node of `replicas`
-/// replicas (see the [module documentation](self)), cut points seeded with `seed`.
-fn stop_sweep(replicas: u32, seed: u64) -> Tally {
-    let fake = fake();
-    let sources = source_bytes(&fake);
+/// replicas mirroring `fake` (see the [module documentation](self)), cut points seeded with
+/// `seed`.
+fn stop_sweep(fake: &FakeCluster, replicas: u32, seed: u64) -> Tally {
+    let sources = source_bytes(fake);
     let tmp = scratch();
     let base = tmp.path().join("base");
-    let (driver, halted) = mirror_replicated(&fake, &base, None, FlushPolicy::Kafka, replicas);
+    let (driver, halted) = mirror_replicated(fake, &base, None, FlushPolicy::Kafka, replicas);
     assert!(!halted);
     driver.close().unwrap();
     let reference = tmp.path().join("reference");
