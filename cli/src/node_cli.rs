@@ -88,6 +88,7 @@ pub(crate) fn options(run: Option<&RunArgs>, stop_strategy: StopStrategy) -> Nod
         };
         o.max_fetch_batches = run.max_batches.max(1);
         o.flush = run.flush;
+        o.halt_after_effects = run.halt_after_effects;
     }
     o
 }
@@ -284,6 +285,13 @@ fn drive(
     };
     let end = driver.run(clock, until, &mut on_step);
     display.finish();
+    if let Err(NodeError::Halted { effects }) = &end {
+        // A crash test asked for this point (--halt-after-effects): say so, then wait for its
+        // SIGKILL with every file as the halt left it (nothing closed, nothing flushed).
+        eprintln!("kmirror: halted after {effects} effects; waiting to be killed");
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        return Err(format!("halted after {effects} effects and was not killed"));
+    }
     Ok((end.map_err(|e| e.to_string())?, progress))
 }
 
@@ -901,6 +909,8 @@ pub fn stop(args: StopArgs) -> Result<ExitCode, String> {
         StopStrategyArg::TruncateToLso => StopStrategy::TruncateToLso,
         StopStrategyArg::AbortOpenTransactions => StopStrategy::AbortOpenTransactions,
     };
+    let mut options = options(None, strategy);
+    options.halt_after_effects = args.halt_after_effects;
     request_topics(
         TopicsRequest {
             verb: TopicsVerb::Stop,
@@ -908,7 +918,7 @@ pub fn stop(args: StopArgs) -> Result<ExitCode, String> {
             topics: args.topics.as_deref(),
             mirror: args.mirror.as_deref(),
         },
-        options(None, strategy),
+        options,
         None,
         NodeUntil::Settled,
         args.quiet,
