@@ -3,8 +3,9 @@
 //! closing (a SIGKILL: the page cache survives, nothing is flushed), for every N of a whole
 //! mirroring from an empty destination and of a whole stop (failover) of one topic: from plain
 //! batches, and from committed, aborted and open transactions and an idempotent producer (the
-//! stop truncating the open transaction to the LSO); the stop also on a node with two in-process
-//! followers, which must end holding their leader's log. At each kill point three crashes are
+//! stop truncating the open transaction to the LSO, or with `abort-open-transactions` appending
+//! its ABORT marker); the stop also on a node with two in-process followers, which must end
+//! holding their leader's log. At each kill point three crashes are
 //! tried:
 //!
 //! - **the kill itself**, and when the last effect appended a `__mirror_state` record, **a kill
@@ -26,8 +27,9 @@
 //! disk.
 //!
 //! After each: the destination reopens; every partition is a byte prefix of its source
-//! partition (plus, once stopped, the one `MIRROR_PID_RESET`, right after the batches below the
-//! source's last stable offset); the persisted states are ones
+//! partition (plus, once stopped, the stop's own batches: the one `MIRROR_PID_RESET` right after
+//! the batches below the source's last stable offset, or after every batch and an ABORT marker
+//! per open transaction); the persisted states are ones
 //! the operation passes through; a partition is writable only once STOPPED is persisted.
 //! **Nothing acknowledged is lost**: every `__mirror_state` record the killed process had
 //! acknowledged (state and LME, per partition: what its coordinators held) is what the
@@ -51,6 +53,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kmirror_kernel::batch::ControlType;
+use kmirror_kernel::config::StopStrategy;
 use kmirror_kernel::controller::MirrorRequest;
 use kmirror_kernel::log::LogView;
 use kmirror_kernel::node::PartitionKey;
@@ -154,12 +157,15 @@ fn transactional_fake() -> FakeCluster {
     fake
 }
 
-/// The number of leading batches of each source partition below its last stable offset: all of
-/// them, but for a partition whose producer left a transaction open, those before its first
-/// batch (what a stop's truncation to the LSO keeps).
-fn stable_batches(fake: &FakeCluster) -> BTreeMap<PartitionKey, usize> {
+/// The number of leading batches of each source partition below its last stable offset (all
+/// of them, but for a partition whose producer left a transaction open, those before its first
+/// batch: what a stop's truncation to the LSO keeps), and the number of open transactions.
+type StableAndOpen = (BTreeMap<PartitionKey, usize>, BTreeMap<PartitionKey, usize>);
+
+fn stable_batches(fake: &FakeCluster) -> StableAndOpen {
     let state = fake.state();
     let mut out = BTreeMap::new();
+    let mut open_count = BTreeMap::new();
     for t in &state.topics {
         for (p, part) in t.partitions.iter().enumerate() {
             // Each producer's open transaction, by the index of its first batch.
@@ -174,9 +180,10 @@ fn stable_batches(fake: &FakeCluster) -> BTreeMap<PartitionKey, usize> {
             }
             let stable = open.values().min().copied().unwrap_or(part.batches.len());
             out.insert(PartitionKey::new(t.id, p as i32), stable);
+            open_count.insert(PartitionKey::new(t.id, p as i32), open.len());
         }
     }
-    out
+    (out, open_count)
 }
 
 fn source(fake: &FakeCluster) -> SourceCluster {
@@ -211,11 +218,14 @@ fn options_with(halt: Option<u64>, flush: FlushPolicy) -> NodeDriverOptions {
     }
 }
 
-/// Each source partition's batches, byte for byte, and how many of them are below its last
-/// stable offset.
+/// Each source partition's batches, byte for byte, how many of them are below its last stable
+/// offset and how many transactions its producers left open, and how the stops of a sweep end
+/// those.
 struct Sources {
     batches: BTreeMap<PartitionKey, Vec<Vec<u8>>>,
     stable: BTreeMap<PartitionKey, usize>,
+    open: BTreeMap<PartitionKey, usize>,
+    strategy: StopStrategy,
 }
 
 impl std::ops::Index<&PartitionKey> for Sources {
@@ -227,9 +237,19 @@ impl std::ops::Index<&PartitionKey> for Sources {
 }
 
 impl Sources {
-    /// How many of `key`'s source batches a stop keeps (those below the LSO).
-    fn stable(&self, key: &PartitionKey) -> usize {
-        self.stable[key]
+    /// What a stop leaves of `key`: how many of the source's batches it keeps (those below the
+    /// LSO when it truncates, every one when it aborts), and the control batches it appends
+    /// after them (an ABORT per open transaction when it aborts, then its `MIRROR_PID_RESET`).
+    fn after_stop(&self, key: &PartitionKey) -> (usize, Vec<ControlType>) {
+        let reset = ControlType::MirrorPidReset;
+        match self.strategy {
+            StopStrategy::TruncateToLso => (self.stable[key], vec![reset]),
+            StopStrategy::AbortOpenTransactions => {
+                let mut tail = vec![ControlType::Abort; self.open[key]];
+                tail.push(reset);
+                (self.batches[key].len(), tail)
+            }
+        }
     }
 }
 
@@ -247,9 +267,12 @@ fn source_bytes(fake: &FakeCluster) -> Sources {
             }
         }
     }
+    let (stable, open) = stable_batches(fake);
     Sources {
         batches,
-        stable: stable_batches(fake),
+        stable,
+        open,
+        strategy: StopStrategy::TruncateToLso,
     }
 }
 
@@ -305,8 +328,10 @@ fn mirror_replicated(
 }
 
 /// `kmirror stop --topics orders` on `root` (no source): runs until settled or halted.
-fn stop(root: &Path, halt: Option<u64>) -> (NodeDriver, bool) {
-    let mut driver = NodeDriver::open(root, None, options(halt)).unwrap();
+fn stop(root: &Path, halt: Option<u64>, strategy: StopStrategy) -> (NodeDriver, bool) {
+    let mut options = options(halt);
+    options.mirror.stop_strategy = strategy;
+    let mut driver = NodeDriver::open(root, None, options).unwrap();
     let request = MirrorRequest::RemoveTopics {
         mirror: east().to_string(),
         topics: vec!["orders".into()],
@@ -692,15 +717,17 @@ fn check_after_kill(
             let state = driver.persisted_state(&key);
             let stopping = stopping.contains(&id);
             if stopping {
+                let (keep, tail) = sources.after_stop(&key);
                 assert!(
-                    rest.is_empty()
-                        || (rest.len() == 1 && rest[0].1 == Some(ControlType::MirrorPidReset)),
-                    "{what}: {name}-{p} has {} batches that are not the source's",
+                    rest.len() <= tail.len()
+                        && rest.iter().zip(&tail).all(|((_, c), t)| *c == Some(*t)),
+                    "{what}: {name}-{p} has {} batches that are neither the source's nor the \
+                     stop's",
                     rest.len()
                 );
                 assert!(
-                    rest.is_empty() || mirrored == sources.stable(&key),
-                    "{what}: {name}-{p}: the reset is not right after the batches below the LSO"
+                    rest.is_empty() || mirrored == keep,
+                    "{what}: {name}-{p}: the stop's batches are not right after the {keep} it keeps"
                 );
                 assert!(
                     matches!(
@@ -775,17 +802,15 @@ fn check_converged(
                     writable(&driver, name, p),
                     "{what}: {name}-{p} not writable"
                 );
-                let stable = sources.stable(&key);
-                assert_eq!(got.len(), stable + 1, "{what}: {name}-{p}");
-                assert_eq!(
-                    got.last().unwrap().1,
-                    Some(ControlType::MirrorPidReset),
-                    "{what}: {name}-{p}"
-                );
+                let (keep, tail) = sources.after_stop(&key);
+                assert_eq!(got.len(), keep + tail.len(), "{what}: {name}-{p}");
+                let appended: Vec<ControlType> =
+                    got[keep..].iter().filter_map(|(_, c)| *c).collect();
+                assert_eq!(appended, tail, "{what}: {name}-{p}");
                 assert!(
-                    bytes[..stable]
+                    bytes[..keep]
                         .iter()
-                        .zip(&source[..stable])
+                        .zip(&source[..keep])
                         .all(|(a, b)| *a == b),
                     "{what}: {name}-{p} lost mirrored bytes"
                 );
@@ -974,7 +999,7 @@ fn mirror_sweep(fake: &FakeCluster, flushes: &[FlushPolicy], seed: u64) -> Tally
 
 #[test]
 fn a_kill_after_every_effect_of_stopping_one_topic() {
-    let tally = stop_sweep(&fake(), 1, 0x5eed_0101);
+    let tally = stop_sweep(&fake(), 1, StopStrategy::TruncateToLso, 0x5eed_0101);
     tally.report("node crash test, stop");
     assert!(tally.kills >= 10, "{tally:?}");
     assert!(tally.torn_state_writes >= 3, "{tally:?}");
@@ -985,7 +1010,7 @@ fn a_kill_after_every_effect_of_stopping_one_topic() {
 /// with every follower holding its leader's log (`check_converged`).
 #[test]
 fn a_kill_after_every_effect_of_stopping_one_topic_with_followers() {
-    let tally = stop_sweep(&fake(), 3, 0x5eed_0102);
+    let tally = stop_sweep(&fake(), 3, StopStrategy::TruncateToLso, 0x5eed_0102);
     tally.report("node crash test, stop with followers");
     assert!(tally.kills >= 10, "{tally:?}");
     assert!(tally.torn_state_writes >= 3, "{tally:?}");
@@ -997,7 +1022,8 @@ fn a_kill_after_every_effect_of_stopping_one_topic_with_followers() {
 #[test]
 fn a_kill_after_every_effect_of_stopping_one_topic_with_an_open_transaction() {
     for (replicas, seed) in [(1, 0x5eed_0104), (3, 0x5eed_0105)] {
-        let tally = stop_sweep(&transactional_fake(), replicas, seed);
+        let strategy = StopStrategy::TruncateToLso;
+        let tally = stop_sweep(&transactional_fake(), replicas, strategy, seed);
         tally.report(&format!(
             "node crash test, stop with an open transaction, {replicas} replica(s)"
         ));
@@ -1006,11 +1032,23 @@ fn a_kill_after_every_effect_of_stopping_one_topic_with_an_open_transaction() {
     }
 }
 
+/// The same with `--stop-strategy abort-open-transactions`: the stop keeps every mirrored
+/// batch and appends an ABORT marker for the open transaction before its `MIRROR_PID_RESET`.
+#[test]
+fn a_kill_after_every_effect_of_stopping_one_topic_aborting_its_open_transaction() {
+    let strategy = StopStrategy::AbortOpenTransactions;
+    let tally = stop_sweep(&transactional_fake(), 1, strategy, 0x5eed_0106);
+    tally.report("node crash test, stop aborting an open transaction");
+    assert!(tally.kills >= 10, "{tally:?}");
+    assert!(tally.torn_state_writes >= 3, "{tally:?}");
+}
+
 /// A kill after every effect of `kmirror stop --topics orders` on a node of `replicas`
 /// replicas mirroring `fake` (see the [module documentation](self)), cut points seeded with
 /// `seed`.
-fn stop_sweep(fake: &FakeCluster, replicas: u32, seed: u64) -> Tally {
-    let sources = source_bytes(fake);
+fn stop_sweep(fake: &FakeCluster, replicas: u32, strategy: StopStrategy, seed: u64) -> Tally {
+    let mut sources = source_bytes(fake);
+    sources.strategy = strategy;
     let tmp = scratch();
     let base = tmp.path().join("base");
     let (driver, halted) = mirror_replicated(fake, &base, None, FlushPolicy::Kafka, replicas);
@@ -1018,17 +1056,17 @@ fn stop_sweep(fake: &FakeCluster, replicas: u32, seed: u64) -> Tally {
     driver.close().unwrap();
     let reference = tmp.path().join("reference");
     copy_dir(&base, &reference);
-    let (driver, halted) = stop(&reference, None);
+    let (driver, halted) = stop(&reference, None, strategy);
     assert!(!halted);
     check_converged(driver, &reference, &sources, &[ORDERS], "no kill");
     let history = History::of(&reference);
-    let restart = |root: &Path| stop(root, None).0;
+    let restart = |root: &Path| stop(root, None, strategy).0;
     let mut rng = Rng(seed);
     let mut tally = Tally::default();
     for n in 1.. {
         let root = tmp.path().join(format!("kill-{n}"));
         copy_dir(&base, &root);
-        let (driver, halted) = stop(&root, Some(n));
+        let (driver, halted) = stop(&root, Some(n), strategy);
         if !halted {
             fs::remove_dir_all(&root).unwrap();
             break;
@@ -1329,7 +1367,7 @@ fn a_torn_write_at_every_write_of_stopping_one_topic() {
             allowance: Allowance::InFlight,
         };
         check_after_kill(&root, &sources, &[ORDERS], &expected, &what);
-        let (driver, _) = stop(&root, None);
+        let (driver, _) = stop(&root, None, StopStrategy::TruncateToLso);
         check_converged(driver, &root, &sources, &[ORDERS], &what);
         fs::remove_dir_all(&root).unwrap();
     }
