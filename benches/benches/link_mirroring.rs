@@ -282,7 +282,7 @@ fn mirroring_dest(linked: &LinkedSource, source: SourceCluster, root: &Path) -> 
         ..NodeDriverOptions::default()
     };
     let topics = linked.layout.names();
-    node_setup::mirroring_dest(root, &fake.bootstrap(), &topics, source, options)
+    node_setup::mirroring_dest(root, &fake.bootstrap(), &topics, source, options, 1)
 }
 
 /// One sample: a fresh destination brought to MIRRORING (untimed), the backlog mirrored

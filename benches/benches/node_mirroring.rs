@@ -19,6 +19,10 @@
 //! by each sample.
 //!
 //! - `node_mirror_kafka`: the above (fetch-ahead on, the default).
+//! - `node_mirror_kafka_3_replicas`: the same on a node created with `--replicas 3`: every
+//!   partition's two in-process followers copy each round's appends from the leader before the
+//!   round goes on, and the close fsyncs their logs too (the bytes counted are the mirrored
+//!   ones, so its throughput against `node_mirror_kafka`'s is what the followers cost).
 //! - `node_mirror_kafka_steady`: a mirror already running: each sample's untimed setup also
 //!   mirrors every partition's first batch, closes the driver and opens it again (so each
 //!   partition's leader-epoch entry is on disk, as in any mirror past its first flush); the
@@ -210,6 +214,16 @@ fn mirroring_dest(
     root: &Path,
     options: &NodeDriverOptions,
 ) -> (NodeDriver, Duration) {
+    mirroring_dest_replicated(source, root, options, 1)
+}
+
+/// [`mirroring_dest`] on a node with `replicas` replicas of every partition.
+fn mirroring_dest_replicated(
+    source: &WarmSource,
+    root: &Path,
+    options: &NodeDriverOptions,
+    replicas: u32,
+) -> (NodeDriver, Duration) {
     let fake = source.fake;
     fake.set_filled(false);
     let start = Instant::now();
@@ -222,6 +236,7 @@ fn mirroring_dest(
         &topics,
         source.take(),
         options.clone(),
+        replicas,
     );
     (driver, start.elapsed())
 }
@@ -703,18 +718,24 @@ fn node_mirroring(c: &mut Criterion) {
             sum
         })
     });
-    for (name, options) in [
-        ("node_mirror_kafka", options(FlushPolicy::Kafka)),
+    for (name, options, replicas) in [
+        ("node_mirror_kafka", options(FlushPolicy::Kafka), 1),
+        (
+            "node_mirror_kafka_3_replicas",
+            options(FlushPolicy::Kafka),
+            3,
+        ),
         (
             "node_mirror_every_append",
             options(FlushPolicy::EveryAppend),
+            1,
         ),
     ] {
         group.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 let mut sum = Duration::ZERO;
                 for _ in 0..iters {
-                    let (driver, _) = mirroring_dest(&source, &dest, &options);
+                    let (driver, _) = mirroring_dest_replicated(&source, &dest, &options, replicas);
                     sum += mirror(&source, driver, total);
                     fs::remove_dir_all(&dest).expect("dest removed");
                 }

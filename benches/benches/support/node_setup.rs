@@ -35,19 +35,21 @@ pub fn add_until_mirroring(
         .all(|(_, p)| p.state() == MirrorState::Mirroring));
 }
 
-/// A new node destination at `root` (its source `bootstrap`) with `topics` created, each
-/// partition's leader epoch 1 (above the source batches' epoch 0, so no epoch bump comes with
-/// the data), driven through `source` with `options` until every partition is MIRRORING
-/// against the (empty) source.
+/// A new node destination at `root` (its source `bootstrap`, `replicas` replicas of every
+/// partition) with `topics` created, each partition's leader epoch 1 (above the source
+/// batches' epoch 0, so no epoch bump comes with the data), driven through `source` with
+/// `options` until every partition is MIRRORING against the (empty) source.
 pub fn mirroring_dest(
     root: &Path,
     bootstrap: &str,
     topics: &[(String, TopicId, i32)],
     source: SourceCluster,
     options: NodeDriverOptions,
+    replicas: u32,
 ) -> NodeDriver {
-    let mut dest =
-        NodeDest::create(root, NodeMeta::new(Some(bootstrap.to_owned()), 8)).expect("created");
+    let mut meta = NodeMeta::new(Some(bootstrap.to_owned()), 8);
+    meta.replicas = replicas;
+    let mut dest = NodeDest::create(root, meta).expect("created");
     for (name, id, partitions) in topics {
         dest.add_topic(name, *id, *partitions, None).expect("topic");
     }
