@@ -232,3 +232,93 @@ pub fn replicate_until_in_sync(
     }
     Ok(merged)
 }
+
+#[cfg(test)]
+mod tests {
+    use kmirror_kernel::batch::LeaderBatch;
+
+    use super::*;
+    use crate::file_log::{FileLogConfig, TopicPartition};
+
+    fn open(root: &std::path::Path, broker: &str) -> FileLog {
+        let tp = TopicPartition::new("orders", 0).unwrap();
+        FileLog::open(&root.join(broker), tp, FileLogConfig::default())
+            .unwrap()
+            .0
+    }
+
+    fn plain(log: &mut FileLog, epoch: i32, batches: usize) {
+        for _ in 0..batches {
+            let batch = LeaderBatch::Records {
+                record_count: 2,
+                producer: None,
+                transactional: false,
+            };
+            log.append_as_leader(epoch, batch).unwrap();
+        }
+    }
+
+    fn bytes(log: &FileLog) -> Vec<u8> {
+        log.try_read(log.log_start_offset(), log.log_end_offset())
+            .unwrap()
+            .iter()
+            .flat_map(|b| b.bytes().to_vec())
+            .collect()
+    }
+
+    /// The leader credits a follower with the offset it fetched from, so the HW moves a round
+    /// after the copy; only ISR members hold it back; a leader that truncated and went on in a
+    /// new epoch makes its followers truncate (KIP-320) and copy the new batches.
+    #[test]
+    fn the_high_watermark_follows_the_isr_and_followers_truncate_with_their_leader() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut leader = open(tmp.path(), "broker-0");
+        plain(&mut leader, 0, 4);
+        let mut followers = vec![
+            Follower::new(1, open(tmp.path(), "broker-1")),
+            Follower::new(2, open(tmp.path(), "broker-2")),
+        ];
+        let everyone = |_: BrokerId| true;
+
+        // One batch a round: after the first, the followers hold offsets 0..2 but the leader
+        // credited them with their fetch offset 0.
+        let round = replicate_round(&mut leader, &mut followers, &everyone, 3, 1).unwrap();
+        assert_eq!(round.fetched, vec![(1, 2), (2, 2)]);
+        assert_eq!(leader.high_watermark(), 0);
+        assert!(!round.high_watermark_advanced);
+        let round = replicate_round(&mut leader, &mut followers, &everyone, 3, 1).unwrap();
+        assert_eq!(leader.high_watermark(), 2, "credited at their second fetch");
+        assert!(round.high_watermark_advanced);
+        assert_eq!(followers[0].log.high_watermark(), 2);
+
+        let merged = replicate_until_in_sync(&mut leader, &mut followers, &everyone, 3, 1, 64);
+        assert!(merged.unwrap().changed);
+        assert!(in_sync(&leader, &followers));
+        assert_eq!(leader.high_watermark(), 8);
+
+        // A new follower in the ISR holds the HW back until it catches up; out of it, not.
+        plain(&mut leader, 0, 2);
+        followers.push(Follower::new(3, open(tmp.path(), "broker-3")));
+        for _ in 0..2 {
+            replicate_round(&mut leader, &mut followers, &everyone, 4, 1).unwrap();
+        }
+        assert_eq!(followers[0].log.log_end_offset(), 12);
+        assert_eq!(leader.high_watermark(), 8, "follower 3 was credited with 2");
+        let not_three = |b: BrokerId| b != 3;
+        replicate_round(&mut leader, &mut followers, &not_three, 4, 1).unwrap();
+        assert_eq!(leader.high_watermark(), 12);
+
+        // The leader loses its last two batches and appends three of epoch 1.
+        leader.truncate_to(4).unwrap();
+        leader_truncated(&mut followers);
+        plain(&mut leader, 1, 3);
+        let merged =
+            replicate_until_in_sync(&mut leader, &mut followers, &everyone, 4, 100, 64).unwrap();
+        assert_eq!(merged.truncations, vec![(1, 12, 4), (2, 12, 4), (3, 6, 4)]);
+        assert!(in_sync(&leader, &followers));
+        for f in &followers {
+            assert_eq!(bytes(&f.log), bytes(&leader), "follower {}", f.id);
+            assert_eq!(f.log.epoch_cache(), leader.epoch_cache());
+        }
+    }
+}
