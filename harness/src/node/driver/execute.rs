@@ -348,6 +348,7 @@ impl NodeDriver {
         })?;
         log.set_append_timestamp(now);
         let before = log.log_end_offset();
+        let last_before = log.last_batch();
         if matches!(
             effect,
             LogEffect::TruncateTo { .. } | LogEffect::TruncateFullyAndStartAt { .. }
@@ -365,6 +366,14 @@ impl NodeDriver {
             self.events.push(line);
         }
         if matches!(effect, LogEffect::AppendFetched) {
+            // The followers holding the leader's log copy the same bytes without reading them
+            // back (`followers.rs`).
+            self.followers
+                .append_copied(&key, before, last_before, fetched)
+                .map_err(|e| NodeError::Log {
+                    dir: e.dir,
+                    source: e.source,
+                })?;
             self.stats.batches += fetched.len() as u64;
             self.stats.bytes += fetched
                 .iter()

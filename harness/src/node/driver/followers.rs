@@ -13,6 +13,12 @@
 //! for: `ReplicaFetched` from each follower while it waits for the replicas to truncate to the
 //! LME, `HighWatermarkAdvanced` while it waits for its `MIRROR_PID_RESET` to be committed.
 //!
+//! **The copy of a fetch round.** When the leader appends a round's fetched batches, a follower
+//! that held exactly the leader's log appends the same bytes at once
+//! ([`NodeFollowers::append_copied`]): its fetch would return them, so it need not read them
+//! back from the leader's segments; its next fetch (finding nothing new) credits it, and the HW
+//! moves.
+//!
 //! **What a restart keeps.** Followers hold nothing the kernel decided: a follower's log is
 //! recovered on open like any log, and whatever it lost or kept past its leader's log is
 //! fetched again or truncated by its first round (divergence). The leader's record of each
@@ -26,11 +32,14 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use kmirror_kernel::batch::BatchHeader;
+use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::node::PartitionKey;
-use kmirror_kernel::types::BrokerId;
+use kmirror_kernel::types::{BrokerId, Offset};
 
 use crate::file_log::{FileLog, FileLogConfig, TopicPartition, Verify};
 use crate::log_dir_checkpoints::LogDirCheckpoints;
+use crate::record_batch::RawBatch;
 use crate::replicas::{self, Follower, ReplicaLogError, RoundReport};
 
 use super::super::dest::NodeDest;
@@ -151,6 +160,34 @@ impl NodeFollowers {
             dirs.push(f.log.dir().to_path_buf());
         }
         dirs
+    }
+
+    /// The leader of `key`, whose log ended at `end` with the batch `last`, appended the
+    /// fetched `batches` (a fetch round's share, byte for byte): each follower that held
+    /// exactly that log appends them too, as its fetch from `end` would (Kafka's follower
+    /// rules give the same batches from a leader whose log it holds); the next round's fetch
+    /// credits it. A follower behind or past it is left to its rounds.
+    pub(super) fn append_copied(
+        &mut self,
+        key: &PartitionKey,
+        end: Offset,
+        last: Option<BatchHeader>,
+        batches: &[RawBatch],
+    ) -> Result<(), ReplicaLogError> {
+        let Some(followers) = self.partitions.get_mut(key) else {
+            return Ok(());
+        };
+        for f in followers {
+            if f.log.log_end_offset() == end && f.log.last_batch() == last {
+                f.log
+                    .append_as_follower(batches)
+                    .map_err(|source| ReplicaLogError {
+                        dir: f.log.dir().to_path_buf(),
+                        source: Box::new(source),
+                    })?;
+            }
+        }
+        Ok(())
     }
 
     /// The leader's log of `key` was truncated: the HW waits for the followers' next fetch.
