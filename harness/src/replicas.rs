@@ -79,6 +79,16 @@ pub struct ReplicaLogError {
     pub source: Box<FileLogError>,
 }
 
+impl ReplicaLogError {
+    /// The error of a failed operation on `log`.
+    pub(crate) fn of(log: &FileLog) -> impl FnOnce(FileLogError) -> Self + '_ {
+        move |source| ReplicaLogError {
+            dir: log.dir().to_path_buf(),
+            source: Box::new(source),
+        }
+    }
+}
+
 /// The leader's log was truncated: what followers had acknowledged may no longer be there, so
 /// the high watermark waits for their next valid fetch.
 pub fn leader_truncated(followers: &mut [Follower]) {
@@ -140,10 +150,7 @@ pub fn replicate_round(
             }
             None => Ok(()),
         };
-        applied.map_err(|source| ReplicaLogError {
-            dir: f.log.dir().to_path_buf(),
-            source: Box::new(source),
-        })?;
+        applied.map_err(ReplicaLogError::of(&f.log))?;
         let after_leo = f.log.log_end_offset();
         if after_leo < leo || f.log.log_start_offset() != before.0 {
             report.truncations.push((f.id, leo, after_leo));
@@ -184,10 +191,7 @@ pub fn update_high_watermarks(
     if let Some(hw) = new_hw {
         leader
             .advance_high_watermark(hw)
-            .map_err(|source| ReplicaLogError {
-                dir: leader.dir().to_path_buf(),
-                source: Box::new(source),
-            })?;
+            .map_err(ReplicaLogError::of(leader))?;
         leader_moved = true;
     }
     let mut any_moved = leader_moved;
@@ -198,10 +202,7 @@ pub fn update_high_watermarks(
         if hw > f.log.high_watermark() {
             f.log
                 .advance_high_watermark(hw)
-                .map_err(|source| ReplicaLogError {
-                    dir: f.log.dir().to_path_buf(),
-                    source: Box::new(source),
-                })?;
+                .map_err(ReplicaLogError::of(&f.log))?;
             any_moved = true;
         }
     }

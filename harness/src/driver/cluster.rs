@@ -65,7 +65,7 @@ use super::DriverError;
 use crate::file_log::{FileLog, FileLogConfig, TopicPartition};
 use crate::mirror_state_log::MirrorStateLog;
 use crate::recovery::RecoveryReport;
-use crate::replicas::{self, ReplicaLogError};
+use crate::replicas;
 pub use crate::replicas::{Follower, RoundReport};
 use crate::segment;
 use crate::topic_partition::{check_topic, parse_topic_id};
@@ -708,14 +708,6 @@ fn broker_dir(root: &Path, b: BrokerId) -> PathBuf {
     root.join(format!("broker-{b}"))
 }
 
-/// A replica's failed log operation as the driver's error.
-fn log_error(e: ReplicaLogError) -> DriverError {
-    DriverError::Log {
-        dir: e.dir,
-        source: e.source,
-    }
-}
-
 fn io(action: &'static str, path: &Path, source: std::io::Error) -> DriverError {
     DriverError::Io {
         action,
@@ -834,7 +826,7 @@ impl Cluster {
             controller.replicas.len(),
             max_batches,
         )
-        .map_err(log_error)
+        .map_err(DriverError::from)
     }
 
     /// Replicates until a round changes nothing, at most `max_rounds` rounds
@@ -855,7 +847,7 @@ impl Cluster {
             max_rounds,
         )
         .map(|_| ())
-        .map_err(log_error)
+        .map_err(DriverError::from)
     }
 
     /// Flushes and closes every log (persisting recovery points and high watermarks).

@@ -186,3 +186,13 @@ impl From<crate::dir_lock::LockError> for DriverError {
         }
     }
 }
+
+/// A follower's or the leader's log operation of a replication round failed.
+impl From<crate::replicas::ReplicaLogError> for DriverError {
+    fn from(e: crate::replicas::ReplicaLogError) -> Self {
+        DriverError::Log {
+            dir: e.dir,
+            source: e.source,
+        }
+    }
+}

@@ -121,3 +121,13 @@ impl From<crate::dir_lock::LockError> for NodeError {
         }
     }
 }
+
+/// A follower's or a leader's log operation of a replication round failed.
+impl From<crate::replicas::ReplicaLogError> for NodeError {
+    fn from(e: crate::replicas::ReplicaLogError) -> Self {
+        NodeError::Log {
+            dir: e.dir,
+            source: e.source,
+        }
+    }
+}

@@ -96,8 +96,8 @@ fn topic(node: &dyn ServedNode, name: &str) -> MetadataResponseTopic {
         return entry.with_error_code(UNKNOWN_TOPIC_OR_PARTITION);
     };
     let broker = BrokerId(node.meta().broker);
-    // The node leads every partition; its in-process followers are in the ISR (they hold the
-    // leader's log once a step ends) but are not brokers a client can reach.
+    // The node leads every partition; its in-process followers stay in the ISR (they copy each
+    // step's appends within the step) but are not brokers a client can reach.
     let replicas: Vec<BrokerId> = node
         .meta()
         .replica_set()

@@ -96,13 +96,7 @@ impl NodeDriver {
         let Some(log) = self.logs.get_mut(&key) else {
             return Ok(());
         };
-        let report = self
-            .followers
-            .replicate(&key, log)
-            .map_err(|e| NodeError::Log {
-                dir: e.dir,
-                source: e.source,
-            })?;
+        let report = self.followers.replicate(&key, log)?;
         for &(replica, from, to) in &report.truncations {
             if to < from {
                 let tp = log.topic_partition();
@@ -369,11 +363,7 @@ impl NodeDriver {
             // The followers holding the leader's log copy the same bytes without reading them
             // back (`followers.rs`).
             self.followers
-                .append_copied(&key, before, last_before, fetched)
-                .map_err(|e| NodeError::Log {
-                    dir: e.dir,
-                    source: e.source,
-                })?;
+                .append_copied(&key, before, last_before, fetched)?;
             self.stats.batches += fetched.len() as u64;
             self.stats.bytes += fetched
                 .iter()

@@ -181,10 +181,7 @@ impl NodeFollowers {
             if f.log.log_end_offset() == end && f.log.last_batch() == last {
                 f.log
                     .append_as_follower(batches)
-                    .map_err(|source| ReplicaLogError {
-                        dir: f.log.dir().to_path_buf(),
-                        source: Box::new(source),
-                    })?;
+                    .map_err(ReplicaLogError::of(&f.log))?;
             }
         }
         Ok(())
