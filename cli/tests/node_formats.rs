@@ -2,6 +2,8 @@
 //! `kmirror convert` makes a node destination of a single-partition one, and bad `--topics`
 //! input is a one-line error (exit code 2) that creates nothing.
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn kmirror(args: &[&str]) -> Output {
@@ -149,54 +151,84 @@ fn single_partition_client_commands_on_a_node_destination_name_kmirror_serve() {
     assert_eq!(entries, 1, "only node.properties: nothing was created");
 }
 
-/// `kmirror convert`: a failed-over single-partition destination becomes a node destination
-/// with the same log bytes, state, leader epoch, produce gate and replica count, in the node's
-/// log-dir checkpoint layout; the old directory is left as it was; a repeat into the same
+/// Copies the checked-in single-partition destination (`tests/fixtures/single-partition/west`,
+/// made by the binary before the format was retired; see the fixture's README) to `to`.
+fn single_partition_fixture(to: &Path) {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            let target = to.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                copy(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), target).unwrap();
+            }
+        }
+    }
+    copy(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/single-partition/west"),
+        to,
+    );
+}
+
+/// Every file under `dir` (but the lock file) with its bytes.
+fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.file_name() != Some(".lock".as_ref()) {
+                out.insert(
+                    path.strip_prefix(dir).unwrap().to_path_buf(),
+                    std::fs::read(&path).unwrap(),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// `kmirror convert`: a failed-over single-partition destination (mirrored with transactions,
+/// stopped, then written to locally; two replicas, two segments) becomes a node destination with
+/// the same log bytes, state, leader epoch, produce gate and replica count, in the node's log-dir
+/// checkpoint layout; the old directory is left byte for byte as it was; a repeat into the same
 /// directory and a node as the source are refused, changing nothing.
 #[test]
 fn a_single_partition_destination_converts_into_a_node_destination() {
     let tmp = tempfile::tempdir().unwrap();
     let path = |name: &str| tmp.path().join(name).to_str().unwrap().to_owned();
-    let (east, west, node) = (path("east"), path("west"), path("node"));
+    let (west, node) = (path("west"), path("node"));
     let ok = |args: &[&str]| {
         let out = kmirror(args);
         assert!(out.status.success(), "{args:?}: {}", stderr(&out));
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    ok(&[
-        "produce", "--dir", &east, "--topic", "orders", "plain:3", "txn:7:2", "commit:7",
-    ]);
-    ok(&[
-        "mirror",
-        "--source",
-        &east,
-        "--dest",
-        &west,
-        "--until-caught-up",
-    ]);
-    ok(&["stop", "--dest", &west]);
-    let old_log = std::fs::read(
-        tmp.path()
-            .join("west/broker-0/orders-0/00000000000000000000.log"),
-    )
-    .unwrap();
+    single_partition_fixture(Path::new(&west));
+    let before = files(Path::new(&west));
+    let old_segments: Vec<Vec<u8>> = ["00000000000000000000.log", "00000000000000000019.log"]
+        .iter()
+        .map(|s| before[&PathBuf::from("broker-0/orders-0").join(s)].clone())
+        .collect();
 
     let said = ok(&["convert", "--from", &west, "--dest", &node]);
     assert!(
-        said.contains("holding orders-0 (STOPPED, LEO 7, 3 replicas)"),
+        said.contains("holding orders-0 (STOPPED, LEO 23, 2 replicas)"),
         "{said}"
     );
     assert!(said.contains("kmirror serve --dest"), "{said}");
-    let new_log = std::fs::read(
-        tmp.path()
-            .join("node/data/orders-0/00000000000000000000.log"),
-    )
-    .unwrap();
-    assert_eq!(new_log, old_log, "the log, byte for byte");
+    let new_segments: Vec<Vec<u8>> = ["00000000000000000000.log", "00000000000000000019.log"]
+        .iter()
+        .map(|s| std::fs::read(tmp.path().join("node/data/orders-0").join(s)).unwrap())
+        .collect();
+    assert_eq!(new_segments, old_segments, "the log, byte for byte");
     let props = std::fs::read_to_string(tmp.path().join("node/node.properties")).unwrap();
     for line in [
         "format=kmirror-node-2",
-        "replicas=3",
+        "replicas=2",
         "mirror_state.partitions=1",
         "partition=orders-0,1,1",
     ] {
@@ -219,8 +251,14 @@ fn a_single_partition_destination_converts_into_a_node_destination() {
             .any(|l| l.starts_with("orders-0") && l.contains("STOPPED") && l.contains("yes")),
         "{status}"
     );
-    // The old directory is as it was, and still read by its commands.
-    assert!(ok(&["status", "--dest", &west]).contains("STOPPED"));
+    // Every log of the node verifies; the old directory is as it was.
+    let verified = ok(&["verify", &node]);
+    assert!(
+        verified.contains("orders-0: 1261 bytes in 2 segments, offsets 0..23")
+            && verified.lines().all(|l| l.ends_with("all good")),
+        "{verified}"
+    );
+    assert_eq!(files(Path::new(&west)), before, "the old directory, byte for byte");
 
     for (args, says) in [
         (
@@ -243,6 +281,6 @@ fn a_single_partition_destination_converts_into_a_node_destination() {
                 .join("node/data/orders-0/00000000000000000000.log")
         )
         .unwrap(),
-        old_log
+        old_segments[0]
     );
 }

@@ -1,9 +1,8 @@
 //! A single-partition cluster directory (the older destination format, `cluster.properties`)
 //! converted into a node destination holding its one partition (`kmirror convert`).
 //!
-//! The old directory is opened first as its commands open it (its leader's log and
-//! `__mirror_state` recovered, then closed, which writes their checkpoint files), and left as
-//! it was; it stays locked while it is copied. The node is built beside its final path
+//! The old directory is read ([`SinglePartitionDir`]) and left as it is; it stays locked while it
+//! is copied, and its logs are recovered as copies, when the node is first opened. The node is built beside its final path
 //! (`.<name>.converting`) and renamed into place, so a crash leaves no node or a whole one:
 //!
 //! - the leader's log `broker-<leader>/<topic>-0/` is copied to `data/<topic>-0/`, with its
@@ -34,14 +33,13 @@ use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::Offset;
 
 use crate::dir_lock;
-use crate::driver::cluster::Cluster;
-use crate::mirror_state_log::MIRROR_STATE_TOPIC;
 use crate::segment;
 
 use super::dest::{
     NodeMeta, NodePartition, NodeTopic, LOG_DIR, NODE_FILE, NODE_FORMAT,
     NODE_FORMAT_PER_PARTITION_CHECKPOINTS,
 };
+use super::single_partition::SinglePartitionDir;
 use super::{NodeDriver, NodeDriverOptions, NodeError};
 
 /// What a conversion made.
@@ -80,43 +78,32 @@ pub fn convert_single_partition(from: &Path, to: &Path) -> Result<Converted, Nod
             to.display()
         )));
     }
-    // Recovered and closed as its own commands would, so that its checkpoint files are
-    // current; then held while it is copied.
-    let cluster = Cluster::open_leader_only(from).map_err(|e| invalid(e.to_string()))?;
-    let config = cluster.dir.config().clone();
-    let controller = cluster.dir.controller().clone();
-    let writable = cluster.dir.writable();
-    let desired = cluster
-        .dir
-        .desired_state()
-        .map_err(|e| invalid(e.to_string()))?;
-    let leader_dir = cluster.dir.broker_dir(controller.leader);
-    let tp = cluster.dir.topic_partition();
-    cluster.close().map_err(|e| invalid(e.to_string()))?;
+    // Held while it is copied, so no command of the old format writes to it meanwhile.
     let _held = dir_lock::lock_exclusive(from)?;
+    let old = SinglePartitionDir::read(from)?;
 
     let mut meta = NodeMeta::new(None, 1);
-    meta.broker = controller.leader;
-    meta.replicas = controller.replicas.len() as u32;
-    meta.segment_bytes = config.segment_bytes;
-    meta.mirrors = config.mirrors.clone();
-    let mirror_name = match desired {
+    meta.broker = old.leader;
+    meta.replicas = old.replicas;
+    meta.segment_bytes = old.segment_bytes;
+    meta.mirrors = old.mirrors.clone();
+    let mirror_name = match old.desired {
         DesiredState::NotMirrored => None,
-        _ => config.mirror_name.clone().filter(|m| !m.is_empty()),
+        _ => old.mirror_name.clone(),
     };
     meta.topics.insert(
-        config.topic.clone(),
+        old.topic.clone(),
         NodeTopic {
-            topic_id: config.topic_id,
+            topic_id: old.topic_id,
             partitions: 1,
             mirror_name: mirror_name.clone(),
         },
     );
     meta.partitions.insert(
-        (config.topic.clone(), 0),
+        (old.topic.clone(), 0),
         NodePartition {
-            leader_epoch: controller.leader_epoch,
-            writable,
+            leader_epoch: old.leader_epoch,
+            writable: old.writable,
         },
     );
 
@@ -126,8 +113,11 @@ pub fn convert_single_partition(from: &Path, to: &Path) -> Result<Converted, Nod
         fs::remove_dir_all(&building).map_err(|e| io("delete", &building, e))?;
     }
     let log_dir = building.join(LOG_DIR);
-    for name in [tp.dir_name(), format!("{MIRROR_STATE_TOPIC}-0")] {
-        copy_dir(&leader_dir.join(&name), &log_dir.join(&name))?;
+    for dir in [old.leader_log_dir(), old.mirror_state_dir()] {
+        // A cluster that never wrote a log has no directory for it: the node creates one.
+        if dir.is_dir() {
+            copy_dir(&dir, &log_dir.join(dir.file_name().unwrap_or_default()))?;
+        }
     }
     segment::sync_dir(&log_dir).map_err(|source| NodeError::Log {
         dir: log_dir.clone(),
@@ -154,9 +144,9 @@ pub fn convert_single_partition(from: &Path, to: &Path) -> Result<Converted, Nod
 
     // Opened once: every log recovered, the checkpoints migrated to the log dir's files.
     let driver = NodeDriver::open(to, None, NodeDriverOptions::default())?;
-    let key = PartitionKey::new(config.topic_id, 0);
+    let key = PartitionKey::new(old.topic_id, 0);
     let converted = Converted {
-        topic: config.topic.clone(),
+        topic: old.topic.clone(),
         mirror_name,
         state: driver.persisted_state(&key),
         log_end_offset: driver.log(&key).map_or(0, |l| l.log_end_offset()),

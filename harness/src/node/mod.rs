@@ -38,6 +38,7 @@ pub mod fetch_ahead;
 pub mod follow;
 pub mod lme_lookup;
 pub mod metadata_sync;
+pub mod single_partition;
 pub mod status;
 pub mod verify;
 
