@@ -258,7 +258,11 @@ fn a_single_partition_destination_converts_into_a_node_destination() {
             && verified.lines().all(|l| l.ends_with("all good")),
         "{verified}"
     );
-    assert_eq!(files(Path::new(&west)), before, "the old directory, byte for byte");
+    assert_eq!(
+        files(Path::new(&west)),
+        before,
+        "the old directory, byte for byte"
+    );
 
     for (args, says) in [
         (

@@ -72,17 +72,17 @@ use crate::record_batch::batch_size_from_prefix;
 use crate::wire::fake_broker::{FakeCluster, FakePartition, FakeTopic};
 use crate::wire::{SourceCluster, SourceClusterOptions, TopicSelection};
 
-const ORDERS: TopicId = TopicId([1; 16]);
+pub(super) const ORDERS: TopicId = TopicId([1; 16]);
 const PAY_EU: TopicId = TopicId([2; 16]);
-const TOPICS: [(&str, TopicId, i32); 2] = [("orders", ORDERS, 3), ("pay.eu", PAY_EU, 2)];
+pub(super) const TOPICS: [(&str, TopicId, i32); 2] = [("orders", ORDERS, 3), ("pay.eu", PAY_EU, 2)];
 /// Partitions of `__mirror_state`.
-const STATE_PARTITIONS: u32 = 3;
+pub(super) const STATE_PARTITIONS: u32 = 3;
 
 /// xorshift64*: seeded cut points.
-struct Rng(u64);
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
-    fn below(&mut self, n: usize) -> usize {
+    pub(super) fn below(&mut self, n: usize) -> usize {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -205,7 +205,7 @@ fn east() -> MirrorName {
     MirrorName::new("fake-cluster").unwrap()
 }
 
-fn options(halt: Option<u64>) -> NodeDriverOptions {
+pub(super) fn options(halt: Option<u64>) -> NodeDriverOptions {
     options_with(halt, FlushPolicy::Kafka)
 }
 
@@ -221,11 +221,11 @@ fn options_with(halt: Option<u64>, flush: FlushPolicy) -> NodeDriverOptions {
 /// Each source partition's batches, byte for byte, how many of them are below its last stable
 /// offset and how many transactions its producers left open, and how the stops of a sweep end
 /// those.
-struct Sources {
+pub(super) struct Sources {
     batches: BTreeMap<PartitionKey, Vec<Vec<u8>>>,
     stable: BTreeMap<PartitionKey, usize>,
     open: BTreeMap<PartitionKey, usize>,
-    strategy: StopStrategy,
+    pub(super) strategy: StopStrategy,
 }
 
 impl std::ops::Index<&PartitionKey> for Sources {
@@ -253,7 +253,7 @@ impl Sources {
     }
 }
 
-fn source_bytes(fake: &FakeCluster) -> Sources {
+pub(super) fn source_bytes(fake: &FakeCluster) -> Sources {
     let mut batches = BTreeMap::new();
     {
         let state = fake.state();
@@ -297,7 +297,7 @@ fn mirror(
 }
 
 /// [`mirror`] into a node of `replicas` replicas of every partition (when it creates it).
-fn mirror_replicated(
+pub(super) fn mirror_replicated(
     fake: &FakeCluster,
     root: &Path,
     halt: Option<u64>,
@@ -328,7 +328,7 @@ fn mirror_replicated(
 }
 
 /// `kmirror stop --topics orders` on `root` (no source): runs until settled or halted.
-fn stop(root: &Path, halt: Option<u64>, strategy: StopStrategy) -> (NodeDriver, bool) {
+pub(super) fn stop(root: &Path, halt: Option<u64>, strategy: StopStrategy) -> (NodeDriver, bool) {
     let mut options = options(halt);
     options.mirror.stop_strategy = strategy;
     let mut driver = NodeDriver::open(root, None, options).unwrap();
@@ -342,7 +342,7 @@ fn stop(root: &Path, halt: Option<u64>, strategy: StopStrategy) -> (NodeDriver, 
     (driver, halted)
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+pub(super) fn copy_dir(from: &Path, to: &Path) {
     fs::create_dir_all(to).unwrap();
     for e in fs::read_dir(from).unwrap() {
         let e = e.unwrap();
@@ -385,7 +385,7 @@ fn batches_of(bytes: &[u8]) -> Vec<(usize, usize, Offset)> {
 }
 
 /// A kill inside the last `__mirror_state` write of partition `k`: its batch torn in half.
-fn tear_last_state_write(root: &Path, k: u32) {
+pub(super) fn tear_last_state_write(root: &Path, k: u32) {
     let dir = root.join("data").join(format!("__mirror_state-{k}"));
     let (_, path) = segments(&dir).pop().unwrap();
     let bytes = fs::read(&path).unwrap();
@@ -398,7 +398,7 @@ fn tear_last_state_write(root: &Path, k: u32) {
 /// ([`FileLog::durable_end`](crate::file_log::FileLog::durable_end): the recovery point, or
 /// above it where a group commit made the bytes durable and deferred the epoch checkpoint);
 /// the log dir's checkpoint files, written once per round, may still name less.
-fn fsynced_floors(driver: &NodeDriver) -> BTreeMap<String, Offset> {
+pub(super) fn fsynced_floors(driver: &NodeDriver) -> BTreeMap<String, Offset> {
     let mut out = BTreeMap::new();
     for (name, id, count) in TOPICS {
         for p in 0..count {
@@ -415,7 +415,11 @@ fn fsynced_floors(driver: &NodeDriver) -> BTreeMap<String, Offset> {
 /// recovery point and high watermark in the log dir's files), at a batch boundary or inside a
 /// batch, later segments gone; the offset index of the cut segment (never fsynced) is cut at
 /// a random byte too. Returns how many tails were cut.
-fn machine_crash(root: &Path, floors: &BTreeMap<String, Offset>, rng: &mut Rng) -> usize {
+pub(super) fn machine_crash(
+    root: &Path,
+    floors: &BTreeMap<String, Offset>,
+    rng: &mut Rng,
+) -> usize {
     let mut cut = 0;
     let store = LogDirCheckpoints::open(&root.join("data")).unwrap();
     for e in fs::read_dir(root.join("data")).unwrap() {
@@ -469,7 +473,10 @@ fn machine_crash(root: &Path, floors: &BTreeMap<String, Offset>, rng: &mut Rng) 
 }
 
 /// A partition's batches as the next process reads them: (bytes, control type).
-fn batches(driver: &NodeDriver, key: &PartitionKey) -> Vec<(Vec<u8>, Option<ControlType>)> {
+pub(super) fn batches(
+    driver: &NodeDriver,
+    key: &PartitionKey,
+) -> Vec<(Vec<u8>, Option<ControlType>)> {
     let log = driver.log(key).unwrap();
     log.try_read(log.log_start_offset(), log.log_end_offset())
         .unwrap()
@@ -489,7 +496,7 @@ fn writable(driver: &NodeDriver, name: &str, p: i32) -> bool {
 
 /// A `__mirror_state` key: a partition's state record or its LME record.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Debug)]
-enum Slot {
+pub(super) enum Slot {
     State(MirrorPartition),
     Lme(MirrorPartition),
 }
@@ -516,11 +523,11 @@ impl Slot {
 }
 
 /// The latest record of every slot.
-type Records = BTreeMap<Slot, MirrorStateRecord>;
+pub(super) type Records = BTreeMap<Slot, MirrorStateRecord>;
 
 /// What the driver's coordinators hold: every `__mirror_state` record it acknowledged (a
 /// record reaches a coordinator only once it is appended and fsynced), the latest per slot.
-fn acknowledged(driver: &NodeDriver) -> Records {
+pub(super) fn acknowledged(driver: &NodeDriver) -> Records {
     driver
         .mirror_state()
         .flat_map(|(_, c)| c.records())
@@ -530,11 +537,11 @@ fn acknowledged(driver: &NodeDriver) -> Records {
 
 /// Every value each slot took in an uninterrupted run, in order, starting from "absent"
 /// (`None`; a tombstone is `None` too): read from its `__mirror_state` partitions.
-struct History(BTreeMap<Slot, Vec<Option<MirrorStateRecord>>>);
+pub(super) struct History(BTreeMap<Slot, Vec<Option<MirrorStateRecord>>>);
 
 impl History {
     /// The history of the closed node destination at `root`.
-    fn of(root: &Path) -> History {
+    pub(super) fn of(root: &Path) -> History {
         let data = root.join("data");
         let store = Arc::new(LogDirCheckpoints::open(&data).unwrap());
         let mut slots: BTreeMap<Slot, Vec<Option<MirrorStateRecord>>> = BTreeMap::new();
@@ -576,7 +583,7 @@ impl History {
 
 /// What a reopened node may hold besides exactly the acknowledged records.
 #[derive(Clone, Copy, Debug)]
-enum Allowance {
+pub(super) enum Allowance {
     /// Nothing else: every acknowledged record, nothing more.
     Exact,
     /// The last acknowledged write, to `__mirror_state` partition `k`, was torn away (a kill
@@ -589,16 +596,16 @@ enum Allowance {
 }
 
 /// What the killed process acknowledged, and what a reopen may show instead.
-struct Expected<'a> {
-    acked: &'a Records,
-    history: &'a History,
-    allowance: Allowance,
+pub(super) struct Expected<'a> {
+    pub(super) acked: &'a Records,
+    pub(super) history: &'a History,
+    pub(super) allowance: Allowance,
 }
 
 impl Expected<'_> {
     /// Nothing acknowledged is lost: `persisted` is `acked`, or differs from it in one slot
     /// as the allowance says.
-    fn check(&self, persisted: &Records, what: &str) {
+    pub(super) fn check(&self, persisted: &Records, what: &str) {
         let slots: BTreeSet<&Slot> = self.acked.keys().chain(persisted.keys()).collect();
         let differ: Vec<(
             &Slot,
@@ -662,7 +669,11 @@ fn reset_offset(driver: &NodeDriver, key: &PartitionKey) -> Result<Option<Offset
 
 /// In the killed process: every partition whose STOPPED it acknowledged has its
 /// `MIRROR_PID_RESET` below its high watermark (committed before STOPPED was written).
-fn check_stopped_after_committed_reset(driver: &NodeDriver, acked: &Records, what: &str) {
+pub(super) fn check_stopped_after_committed_reset(
+    driver: &NodeDriver,
+    acked: &Records,
+    what: &str,
+) {
     for record in acked.values() {
         let MirrorStateRecord::PartitionState { partition, value } = record else {
             continue;
@@ -690,7 +701,7 @@ fn check_stopped_after_committed_reset(driver: &NodeDriver, acked: &Records, wha
 /// persisted states are ones the operation passes through; `expected` says which
 /// `__mirror_state` records the reopened node must replay; a persisted STOPPED has its reset
 /// in the recovered log.
-fn check_after_kill(
+pub(super) fn check_after_kill(
     root: &Path,
     sources: &Sources,
     stopping: &[TopicId],
@@ -766,7 +777,7 @@ fn check_after_kill(
 /// After the restart: mirrored topics are byte copies and MIRRORING; stopped ones STOPPED,
 /// writable, their mirrored bytes then exactly one reset; every log passes a full CRC scan;
 /// `__mirror_state` replays to the same states after a clean reopen.
-fn check_converged(
+pub(super) fn check_converged(
     driver: NodeDriver,
     root: &Path,
     sources: &Sources,
@@ -1090,7 +1101,7 @@ fn stop_sweep(fake: &FakeCluster, replicas: u32, strategy: StopStrategy, seed: u
 /// A scratch directory on a RAM disk when there is one: a machine crash is simulated
 /// explicitly (files cut past what was fsynced) and a process death needs no disk, so nothing
 /// here needs a real one, and the fsyncs cost nothing there.
-fn scratch() -> tempfile::TempDir {
+pub(super) fn scratch() -> tempfile::TempDir {
     let shm = Path::new("/dev/shm");
     if shm.is_dir() {
         tempfile::tempdir_in(shm).unwrap()

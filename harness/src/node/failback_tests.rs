@@ -41,7 +41,7 @@ fn source_at(address: &str) -> SourceCluster {
 
 /// Stops `orders` on `driver` (failover) and runs until the partitions settle, with no
 /// source, as `kmirror stop` runs it.
-fn fail_over(driver: &mut NodeDriver, clock: &mut WallClock) {
+pub(super) fn fail_over(driver: &mut NodeDriver, clock: &mut WallClock) {
     driver.set_source(None);
     let results = driver
         .request_topics(TopicsVerb::Stop, "orders", None, clock.now_ms())
@@ -71,7 +71,7 @@ fn state_of(
 }
 
 /// The driver of `running`, no longer serving, runnable again (its interrupt flag cleared).
-fn unserved(running: Running) -> NodeDriver {
+pub(super) fn unserved(running: Running) -> NodeDriver {
     let mut driver = running.stop();
     driver.interrupt_on(Arc::new(AtomicBool::new(false)));
     driver
@@ -95,7 +95,7 @@ fn leo(driver: &NodeDriver, partition: PartitionIndex) -> i64 {
 
 /// Node B at `root`, mirroring `orders` from the node serving at `address` in the mirror
 /// named after that node's cluster id (`a_root`'s).
-fn mirror_of_a(root: &Path, address: &str, a_root: &Path) -> (NodeDriver, MirrorName) {
+pub(super) fn mirror_of_a(root: &Path, address: &str, a_root: &Path) -> (NodeDriver, MirrorName) {
     let dest = NodeDest::create(root, NodeMeta::new(Some(address.to_owned()), 4)).unwrap();
     let mut b = NodeDriver::from_dest(dest, Some(source_at(address)), options()).unwrap();
     let mirror = MirrorName::new(node_cluster_id(a_root, 0)).unwrap();

@@ -43,6 +43,10 @@ pub mod status;
 pub mod verify;
 
 #[cfg(test)]
+mod behaviour_tests;
+#[cfg(test)]
+mod crash_chain_tests;
+#[cfg(test)]
 mod crash_tests;
 #[cfg(test)]
 mod failback_tests;
@@ -62,6 +66,8 @@ mod serve_tests;
 mod serve_txn_tests;
 #[cfg(test)]
 mod sync_crash_tests;
+#[cfg(test)]
+mod sync_rules_tests;
 #[cfg(test)]
 mod sync_tests;
 #[cfg(test)]
