@@ -71,7 +71,7 @@ use kafka_protocol::messages::{ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kmirror::log_cli::SystemClock;
 use kmirror_cli::{kmirror, kmirror_mirror};
-use kmirror_harness::driver::Clock;
+use kmirror_harness::clock::Clock;
 use kmirror_harness::durability::{self, FsBarrier};
 use kmirror_harness::node::{
     NodeDest, NodeDriver, NodeDriverOptions, NodeIdle, NodeMeta, NodeUntil,

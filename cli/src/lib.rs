@@ -4,11 +4,11 @@
 //! - [`node_model_cli`]: the same with `--node`, the node model (many partitions, one node
 //!   manager).
 //! - [`replay`]: `replay`, a model trace replayed on real on-disk Kafka logs.
-//! - [`log_cli`]: `mirror`, `stop`, `start`, `pause`, `resume`, `status`, `produce`, `demo`
-//!   on cluster directories, and `sync`, `group` through [`sync_cli`].
-//! - [`node_cli`]: the same commands with `--topics` on a node destination (many topics and
-//!   partitions behind the kernel's node manager), with [`node_progress`] (the progress bar or
-//!   lines) and [`node_sync_cli`] (the metadata sync inside the mirroring process).
+//! - [`log_cli`]: the arguments of `mirror`, `stop`, `pause`, `resume`, `status`, `verify`,
+//!   `sync`, `serve` and `demo`, dispatched to the modules below.
+//! - [`node_cli`]: those commands on a node destination (many topics and partitions behind the
+//!   kernel's node manager), with [`node_progress`] (the progress bar or lines), [`sync_cli`]
+//!   (`kmirror sync`) and [`node_sync_cli`] (the metadata sync inside the mirroring process).
 //! - [`serve_cli`]: `serve`, a node destination on Kafka's wire, and the `--listen` options
 //!   `mirror --topics` shares.
 //! - [`failback_cli`]: `mirror --failback`'s preview, with the source's LME when it serves it.

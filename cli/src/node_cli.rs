@@ -311,18 +311,9 @@ pub fn mirror(args: MirrorArgs) -> Result<ExitCode, String> {
     };
     let Some(bootstrap) = args.source_bootstrap.as_deref() else {
         return Err(
-            "--topics mirrors from a live cluster: give --source-bootstrap HOST:PORT (a source \
-             directory holds one topic; use --topic with --source DIR)"
-                .to_owned(),
+            "--topics mirrors from a live cluster: give --source-bootstrap HOST:PORT".to_owned(),
         );
     };
-    if args.run.once || args.run.max_fetches.is_some() {
-        return Err(
-            "--once and --max-fetches are single-partition options; with --topics use \
-             --until-caught-up, or nothing to follow the source"
-                .to_owned(),
-        );
-    }
     let include = TopicSelection::parse(topics).map_err(|e| e.to_string())?;
     let exclude = match args.exclude.trim() {
         "" => None,
@@ -828,7 +819,7 @@ fn request_topics(
         mirror,
     } = request;
     let mut clock = SystemClock;
-    if NodeDest::is_single_partition(dest) && topics.is_some() {
+    if NodeDest::is_single_partition(dest) {
         return Err(NodeError::SinglePartition {
             dir: dest.to_path_buf(),
         }

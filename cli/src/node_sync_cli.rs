@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use kmirror_harness::node::{NodeDriver, NodeSync, NodeSyncReport};
 use kmirror_harness::sync::SyncError;
-use kmirror_harness::wire::{KafkaMetadataSource, KafkaSourceOptions, SecurityConfig};
+use kmirror_harness::wire::{KafkaMetadataSource, MetadataSourceOptions, SecurityConfig};
 
 use crate::sync_cli::SyncPolicyArgs;
 
@@ -37,7 +37,7 @@ impl InProcessSync {
         let policy = policy.node_policy().map_err(|e| e.to_string())?;
         Ok(InProcessSync {
             sync: NodeSync::new(policy, interval_ms),
-            source: KafkaMetadataSource::new(bootstrap, topic, KafkaSourceOptions::default())
+            source: KafkaMetadataSource::new(bootstrap, topic, MetadataSourceOptions::default())
                 .with_security(security.clone()),
             rounds: 0,
             last_rejected: Vec::new(),

@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use kmirror_harness::driver::ManualClock;
+use kmirror_harness::clock::ManualClock;
 use kmirror_harness::durability::{self, FsBarrier};
 use kmirror_harness::node::{
     NodeDest, NodeDriver, NodeDriverOptions, NodeMeta, NodeUntil, TopicsVerb,

@@ -621,16 +621,16 @@ fn cases() -> Vec<Case> {
             name: "no destination at all",
             dest: "nowhere",
             corrupt: |_| String::new(),
-            commands: &[Cmd::Status, Cmd::Serve, Cmd::Verify, Cmd::Sync],
-            expect: &["{d} does not exist"],
-            verify_exit: 2,
-        },
-        Case {
-            name: "no destination at all, for a request on its topics",
-            dest: "nowhere",
-            corrupt: |_| String::new(),
-            commands: &[Cmd::Stop, Cmd::Pause, Cmd::Resume],
-            expect: &["{d} is not a node destination (no node.properties)"],
+            commands: &[
+                Cmd::Status,
+                Cmd::Serve,
+                Cmd::Verify,
+                Cmd::Sync,
+                Cmd::Stop,
+                Cmd::Pause,
+                Cmd::Resume,
+            ],
+            expect: &["{d} does not exist", "kmirror serve --create"],
             verify_exit: 2,
         },
         Case {
@@ -642,7 +642,15 @@ fn cases() -> Vec<Case> {
                 fs::write(plain.join("x"), "x").unwrap();
                 String::new()
             },
-            commands: &[Cmd::Stop, Cmd::Pause, Cmd::Resume, Cmd::Serve],
+            commands: &[
+                Cmd::Stop,
+                Cmd::Pause,
+                Cmd::Resume,
+                Cmd::Serve,
+                Cmd::Status,
+                Cmd::Verify,
+                Cmd::Sync,
+            ],
             expect: &["{d} is not a node destination (no node.properties)"],
             verify_exit: 2,
         },

@@ -1,6 +1,6 @@
-//! The two destination formats refuse each other with a message naming the right commands,
-//! `kmirror convert` makes a node destination of a single-partition one, and bad `--topics`
-//! input is a one-line error (exit code 2) that creates nothing.
+//! A single-partition destination (the retired format) is refused by every command with a
+//! message naming `kmirror convert`, which makes a node destination of it; bad `--topics` input
+//! is a one-line error (exit code 2) that creates nothing.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,16 +17,19 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Every command refuses a single-partition destination (the retired format), naming
+/// `kmirror convert`, and changes nothing in it.
 #[test]
-fn a_single_partition_destination_is_never_read_as_a_node_destination() {
+fn a_single_partition_destination_is_refused_naming_convert() {
     let tmp = tempfile::tempdir().unwrap();
-    let single = tmp.path().join("east");
+    let single = tmp.path().join("west");
+    single_partition_fixture(&single);
+    let before = files(&single);
     let single = single.to_str().unwrap();
-    let out = kmirror(&["produce", "--dir", single, "--topic", "orders", "plain:2"]);
-    assert!(out.status.success(), "{}", stderr(&out));
 
     for args in [
         vec!["stop", "--dest", single, "--topics", "orders"],
+        vec!["stop", "--dest", single],
         vec!["pause", "--dest", single, "--topics", "orders"],
         vec!["resume", "--dest", single, "--topics", "orders"],
         vec![
@@ -38,23 +41,32 @@ fn a_single_partition_destination_is_never_read_as_a_node_destination() {
             "--dest",
             single,
         ],
+        vec!["status", "--dest", single],
+        vec!["verify", single],
+        vec![
+            "sync",
+            "--source-bootstrap",
+            "127.0.0.1:1",
+            "--dest",
+            single,
+            "--once",
+        ],
+        vec!["serve", "--dest", single, "--listen", "127.0.0.1:0"],
     ] {
         let out = kmirror(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
         assert!(
             err.contains("single-partition cluster directory"),
             "{args:?}: {err}"
         );
-        assert!(err.contains("without --topics"), "{args:?}: {err}");
         assert!(
             err.contains("kmirror convert --from DIR"),
             "{args:?}: {err}"
         );
     }
-    // The single-partition commands still read it.
-    let out = kmirror(&["status", "--dest", single]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(files(Path::new(single)), before, "nothing changed");
 }
 
 #[test]
@@ -87,19 +99,10 @@ fn bad_topics_input_is_one_line_and_creates_nothing() {
         dest_s,
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    // --topics and --topic exclude each other; --topics needs --source-bootstrap.
-    let out = kmirror(&[
-        "mirror",
-        "--source-bootstrap",
-        "127.0.0.1:1",
-        "--topics",
-        "orders",
-        "--topic",
-        "orders",
-        "--dest",
-        dest_s,
-    ]);
+    // --topics needs --source-bootstrap.
+    let out = kmirror(&["mirror", "--topics", "orders", "--dest", dest_s]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(!dest.exists());
     // Not a node destination at all.
     std::fs::create_dir_all(&dest).unwrap();
     let out = kmirror(&["stop", "--dest", dest_s, "--topics", "orders"]);
@@ -109,46 +112,6 @@ fn bad_topics_input_is_one_line_and_creates_nothing() {
         "{}",
         stderr(&out)
     );
-}
-
-/// `kmirror produce` and `kmirror group` work on single-partition cluster directories; on a
-/// node destination they refuse, naming `kmirror serve` and the Kafka client that does the job,
-/// and change nothing.
-#[test]
-fn single_partition_client_commands_on_a_node_destination_name_kmirror_serve() {
-    let tmp = tempfile::tempdir().unwrap();
-    let node = tmp.path().join("west");
-    std::fs::create_dir_all(&node).unwrap();
-    let properties = "format=kmirror-node-2\nbroker.id=1\nmirror_state.partitions=1\n";
-    std::fs::write(node.join("node.properties"), properties).unwrap();
-    let node = node.to_str().unwrap();
-    for (args, client) in [
-        (
-            vec!["produce", "--dir", node, "--topic", "orders", "plain:2"],
-            "kafka-console-producer.sh",
-        ),
-        (
-            vec!["group", "consume", "--dir", node, "--group", "g"],
-            "kafka-console-consumer.sh",
-        ),
-        (
-            vec!["group", "list", "--dir", node],
-            "kafka-console-consumer.sh",
-        ),
-    ] {
-        let out = kmirror(&args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
-        let err = stderr(&out);
-        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
-        assert!(err.contains("is a node destination"), "{args:?}: {err}");
-        assert!(
-            err.contains(&format!("kmirror serve --dest {node} --listen HOST:PORT")),
-            "{args:?}: {err}"
-        );
-        assert!(err.contains(client), "{args:?}: {err}");
-    }
-    let entries = std::fs::read_dir(node).unwrap().count();
-    assert_eq!(entries, 1, "only node.properties: nothing was created");
 }
 
 /// Copies the checked-in single-partition destination (`tests/fixtures/single-partition/west`,

@@ -593,65 +593,27 @@ const REPLAYED_EXAMPLES: [&str; 4] = [
     "refused_produce",
 ];
 
-/// The CLI's own writers, step by step (`produce` with plain, idempotent and transactional
-/// batches, commits and aborts on a two-replica cluster; `mirror` until caught up, with a
-/// transaction left open on the source; `stop` (failover: LSO truncation and
-/// `MIRROR_PID_RESET`); local producers on the new primary; `start` (failback: LME truncation,
-/// mirroring back)), plus `kmirror replay` of the model traces of [`REPLAYED_EXAMPLES`]:
-/// DumpLogSegments reads every segment of every cluster exactly as we wrote it.
+/// What the binaries wrote: the single-partition destination the retired format's binary made
+/// (`tests/fixtures/single-partition`: plain, idempotent, committed and aborted transactional
+/// batches mirrored on two replicas, a stop's `MIRROR_PID_RESET`, local writes) and the node
+/// destination `kmirror convert` makes of it, plus `kmirror replay` of the model traces of
+/// [`REPLAYED_EXAMPLES`]: DumpLogSegments reads every segment of every log exactly as we
+/// wrote it.
 #[test]
 #[ignore = "needs Java 17 and Maven; run with `-- --include-ignored oracle`"]
-fn oracle_dump_log_segments_reads_cli_clusters_and_replays() {
-    let Some(oracle) = Oracle::for_tests("oracle_dump_log_segments_reads_cli_clusters_and_replays")
+fn oracle_dump_log_segments_reads_converted_clusters_and_replays() {
+    let Some(oracle) =
+        Oracle::for_tests("oracle_dump_log_segments_reads_converted_clusters_and_replays")
     else {
         return;
     };
     let root = tempfile::tempdir().unwrap();
     let dir = root.path();
-    kmirror(
-        dir,
-        &[
-            "produce",
-            "--dir",
-            "east",
-            "--topic",
-            "orders",
-            "--replicas",
-            "2",
-            "plain:3",
-            "idem:1:2",
-            "txn:7:2",
-            "commit:7",
-            "txn:8:1",
-            "abort:8",
-            "idem:1:3",
-        ],
+    copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/single-partition/west"),
+        &dir.join("west"),
     );
-    let mirror = ["--source", "east", "--dest", "west", "--until-caught-up"];
-    kmirror(
-        dir,
-        &[&["mirror", "--replicas", "2"][..], &mirror[..]].concat(),
-    );
-    kmirror(dir, &["produce", "--dir", "east", "txn:9:2", "plain:1"]);
-    kmirror(dir, &[&["mirror"][..], &mirror[..]].concat());
-    kmirror(dir, &["stop", "--dest", "west"]);
-    kmirror(
-        dir,
-        &[
-            "produce", "--dir", "west", "plain:2", "idem:3:2", "txn:4:1", "commit:4",
-        ],
-    );
-    kmirror(
-        dir,
-        &[
-            "start",
-            "--dest",
-            "east",
-            "--source",
-            "west",
-            "--until-caught-up",
-        ],
-    );
+    kmirror(dir, &["convert", "--from", "west", "--dest", "node"]);
 
     let report = check(&ModelConfig::tiny(), &RunOptions::default());
     let mut replayed = 0;
@@ -786,4 +748,18 @@ fn oracle_dump_log_segments_catches_a_torn_segment() {
         "{}",
         stdout.join("\n")
     );
+}
+
+/// Copies the directory tree `from` to `to`.
+fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), target).unwrap();
+        }
+    }
 }

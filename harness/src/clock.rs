@@ -1,7 +1,7 @@
-//! Where the drivers' time comes from: the caller's [`Clock`] (the library never reads one).
+//! Where the node driver's time comes from: the caller's [`Clock`] (the library never reads one).
 
-/// Where time comes from for [`Driver::run`](crate::driver::Driver::run) and
-/// [`NodeDriver::run`](crate::node::NodeDriver::run) (the library never reads a clock itself).
+/// Where time comes from for [`NodeDriver::run`](crate::node::NodeDriver::run) (the library
+/// never reads a clock itself).
 pub trait Clock {
     /// The current time in milliseconds.
     fn now_ms(&mut self) -> i64;

@@ -15,14 +15,12 @@
 //! build injects torn writes. [`file_log`] uses [`recovery`] and [`log_dir_checkpoints`],
 //! which use only the lower modules.
 //!
-//! Running the kernel on those logs, on the caller's [`clock`]: [`replicas`] (in-process
-//! follower replicas and Kafka's replication round, for both destination formats), [`driver`]
-//! (a partition's kernel driven over a cluster directory), [`mirror_state_log`] (a `__mirror_state` partition and the coordinator rebuilt
-//! from it, for both destination formats), [`source`] (what
-//! a mirror fetches from), [`producer`] (local producers behind the produce gate), [`sync`]
-//! (the metadata-sync executor) and [`wire`] (a Kafka wire-protocol client: a live broker as
-//! the source), [`node`] (a node destination: every partition of many topics, driven by the
-//! kernel's node manager) and [`serve`] (that node on Kafka's wire, for Kafka's own clients).
+//! Running the kernel on those logs, on the caller's [`clock`]: [`node`] (a node destination:
+//! every partition of many topics, driven by the kernel's node manager), [`replicas`] (its
+//! in-process follower replicas and Kafka's replication round), [`mirror_state_log`] (a
+//! `__mirror_state` partition and the coordinator rebuilt from it), [`wire`] (a Kafka
+//! wire-protocol client: a live cluster as the source), [`sync`] (what the metadata sync reads
+//! and where it keeps it) and [`serve`] (the node on Kafka's wire, for Kafka's own clients).
 //! The `kmirror` binary lives in the `kmirror` crate (`cli/`).
 
 pub mod checkpoint_files;
@@ -43,10 +41,7 @@ pub mod segment;
 pub mod topic_partition;
 pub mod writeback;
 
-pub mod driver;
 pub mod mirror_state_log;
-pub mod producer;
-pub mod source;
 pub mod sync;
 
 pub mod wire;

@@ -255,7 +255,7 @@ fn encode_offset_checkpoint_entries(entries: &Entries) -> String {
 /// Where a log keeps its recovery point, high watermark and log start offset.
 #[derive(Clone, Debug)]
 pub(crate) enum Checkpoints {
-    /// In its own directory, one file each (the single-partition layout).
+    /// In its own directory, one file each (standalone logs, and the older node layout).
     PerPartition,
     /// In its log dir's [`LogDirCheckpoints`], with every other partition of that log dir
     /// (the node layout, Kafka's).

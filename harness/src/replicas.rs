@@ -1,6 +1,5 @@
 //! In-process follower replicas of one partition: Kafka's replication round run on
-//! [`FileLog`]s. Both destination formats use it (the single-partition cluster directory's
-//! followers and the node destination's, in the node driver's `followers.rs`).
+//! [`FileLog`]s, for the node destination's followers (the node driver's `followers.rs`).
 //!
 //! A round is what a Kafka follower's fetch and the leader's bookkeeping do, with the kernel's
 //! rules ([`kmirror_kernel::replication`]): every follower fetches once from its LEO

@@ -3,11 +3,10 @@
 
 use std::fmt::Write as _;
 
-use kmirror_harness::driver::format_epochs;
 use kmirror_harness::node::NodeDriver;
 use kmirror_kernel::log::LogView;
 use kmirror_kernel::node::PartitionKey;
-use kmirror_kernel::types::Offset;
+use kmirror_kernel::types::{LeaderEpoch, Offset};
 use serde::Serialize;
 
 use super::TOPIC;
@@ -173,5 +172,18 @@ impl DemoReport {
             self.verification
         );
         out
+    }
+}
+
+/// A leader epoch cache as `epoch@start` pairs, space-separated (`-` for none).
+fn format_epochs(epochs: &[(LeaderEpoch, Offset)]) -> String {
+    if epochs.is_empty() {
+        "-".to_owned()
+    } else {
+        epochs
+            .iter()
+            .map(|(e, o)| format!("{e}@{o}"))
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 }

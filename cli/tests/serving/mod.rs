@@ -81,6 +81,11 @@ impl Serving {
         ])
     }
 
+    /// `kmirror serve --dest DEST --listen 127.0.0.1:0`: an existing node served.
+    pub fn serve(dest: &str) -> Serving {
+        Serving::spawn(&["serve", "--dest", dest, "--listen", "127.0.0.1:0"])
+    }
+
     /// `kmirror serve --create --dest DEST --listen ... EXTRA`: a node of its own.
     pub fn new_node(dest: &str, extra: &[&str]) -> Serving {
         let args = [

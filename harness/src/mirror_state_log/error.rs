@@ -64,7 +64,7 @@ pub enum MirrorStateLogError {
     Batch(BatchError),
     /// The directory does not exist (opening would silently create an empty coordinator).
     #[error(
-        "__mirror_state log {} does not exist; the cluster directory is incomplete",
+        "__mirror_state log {} does not exist; the destination is incomplete",
         dir.display()
     )]
     Missing {

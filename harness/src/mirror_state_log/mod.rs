@@ -1,17 +1,16 @@
 //! [`MirrorStateLog`]: one partition of the `__mirror_state` topic on disk, and the
-//! [`Coordinator`] rebuilt from it. Both destination formats use it: a node destination runs
-//! `mirror_state.partitions` of them (`data/__mirror_state-<k>/`, each key on partition
-//! [`mirror_state_partition`](kmirror_kernel::partitioner::mirror_state_partition)), a
-//! single-partition cluster directory runs partition 0 alone
-//! (`<cluster>/coordinator/__mirror_state-0/`).
+//! [`Coordinator`] rebuilt from it. A node destination runs `mirror_state.partitions` of them
+//! (`data/__mirror_state-<k>/`, each key on partition
+//! [`mirror_state_partition`](kmirror_kernel::partitioner::mirror_state_partition)); a
+//! standalone log (`kmirror replay`'s clusters) runs partition 0 alone.
 //!
 //! # On disk
 //!
 //! The partition is an ordinary partition directory written by a [`FileLog`] (segments of
 //! record batches v2; see [`file_log`](crate::file_log)). Its offsets live where the format
 //! keeps them: in the log dir's checkpoint files for a node destination
-//! ([`MirrorStateLog::open_in_log_dir`]), in the partition directory's own files for a cluster
-//! directory ([`MirrorStateLog::open`]). Each commit is one plain batch ([`batch_parts`]) at leader
+//! ([`MirrorStateLog::open_in_log_dir`]), in the partition directory's own files for a
+//! standalone log ([`MirrorStateLog::open`]). Each commit is one plain batch ([`batch_parts`]) at leader
 //! epoch [`MIRROR_STATE_LEADER_EPOCH`], one record per [`MirrorStateRecord`], records stamped
 //! with the timestamp the caller passes. The high watermark follows the log end offset (the
 //! coordinator is the only replica).
@@ -32,8 +31,7 @@
 //! and only then does the coordinator hold them. So a crash never leaves an acknowledged write
 //! unlogged or a refused one logged, and a node group-commits a whole round's writes of one
 //! partition with one write and one sync. [`MirrorStateLog::write_state`] and
-//! [`MirrorStateLog::write_last_mirrored_epoch`] stage one write and commit it at once (the
-//! single-partition driver's way).
+//! [`MirrorStateLog::write_last_mirrored_epoch`] stage one write and commit it at once.
 
 mod codec;
 mod error;
@@ -62,8 +60,8 @@ pub use codec::{
 };
 pub use error::MirrorStateLogError;
 
-/// The partition of `__mirror_state` a single-partition cluster directory uses (it runs the
-/// topic with one partition).
+/// The partition of `__mirror_state` a standalone log uses (it runs the topic with one
+/// partition).
 pub const MIRROR_STATE_PARTITION: PartitionIndex = 0;
 
 /// One `__mirror_state` partition and the coordinator it holds. See the
@@ -85,7 +83,7 @@ pub struct MirrorStateLog {
 }
 
 impl MirrorStateLog {
-    /// The topic partition of a cluster directory's log.
+    /// The topic partition of a standalone log.
     pub fn topic_partition() -> TopicPartition {
         TopicPartition {
             topic: MIRROR_STATE_TOPIC.to_owned(),
@@ -93,7 +91,7 @@ impl MirrorStateLog {
         }
     }
 
-    /// Creates (or opens, if it exists) a cluster directory's log in
+    /// Creates (or opens, if it exists) a standalone log in
     /// `log_dir/__mirror_state-0/`, its offsets in its own checkpoint files.
     pub fn create(
         log_dir: &Path,
@@ -110,7 +108,7 @@ impl MirrorStateLog {
         Self::from_log(log, report, table)
     }
 
-    /// Opens a cluster directory's existing log in `log_dir/__mirror_state-0/`, recovering it
+    /// Opens a standalone log in `log_dir/__mirror_state-0/`, recovering it
     /// after a crash, and rebuilds the coordinator (fencing writes with `table`) by replaying
     /// every record. A missing directory is an error: opening would silently create an empty
     /// coordinator.

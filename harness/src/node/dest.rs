@@ -458,22 +458,35 @@ impl NodeDest {
         Ok(dest)
     }
 
-    /// Opens and locks the node destination at `root`. A single-partition cluster directory is
-    /// refused with the commands that handle it.
-    pub fn open(root: &Path) -> Result<Self, NodeError> {
+    /// Refuses a `root` that holds no node destination, saying what to do: missing, a
+    /// single-partition cluster directory (`kmirror convert`), or without `node.properties`.
+    pub fn check_is_node(root: &Path) -> Result<(), NodeError> {
+        const CREATE: &str = "create one with `kmirror mirror --source-bootstrap HOST:PORT \
+                              --topics LIST --dest DIR` or `kmirror serve --create --dest DIR \
+                              --listen HOST:PORT`";
+        if !root.is_dir() {
+            return Err(NodeError::Invalid {
+                message: format!("{} does not exist; {CREATE}", root.display()),
+            });
+        }
         if Self::is_single_partition(root) {
             return Err(single_partition(root));
         }
-        let file = root.join(NODE_FILE);
-        if !file.is_file() {
+        if !root.join(NODE_FILE).is_file() {
             return Err(NodeError::Invalid {
                 message: format!(
-                    "{} is not a node destination (no {NODE_FILE}); create one with `kmirror \
-                     mirror --source-bootstrap HOST:PORT --topics LIST --dest DIR`",
+                    "{} is not a node destination (no {NODE_FILE}); {CREATE}",
                     root.display()
                 ),
             });
         }
+        Ok(())
+    }
+
+    /// Opens and locks the node destination at `root` ([`NodeDest::check_is_node`] first).
+    pub fn open(root: &Path) -> Result<Self, NodeError> {
+        Self::check_is_node(root)?;
+        let file = root.join(NODE_FILE);
         let lock = dir_lock::lock_exclusive(root)?;
         let meta = Self::read_meta(root)?;
         let text = fs::read_to_string(&file).map_err(|e| io("read", &file, e))?;
@@ -527,7 +540,9 @@ impl NodeDest {
     /// start while it is held. `Ok(None)` when there is no `.lock` (nothing was ever opened
     /// there: nothing to hold, and nothing is created); [`NodeError::Busy`] while a process
     /// holds the directory.
+    /// [`NodeDest::check_is_node`] first.
     pub fn read_lock(root: &Path) -> Result<Option<File>, NodeError> {
+        Self::check_is_node(root)?;
         Ok(dir_lock::lock_shared(root)?)
     }
 
@@ -771,7 +786,7 @@ mod tests {
         let e = NodeDest::open(dir.path()).unwrap_err();
         let text = e.to_string();
         assert!(text.contains("single-partition"), "{text}");
-        assert!(text.contains("without --topics"), "{text}");
+        assert!(text.contains("kmirror convert --from DIR"), "{text}");
         let e = NodeDest::create(dir.path(), meta()).unwrap_err();
         assert!(matches!(e, NodeError::SinglePartition { .. }), "{e}");
     }

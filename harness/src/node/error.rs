@@ -12,9 +12,9 @@ pub enum NodeError {
     /// The directory is a single-partition cluster directory.
     #[error(
         "{} is a single-partition cluster directory (cluster.properties: one partition of one \
-         topic), not a node destination; `kmirror convert --from DIR --dest NEW` makes a node \
-         destination of it (the directory is left as it is), or use the single-partition \
-         commands without --topics (`kmirror stop --dest DIR`, `kmirror status --dest DIR`)",
+         topic), the destination format before the node destination, which kmirror no longer \
+         runs; `kmirror convert --from DIR --dest NEW` makes a node destination of it (the \
+         directory is left as it is)",
         dir.display()
     )]
     SinglePartition {

@@ -19,13 +19,13 @@
 //! - [`status`]: per-partition progress and the per-topic rollup.
 //! - [`control`]: the control channel, `stop`, `pause` and `resume` handed to a running mirror.
 //! - [`verify`]: the full CRC scan of every log (`kmirror verify DIR`).
-//! - [`convert`]: a single-partition cluster directory made a node destination
-//!   (`kmirror convert`).
+//! - [`single_partition`] and [`convert`]: a single-partition cluster directory (the older
+//!   format) read, and made a node destination (`kmirror convert`).
 //! - [`error`]: what fails, as [`NodeError`].
 //!
-//! The single-partition cluster directory ([`driver`](crate::driver)) stays as it is; the two
-//! formats refuse each other with a message naming the right commands, and [`convert`] turns
-//! the older one into a node destination.
+//! A single-partition cluster directory, the destination format before the node, is refused
+//! by every command with a message naming `kmirror convert`; [`single_partition`] reads its
+//! files and [`convert`] turns it into a node destination.
 
 mod commit;
 pub mod control;

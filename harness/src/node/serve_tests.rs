@@ -830,7 +830,7 @@ fn a_sasl_listener_serves_its_users_with_plain_and_scram_and_closes_on_anyone_el
 fn a_serving_node_is_a_metadata_source_for_a_node_that_mirrors_it() {
     use crate::sync::local::MetadataDir;
     use crate::sync::{GroupRecord, MetadataSource};
-    use crate::wire::{KafkaMetadataSource, KafkaSourceOptions};
+    use crate::wire::{KafkaMetadataSource, MetadataSourceOptions};
     use kmirror_kernel::sync::group_offsets::TopicPartition;
     let dir = tempfile::tempdir().unwrap();
     let (_fake, driver) = mirrored(dir.path());
@@ -853,7 +853,7 @@ fn a_serving_node_is_a_metadata_source_for_a_node_that_mirrors_it() {
     let running = Running::start(driver);
 
     let mut source =
-        KafkaMetadataSource::new(&running.address, "orders", KafkaSourceOptions::default());
+        KafkaMetadataSource::new(&running.address, "orders", MetadataSourceOptions::default());
     let configs = source.topic_config("orders").unwrap();
     assert_eq!(
         configs.value.get("retention.ms").map(String::as_str),

@@ -1,16 +1,11 @@
 //! Errors that stop a whole sync round (per-item rejections are not errors: they are reported
-//! in the round's [`RoundReport`](super::RoundReport) and the rest proceeds).
+//! in the round's [`NodeSyncReport`](crate::node::NodeSyncReport) and the rest proceeds).
 
 use std::path::PathBuf;
 
 /// Why a sync round could not run at all.
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
-    /// A cluster directory could not be opened (missing, corrupt, busy...): the driver's
-    /// [`DriverError`](crate::driver::DriverError), boxed so that this lower module does not
-    /// depend on the driver (which converts its error with `From`).
-    #[error(transparent)]
-    Cluster(Box<dyn std::error::Error + Send + Sync>),
     /// A metadata file could not be read or written.
     #[error("cannot {action} {}: {source}", path.display())]
     Io {
@@ -29,17 +24,6 @@ pub enum SyncError {
         path: PathBuf,
         /// What is wrong.
         reason: String,
-    },
-    /// The source does not host the destination's topic.
-    #[error(
-        "the source hosts {source_topic}, the destination {dest_topic}: they are not two ends \
-         of one mirror"
-    )]
-    TopicMismatch {
-        /// The source's topic and id.
-        source_topic: String,
-        /// The destination's topic and id.
-        dest_topic: String,
     },
     /// A node destination could not be opened or read (missing, corrupt, busy...): the node's
     /// [`NodeError`](crate::node::NodeError), boxed so that this lower module does not depend on

@@ -1,4 +1,4 @@
-//! The local metadata directory: a cluster directory's topic configs, consumer groups and ACLs,
+//! The local metadata directory: a destination's topic configs, consumer groups and ACLs,
 //! kept as files beside its partition directories.
 //!
 //! # Layout
@@ -62,7 +62,7 @@ use serde::{Deserialize, Serialize};
 use super::error::SyncError;
 use super::{GroupRecord, Read};
 
-/// The metadata directory's name inside a cluster directory.
+/// The metadata directory's name inside a destination directory.
 pub const METADATA_DIR: &str = "metadata";
 /// Topic configs, inside [`METADATA_DIR`].
 pub const TOPIC_CONFIGS_DIR: &str = "topic-configs";
@@ -104,7 +104,7 @@ pub struct AclsFile {
     pub created_by_mirror: Vec<RawAclBinding>,
 }
 
-/// The metadata directory of one cluster directory.
+/// The metadata directory of one destination.
 #[derive(Clone, Debug)]
 pub struct MetadataDir {
     root: PathBuf,
@@ -125,7 +125,7 @@ pub fn group_file_name(group: &str) -> String {
 }
 
 impl MetadataDir {
-    /// The metadata directory of the cluster directory `cluster`.
+    /// The metadata directory of the destination `cluster`.
     pub fn of(cluster: &Path) -> Self {
         MetadataDir {
             root: cluster.join(METADATA_DIR),

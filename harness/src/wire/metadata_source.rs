@@ -26,6 +26,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use kmirror_kernel::sync::acl::RawAclBinding;
 use kmirror_kernel::sync::group_offsets::TopicPartition;
@@ -38,7 +39,7 @@ use super::admin::{
 use super::authorization::{is_authorization, GROUP_AUTHORIZATION_FAILED};
 use super::client::{TopicMetadata, LATEST_TIMESTAMP, READ_UNCOMMITTED};
 use super::security::SecurityConfig;
-use super::{error_name, KafkaClient, KafkaSourceOptions, WireError};
+use super::{error_name, KafkaClient, WireError};
 use crate::sync::{GroupRecord, MetadataSource, Read, SyncError};
 
 /// `SECURITY_DISABLED`: DescribeAcls on a broker without an authorizer.
@@ -46,13 +47,32 @@ const SECURITY_DISABLED: i16 = 54;
 /// `GROUP_ID_NOT_FOUND`: the group is gone.
 const GROUP_ID_NOT_FOUND: i16 = 69;
 
+/// Timeouts of a [`KafkaMetadataSource`]'s requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MetadataSourceOptions {
+    /// How long a TCP connect may take.
+    pub connect_timeout: Duration,
+    /// How long a request may wait for its answer.
+    pub request_timeout: Duration,
+}
+
+impl Default for MetadataSourceOptions {
+    /// 3 s to connect, 30 s per request.
+    fn default() -> Self {
+        MetadataSourceOptions {
+            connect_timeout: Duration::from_secs(3),
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
 /// A live Kafka cluster's metadata. See the [module documentation](self).
 #[derive(Debug)]
 pub struct KafkaMetadataSource {
     bootstrap: KafkaClient,
     others: BTreeMap<String, KafkaClient>,
     topic: String,
-    options: KafkaSourceOptions,
+    options: MetadataSourceOptions,
     /// Metadata per topic asked, until [`MetadataSource::release`].
     metadata: BTreeMap<String, TopicMetadata>,
 }
@@ -62,7 +82,7 @@ impl KafkaMetadataSource {
     /// list as `--source-bootstrap` takes: its first address is asked), mirrored topic `topic`
     /// (what [`MetadataSource::topic`] describes; `log_end_offset` and `topic_config` answer for
     /// any topic, as a node destination's sync asks). Nothing is sent until the first call.
-    pub fn new(bootstrap: &str, topic: &str, options: KafkaSourceOptions) -> Self {
+    pub fn new(bootstrap: &str, topic: &str, options: MetadataSourceOptions) -> Self {
         let first = bootstrap.split(',').map(str::trim).find(|a| !a.is_empty());
         KafkaMetadataSource {
             bootstrap: KafkaClient::new(
@@ -514,9 +534,9 @@ mod tests {
     #[test]
     fn an_unreachable_broker_is_source_unavailable_naming_it() {
         // Port 1 on the loopback: nothing listens there.
-        let options = KafkaSourceOptions {
+        let options = MetadataSourceOptions {
             connect_timeout: std::time::Duration::from_millis(500),
-            ..KafkaSourceOptions::default()
+            ..MetadataSourceOptions::default()
         };
         let mut source = KafkaMetadataSource::new("127.0.0.1:1", "orders", options);
         let error = source.topic().expect_err("nothing listens on port 1");

@@ -9,8 +9,6 @@
 //! - [`client`]: the five APIs a mirror fetcher needs as a *consumer* (replica id -1):
 //!   ApiVersions, Metadata (topic ids), ListOffsets, Fetch (record batches kept as raw bytes)
 //!   and OffsetForLeaderEpoch.
-//! - [`kafka_source`]: [`KafkaSource`], the harness's [`Source`](crate::source::Source) on top
-//!   of them, answering like the kernel's `serve_fetch` does for a local source.
 //! - [`admin`]: the admin APIs a metadata sync reads (DescribeConfigs, ListGroups,
 //!   FindCoordinator, DescribeGroups, ConsumerGroupDescribe, OffsetFetch, DescribeAcls).
 //! - [`metadata_source`]: [`KafkaMetadataSource`], the sync's
@@ -35,7 +33,6 @@ pub mod fake_broker;
 #[cfg(test)]
 pub(crate) mod fake_link;
 pub mod fetch_session;
-pub mod kafka_source;
 pub mod metadata_source;
 pub mod security;
 pub mod source_cluster;
@@ -45,8 +42,7 @@ pub mod transport;
 pub use authorization::{AclNeeded, AclResource};
 pub use client::{KafkaClient, PartitionFetch, TopicMetadata};
 pub use connection::Connection;
-pub use kafka_source::{KafkaSource, KafkaSourceOptions};
-pub use metadata_source::KafkaMetadataSource;
+pub use metadata_source::{KafkaMetadataSource, MetadataSourceOptions};
 pub use security::{SecurityConfig, SecurityConfigError};
 pub use source_cluster::{
     CurrentLeaderEpoch, PartitionFetchError, PartitionFetchRequest, PartitionFetchResult,

@@ -46,7 +46,7 @@ use kmirror_kernel::node::{
 use crate::node::fetch_ahead::{guess_next, source_has_more, AheadAnswer};
 use crate::node::NodeError;
 use crate::record_batch::RawBatch;
-use crate::source::SourcePosition;
+use crate::wire::source_cluster::SourcePosition;
 use crate::wire::source_cluster::{
     CurrentLeaderEpoch, PartitionFetchError, PartitionFetchRequest, PartitionFetched,
 };

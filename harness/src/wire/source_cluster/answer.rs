@@ -1,5 +1,5 @@
-//! One partition's Fetch answer as the kernel's `serve_fetch` gives it for a local source:
-//! shared by [`KafkaSource`](super::super::KafkaSource) and [`SourceCluster`](super::SourceCluster).
+//! One partition's Fetch answer as the kernel's `serve_fetch` gives it for a local source, for
+//! [`SourceCluster`](super::SourceCluster).
 
 use bytes::Bytes;
 use kmirror_kernel::config::FetchIsolation;
@@ -10,7 +10,7 @@ use super::super::client::{PartitionFetch, READ_COMMITTED, READ_UNCOMMITTED};
 use super::super::codes;
 use crate::error::BatchError;
 use crate::record_batch::{batch_size_from_prefix, RawBatch, LOG_OVERHEAD};
-use crate::source::SourcePosition;
+use crate::wire::source_cluster::SourcePosition;
 
 /// What to do with one partition's Fetch answer.
 #[derive(Debug)]
@@ -23,8 +23,8 @@ pub(crate) enum FetchAnswer {
     Error(i16),
 }
 
-/// Maps one partition's Fetch answer as `serve_fetch` answers for a local source (shared by
-/// [`KafkaSource`](super::KafkaSource) and [`SourceCluster`]): a diverging epoch as is;
+/// Maps one partition's Fetch answer as `serve_fetch` answers for a local source: a diverging
+/// epoch as is;
 /// records as whole raw batches, those ending below the fetch offset skipped, only those ending
 /// below the isolation bound (LSO for read-committed, HW otherwise), at most `max_batches`.
 /// A batch that does not parse is the error `(byte position, why)`.

@@ -18,7 +18,7 @@ use super::connection::{BrokerConnection, FetchLane, LaneAssignment};
 use super::partition_error::{list_offset_answer, PartitionAt};
 use super::{BrokerStats, PartitionFetchError, SourceCluster, SourceClusterOptions};
 use crate::record_batch::RawBatch;
-use crate::source::SourcePosition;
+use crate::wire::source_cluster::SourcePosition;
 
 /// Which current leader epoch a partition's Fetch carries (KIP-320's fencing).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

@@ -21,8 +21,8 @@
 //!   asked: Kafka's Fetch has one) with all its partitions, the lanes and brokers in parallel
 //!   (one thread each, like Kafka's fetcher threads; [`SourceCluster::fetch_each`] hands each
 //!   lane's answers over as soon as they are read), the partitions' order rotated every round so that a full
-//!   response does not always starve the same ones. Each partition's answer is mapped exactly as
-//!   [`KafkaSource`](super::KafkaSource) maps its single partition (same function): records
+//!   response does not always starve the same ones. Each partition's answer is mapped as the kernel's
+//!   `serve_fetch` answers for a local source: records
 //!   as raw batches (a partial trailing batch dropped, batches ending below the fetch offset
 //!   skipped, only batches ending below the isolation bound), a diverging epoch (KIP-320: after
 //!   an unclean election on the source the new leader's shorter epoch is reported as it is, for
@@ -70,6 +70,7 @@ mod per_broker;
 mod pipeline;
 #[cfg(test)]
 mod pipeline_tests;
+mod position;
 mod read_access;
 #[cfg(test)]
 mod tests;
@@ -85,6 +86,7 @@ pub use metadata::{
     ClusterError, SourceMetadata, SourcePartition, SourceTopic, TopicError, TopicExistence,
 };
 pub use partition_error::PartitionFetchError;
+pub use position::SourcePosition;
 
 /// Timeouts, sizes and the metadata's age of a [`SourceCluster`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
