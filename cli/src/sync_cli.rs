@@ -144,6 +144,9 @@ fn ends_sync(refused: &SyncRefused) -> bool {
 /// `Err`: the round could not start (the message for the user); `Ok(Err(..))`: the round
 /// failed.
 fn round(args: &SyncArgs) -> Result<Result<NodeSyncReport, SyncError>, String> {
+    // Bad arguments are refused before the node is opened (and its logs recovered).
+    let policy = args.policy.node_policy()?;
+    let security = crate::log_cli::source_security(args.source_config.as_deref())?;
     let driver = match NodeDriver::open(&args.dest, None, NodeDriverOptions::default()) {
         Err(NodeError::Busy { dir }) => {
             return Err(format!(
@@ -155,7 +158,6 @@ fn round(args: &SyncArgs) -> Result<Result<NodeSyncReport, SyncError>, String> {
         }
         other => other.map_err(|e| e.to_string())?,
     };
-    let policy = args.policy.node_policy()?;
     let first = driver
         .dest()
         .meta()
@@ -164,7 +166,6 @@ fn round(args: &SyncArgs) -> Result<Result<NodeSyncReport, SyncError>, String> {
         .next()
         .cloned()
         .unwrap_or_default();
-    let security = crate::log_cli::source_security(args.source_config.as_deref())?;
     let mut source = KafkaMetadataSource::new(
         &args.source_bootstrap,
         &first,

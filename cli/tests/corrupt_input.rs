@@ -3,9 +3,8 @@
 //! arguments are usage errors (exit code 2, no panic). `node_corrupt_input.rs` feeds the other
 //! commands damaged files.
 
-use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use kmirror_harness::file_log::{FileLog, FileLogConfig};
@@ -13,6 +12,7 @@ use kmirror_harness::record_batch::{RawBatch, Record};
 use kmirror_kernel::batch::BatchHeader;
 use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::types::TopicId;
+use kmirror_testsupport::dir_tree::snapshot;
 
 const TOPIC: &str = "orders";
 
@@ -23,25 +23,6 @@ static SPAWN: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn spawn_lock() -> std::sync::MutexGuard<'static, ()> {
     SPAWN.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Every file under `root` with its bytes (directories included as empty entries).
-fn snapshot(root: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let rel = path.strip_prefix(root).unwrap().to_path_buf();
-            if path.is_dir() {
-                out.insert(rel, None);
-                stack.push(path);
-            } else {
-                out.insert(rel, Some(fs::read(&path).unwrap()));
-            }
-        }
-    }
-    out
 }
 
 fn flip(path: &Path, at: usize) {

@@ -13,7 +13,6 @@
 //! stop is a no-op, neither writing a file. The destinations are made by the binary itself,
 //! mirroring the harness's fake Kafka source (no Kafka cluster needed).
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -23,6 +22,7 @@ use kmirror_harness::record_batch::{RawBatch, Record};
 use kmirror_harness::wire::fake_broker::{FakeCluster, FakePartition, FakeTopic};
 use kmirror_kernel::batch::BatchHeader;
 use kmirror_kernel::types::TopicId;
+use kmirror_testsupport::dir_tree::{self, changed, snapshot};
 
 const ORDERS: TopicId = TopicId([1; 16]);
 const PAY_EU: TopicId = TopicId([2; 16]);
@@ -109,54 +109,6 @@ fn pristine(fake: &FakeCluster, base: &Path) -> PathBuf {
     ]));
     assert!(out.status.success(), "{}", text(&out.stderr));
     clean
-}
-
-/// Every directory (as `None`) and file (with its bytes) under `root`, by relative path.
-fn snapshot(root: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries {
-            let path = entry.unwrap().path();
-            let rel = path.strip_prefix(root).unwrap().to_path_buf();
-            if path.is_dir() {
-                out.insert(rel, None);
-                stack.push(path);
-            } else {
-                out.insert(rel, Some(fs::read(&path).unwrap()));
-            }
-        }
-    }
-    out
-}
-
-/// The paths whose presence or bytes differ between two snapshots.
-fn changed(
-    before: &BTreeMap<PathBuf, Option<Vec<u8>>>,
-    after: &BTreeMap<PathBuf, Option<Vec<u8>>>,
-) -> Vec<PathBuf> {
-    let paths: std::collections::BTreeSet<&PathBuf> = before.keys().chain(after.keys()).collect();
-    paths
-        .into_iter()
-        .filter(|p| before.get(*p) != after.get(*p))
-        .cloned()
-        .collect()
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let path = entry.unwrap().path();
-        let target = to.join(path.file_name().unwrap());
-        if path.is_dir() {
-            copy_tree(&path, &target);
-        } else {
-            fs::copy(&path, &target).unwrap();
-        }
-    }
 }
 
 fn flip(path: &Path, at: usize) {
@@ -686,7 +638,7 @@ fn damaged_node_files_are_refused_in_one_line_naming_the_file_and_nothing_change
     for (i, c) in cases().into_iter().enumerate() {
         for (j, cmd) in c.commands.iter().enumerate() {
             let root = base.path().join(format!("case-{i}-{j}"));
-            copy_tree(&clean, &root);
+            dir_tree::copy(&clean, &root);
             let west = root.join("west");
             let rel = (c.corrupt)(&west);
             let file = west.join(&rel).display().to_string();
@@ -847,7 +799,7 @@ fn what_kafkas_log_recovery_repairs_is_repaired_byte_for_byte() {
     let src = fake.address(1);
     for (i, r) in repairs().into_iter().enumerate() {
         let root = base.path().join(format!("repair-{i}"));
-        copy_tree(&clean, &root);
+        dir_tree::copy(&clean, &root);
         let west = root.join("west");
         (r.corrupt)(&west);
         let dest = west.display().to_string();

@@ -22,7 +22,7 @@ use kmirror_kernel::log::LogView;
 use kmirror_kernel::node::PartitionKey;
 use kmirror_kernel::state::MirrorState;
 use kmirror_kernel::types::TopicId;
-use kmirror_testsupport::crash_counts;
+use kmirror_testsupport::{crash_counts, dir_tree};
 
 const ORDERS: TopicId = TopicId([1; 16]);
 const PAY_EU: TopicId = TopicId([2; 16]);
@@ -66,19 +66,6 @@ fn run_or_kill(args: &[&str]) -> bool {
     let status = child.wait().unwrap();
     assert!(status.success(), "{args:?}: {status}: {said:#?}");
     false
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 fn batches(log: &FileLog) -> Vec<(Vec<u8>, Option<ControlType>)> {
@@ -197,7 +184,7 @@ fn the_binary_killed_at_every_effect_of_mirroring_and_stopping_converges() {
     let mut stop_kills = 0u64;
     for n in 1.. {
         let root = tmp.path().join(format!("stop-{n}"));
-        copy_dir(&base, &root);
+        dir_tree::copy(&base, &root);
         if !stop(&root, Some(n)) {
             std::fs::remove_dir_all(&root).unwrap();
             break;

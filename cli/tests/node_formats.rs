@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use kmirror_testsupport::dir_tree;
+
 fn kmirror(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kmirror"))
         .args(args)
@@ -117,42 +119,17 @@ fn bad_topics_input_is_one_line_and_creates_nothing() {
 /// Copies the checked-in single-partition destination (`tests/fixtures/single-partition/west`,
 /// made by the binary before the format was retired; see the fixture's README) to `to`.
 fn single_partition_fixture(to: &Path) {
-    fn copy(from: &Path, to: &Path) {
-        std::fs::create_dir_all(to).unwrap();
-        for entry in std::fs::read_dir(from).unwrap() {
-            let entry = entry.unwrap();
-            let target = to.join(entry.file_name());
-            if entry.file_type().unwrap().is_dir() {
-                copy(&entry.path(), &target);
-            } else {
-                std::fs::copy(entry.path(), target).unwrap();
-            }
-        }
-    }
-    copy(
+    dir_tree::copy(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/single-partition/west"),
         to,
     );
 }
 
-/// Every file under `dir` (but the lock file) with its bytes.
-fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.file_name() != Some(".lock".as_ref()) {
-                out.insert(
-                    path.strip_prefix(dir).unwrap().to_path_buf(),
-                    std::fs::read(&path).unwrap(),
-                );
-            }
-        }
-    }
-    out
+/// Every directory and file under `dir` but the lock file (which a command may create).
+fn files(dir: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
+    let mut files = dir_tree::snapshot(dir);
+    files.remove(Path::new(".lock"));
+    files
 }
 
 /// `kmirror convert`: a failed-over single-partition destination (mirrored with transactions,
@@ -174,7 +151,11 @@ fn a_single_partition_destination_converts_into_a_node_destination() {
     let before = files(Path::new(&west));
     let old_segments: Vec<Vec<u8>> = ["00000000000000000000.log", "00000000000000000019.log"]
         .iter()
-        .map(|s| before[&PathBuf::from("broker-0/orders-0").join(s)].clone())
+        .map(|s| {
+            before[&PathBuf::from("broker-0/orders-0").join(s)]
+                .clone()
+                .unwrap()
+        })
         .collect();
 
     let said = ok(&["convert", "--from", &west, "--dest", &node]);

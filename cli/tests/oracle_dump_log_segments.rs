@@ -39,6 +39,7 @@ use kmirror_kernel::log::{LogView, PartitionLog};
 use kmirror_kernel::types::Offset;
 use kmirror_model::runner::{check, RunOptions};
 use kmirror_model::ModelConfig;
+use kmirror_testsupport::dir_tree;
 use kmirror_testsupport::jvm::Oracle;
 use kmirror_testsupport::oracle_support::{scratch_dir, LineOracle};
 
@@ -609,7 +610,7 @@ fn oracle_dump_log_segments_reads_converted_clusters_and_replays() {
     };
     let root = tempfile::tempdir().unwrap();
     let dir = root.path();
-    copy_tree(
+    dir_tree::copy(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/single-partition/west"),
         &dir.join("west"),
     );
@@ -748,18 +749,4 @@ fn oracle_dump_log_segments_catches_a_torn_segment() {
         "{}",
         stdout.join("\n")
     );
-}
-
-/// Copies the directory tree `from` to `to`.
-fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }

@@ -404,12 +404,13 @@ fn oracle_live_sync_group_resumes_after_failover() {
         Some(BEFORE_SYNC),
         "{steps:?}"
     );
-    let duplicates = source_position - BEFORE_SYNC;
+    // Resuming at the synced offset re-reads what the group consumed on the source after the
+    // last sync, and skips nothing.
     println!(
-        "resumed at offset {BEFORE_SYNC} (the synced offset); {duplicates} record(s) re-read \
-         of at most {AFTER_SYNC} (consumed on the source since the last sync); none skipped"
+        "resumed at offset {BEFORE_SYNC} (the synced offset); {} record(s) re-read (consumed \
+         on the source since the last sync); none skipped",
+        source_position - BEFORE_SYNC
     );
-    assert!(duplicates <= AFTER_SYNC);
     let end = committed(&west, "billing").expect("the group committed on the destination");
     assert!(end >= RECORDS, "the group read to the end: {end}");
 

@@ -1,6 +1,7 @@
 //! kmirror-testsupport: test infrastructure shared by the tests and benches of kmirror, used
 //! only as a dev-dependency (never part of the `kmirror` binary or the harness library).
 //!
+//! - [`dir_tree`]: directory trees copied whole, and snapshotted to show what a command changed.
 //! - [`crash_counts`]: the kill points and torn writes a crash test reports, shown in CI's log
 //!   and summed by `.ci/run`.
 //! - [`jvm`]: the Apache Kafka 4.4.0 oracle's JVM side (finding `java` and `mvn`, building
@@ -15,6 +16,7 @@
 //! Being test code, these helpers panic on failures instead of returning errors.
 
 pub mod crash_counts;
+pub mod dir_tree;
 pub mod jvm;
 pub mod kafka_broker;
 pub mod link;
